@@ -1,0 +1,130 @@
+"""The command line: ``elastic-sim run | validate | scenarios``.
+
+Exit codes: 0 every check and expectation holds; 1 a violation or an unmet expectation;
+2 bad input (named file, field and what was expected) or an internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from pathlib import Path
+
+from rich.console import Console
+
+from elastic_sim.errors import ScenarioError
+
+EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="elastic-sim",
+        description="Simulation and fault-injection testbed for elastic training protocols.",
+    )
+    p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run one scenario and check it")
+    run.add_argument("scenario", help="scenario YAML file")
+    run.add_argument("--seed", type=_nonneg_int, default=None,
+                     help="root seed (default: the scenario's seed)")
+    run.add_argument("--mode", choices=["sim", "real"], default="sim",
+                     help="sim: deterministic simulation; real: OS processes, TCPStore, Gloo")
+    run.add_argument("--out", type=Path, default=None,
+                     help="output directory (default: runs/<scenario>-<mode>-s<seed>)")
+    run.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
+    val = sub.add_parser("validate", help="check scenario files without running them")
+    val.add_argument("scenarios", nargs="+")
+    ls = sub.add_parser("scenarios", help="list the scenarios in a directory")
+    ls.add_argument("directory", nargs="?", default="scenarios")
+    return p
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``elastic-sim`` console script."""
+    args = _parser().parse_args(argv)
+    console = Console(highlight=False)
+    try:
+        if args.command == "run":
+            return _cmd_run(args, console)
+        if args.command == "validate":
+            return _cmd_validate(args, console)
+        return _cmd_scenarios(args, console)
+    except ScenarioError as exc:
+        _err(f"error: {exc}")
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return 130
+    except Exception as exc:  # an internal error still gets one line, not a traceback
+        if args.debug:
+            traceback.print_exc()
+        _err(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the "
+             "traceback)")
+        return EXIT_BAD_INPUT
+
+
+def _err(line: str) -> None:
+    """One line on stderr, never wrapped (scripts grep it)."""
+    print(" ".join(line.split()), file=sys.stderr)
+
+
+def _cmd_run(args: argparse.Namespace, console: Console) -> int:
+    from elastic_sim.console import print_report
+    from elastic_sim.runner import run_scenario
+    from elastic_sim.scenario import load_scenario
+
+    sc = load_scenario(args.scenario)
+    seed = sc.seed if args.seed is None else args.seed
+    out = args.out or Path("runs") / f"{sc.name}-{args.mode}-s{seed}"
+    with console.status(f"running {sc.name} ({args.mode})...") as status:
+        report = run_scenario(
+            sc, seed=seed, mode=args.mode, out_dir=out, file=args.scenario,
+            progress=lambda msg: status.update(msg),
+        )
+    if args.quiet:
+        console.print(("PASS" if report.passed else "FAIL") + f" {report.out_dir}")
+    else:
+        print_report(report, console)
+    return report.exit_code
+
+
+def _cmd_validate(args: argparse.Namespace, console: Console) -> int:
+    from elastic_sim.scenario import load_scenario
+
+    for path in args.scenarios:
+        sc = load_scenario(path)
+        console.print(f"{path}: ok ({sc.protocol.name}, {len(sc.cluster.host_specs())} hosts, "
+                      f"{len(sc.faults)} faults)", markup=False)
+    return EXIT_OK
+
+
+def _cmd_scenarios(args: argparse.Namespace, console: Console) -> int:
+    from elastic_sim.scenario import load_scenario
+
+    root = Path(args.directory)
+    if not root.is_dir():
+        raise ScenarioError(str(root), "", "no such directory")
+    for path in sorted(root.rglob("*.yaml")):
+        try:
+            sc = load_scenario(path)
+            first = " ".join(sc.description.split()).split(". ")[0]
+            console.print(f"{path}  [{sc.protocol.name}] {first}", markup=False)
+        except ScenarioError as exc:
+            console.print(f"{path}  INVALID: {exc.message}", markup=False)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""What a person reads after a run: rounds, recoveries, checks, expectations, verdict."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from elastic_sim.runner import RunReport
+
+OK = "[green]✓[/]"
+BAD = "[red]✗[/]"
+
+
+def _s(x: float | None) -> str:
+    return "—" if x is None else f"{x:.3f}"
+
+
+def print_report(r: RunReport, console: Console) -> None:
+    """The console summary of one run."""
+    sc, m = r.scenario, r.metrics
+    console.print(
+        f"[bold]elastic-sim run[/] {escape(sc.name)}  protocol={sc.protocol.name}  "
+        f"mode={r.mode}  seed={r.seed}"
+    )
+    rounds = Table(title="Rounds", title_justify="left", box=None, pad_edge=False)
+    for col in ("round", "formed at (s)", "world", "members (rank)"):
+        rounds.add_column(col)
+    for rd in m.rounds:
+        members = " ".join(f"{h}:{rd.ranks.get(h, '?')}" for h in rd.members)
+        rounds.add_row(str(rd.round), _s(rd.formed_at), str(rd.world_size), escape(members))
+    console.print(rounds)
+    console.print(f"World size: [bold]{' -> '.join(map(str, m.world_sizes)) or '(no round)'}[/]")
+    if r.result.faults:
+        faults = Table(title="Faults", title_justify="left", box=None, pad_edge=False)
+        for col in ("fault", "at (s)", "fired", "recovery (s)", "detect", "rendezvous", "sync",
+                    "first step", "lost steps"):
+            faults.add_column(col)
+        recs = {rec.id: rec for rec in m.recoveries}
+        for f in r.result.faults:
+            rec = recs.get(f.id)
+            ph = rec.phases() if rec else {}
+            faults.add_row(
+                escape(f"{f.id} ({f.type})"), _s(f.at),
+                "yes" if f.fired else f"no: {escape(f.reason)}",
+                _s(rec.recovery_s) if rec else "—",
+                *(_s(ph.get(k)) for k in ("detect", "rendezvous", "sync", "first_step")),
+                str(rec.lost_steps) if rec else "—",
+            )
+        console.print(faults)
+    console.print("[bold]Checks[/]")
+    for c in r.checks:
+        console.print(f"  {OK if c.ok else BAD} {c.name}: {c.description} ({c.checked} checked)")
+        for v in c.violations:
+            console.print(f"      [red]{escape(v.message)}[/]")
+            for ev in v.witness:
+                console.print(f"        t={ev.t:.6f} {escape(ev.proc)} {ev.kind} "
+                              f"{escape(str(dict(ev.data)))}")
+    if r.expectations:
+        console.print("[bold]Expectations[/]")
+        for e in r.expectations:
+            console.print(f"  {OK if e.ok else BAD} {e.name}: expected {escape(e.expected)}, "
+                          f"got {escape(e.actual)}")
+    console.print(
+        f"Outcome: [bold]{m.outcome}[/] after {m.steps_done} steps, final world "
+        f"{m.final_world_size}, lost {m.lost_steps} steps, run time {m.end_time:.3f} s "
+        f"({'virtual' if r.mode == 'sim' else 'real'}), wall {r.wall_s:.2f} s"
+    )
+    for err in m.errors[:5]:
+        console.print(f"  [yellow]{escape(err)}[/]")
+    console.print(f"Trace: {r.out_dir / 'trace.jsonl'} ({r.result.trace_events} events) "
+                  f"sha256 {r.result.trace_sha256}")
+    console.print(f"Summary: {r.out_dir / 'summary.json'}")
+    console.print("[bold green]PASS[/]" if r.passed else "[bold red]FAIL[/] (exit 1)")

@@ -1,0 +1,65 @@
+"""The protocols a scenario can name: their entry point, knobs and what they need."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+
+from protocols.static.settings import StaticKnobs
+
+
+@dataclass(frozen=True)
+class ProtocolInfo:
+    """How to run one protocol model."""
+
+    entry: str
+    """``module:function`` of every host's first process."""
+    knobs: type[Any]
+    """Dataclass of its knobs with upstream's (or its own) defaults."""
+    summary: str
+
+
+PROTOCOLS: dict[str, ProtocolInfo] = {
+    "static": ProtocolInfo(
+        entry="protocols.static.main:host_main",
+        knobs=StaticKnobs,
+        summary="store rendezvous per round, sync from the most advanced member, "
+        "allreduce training with commits, re-rendezvous on failure",
+    ),
+}
+
+
+def suggest(word: str, choices: list[str]) -> str:
+    """' (did you mean X?)' when a close match exists."""
+    close = difflib.get_close_matches(word, choices, n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def validate_knobs(info: ProtocolInfo, raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Check knob names and types; return the knobs with defaults filled in.
+
+    Raises ValueError('<knob>: <message>') on the first problem."""
+    fields = {f.name: f for f in dataclasses.fields(info.knobs)}
+    hints = typing.get_type_hints(info.knobs)
+    for key in raw:
+        if key not in fields:
+            raise ValueError(
+                f"{key}: unknown knob{suggest(key, list(fields))}; expected one of "
+                + ", ".join(sorted(fields))
+            )
+    out: dict[str, Any] = {}
+    for name in fields:
+        if name not in raw:
+            out[name] = getattr(info.knobs(), name)
+            continue
+        try:
+            out[name] = pydantic.TypeAdapter(hints[name]).validate_python(raw[name], strict=False)
+        except pydantic.ValidationError as exc:
+            raise ValueError(f"{name}: {exc.errors()[0]['msg']} (got {raw[name]!r})") from None
+    return out

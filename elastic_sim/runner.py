@@ -1,0 +1,210 @@
+"""One run: scenario -> runtime -> trace -> checks, metrics, expectations -> summary."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from elastic_sim.errors import ScenarioError
+from elastic_sim.expect import ExpectationResult, evaluate
+from elastic_sim.registry import PROTOCOLS
+from elastic_sim.scenario import Scenario, scenario_dict, workload_dict
+from faults.model import Fault, Partition
+from faults.world import RunResult, World
+from protocols.trace import TraceEvent, TraceWriter, encode
+from reports.checks import CheckResult, run_checks
+from reports.metrics import Metrics, compute
+
+Mode = Literal["sim", "real"]
+
+
+@dataclass
+class RunReport:
+    """Everything one run produced."""
+
+    scenario: Scenario
+    seed: int
+    mode: Mode
+    out_dir: Path
+    result: RunResult
+    metrics: Metrics
+    checks: list[CheckResult]
+    expectations: list[ExpectationResult]
+    wall_s: float
+    events: list[TraceEvent] = field(repr=False, default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """All checks and expectations hold."""
+        return all(c.ok for c in self.checks) and all(e.ok for e in self.expectations)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when everything holds, 1 otherwise."""
+        return 0 if self.passed else 1
+
+
+def build_world(sc: Scenario, seed: int, mode: Mode) -> World:
+    """The runtime's view of the scenario. Real mode picks a free store port."""
+    knobs = sc.knobs()
+    if mode == "real" and "store_port" in knobs:
+        knobs["store_port"] = _free_port()
+    hosts = tuple(sc.cluster.host_specs())
+    return World(
+        hosts=hosts,
+        entry=PROTOCOLS[sc.protocol.name].entry,
+        args={
+            "hosts": [h.name for h in hosts],
+            "store_host": sc.store_host,
+            "knobs": knobs,
+            "workload": workload_dict(sc),
+            "seed": seed,
+        },
+        topology=sc.cluster.topology,
+        latency=sc.cluster.latency,
+        bandwidth=sc.cluster.bandwidth,
+        links=sc.links(),
+        time_limit=sc.time_limit,
+    )
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def refuse_unsupported(sc: Scenario, faults: list[Fault], mode: Mode, file: str) -> None:
+    """Real mode cannot fake what it cannot do: refuse before anything starts."""
+    if mode != "real":
+        return
+    for i, f in enumerate(faults):
+        if isinstance(f, Partition):
+            raise ScenarioError(
+                file,
+                f"faults[{i}]",
+                f"fault {f.id!r}: partitions need a real network cut (per-host network "
+                "namespaces), which real mode does not set up yet; run with --mode sim",
+            )
+
+
+def run_scenario(
+    sc: Scenario,
+    *,
+    seed: int,
+    mode: Mode,
+    out_dir: Path,
+    file: str = "<scenario>",
+    progress: Callable[[str], None] | None = None,
+) -> RunReport:
+    """Run one scenario and write ``trace.jsonl`` and ``summary.json`` into ``out_dir``.
+
+    Files are written under temporary names and renamed when complete, so a run that
+    fails midway leaves no half-written results."""
+    faults = sc.fault_objects()
+    refuse_unsupported(sc, faults, mode, file)
+    world = build_world(sc, seed, mode)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    events: list[TraceEvent] = []
+    part = out_dir / "trace.jsonl.part"
+    started = time.perf_counter()
+    try:
+        metrics, result = _record(sc, world, faults, seed, mode, out_dir, part, events, progress)
+    except BaseException:
+        part.unlink(missing_ok=True)  # nothing half-written
+        raise
+    part.replace(out_dir / "trace.jsonl")
+    wall = time.perf_counter() - started
+    report = RunReport(
+        scenario=sc, seed=seed, mode=mode, out_dir=out_dir, result=result, metrics=metrics,
+        checks=run_checks(events), expectations=evaluate(sc.expect, metrics), wall_s=wall,
+        events=events,
+    )
+    _write_json(out_dir / "summary.json", summary_json(report))
+    return report
+
+
+def _record(
+    sc: Scenario, world: World, faults: list[Fault], seed: int, mode: Mode, out_dir: Path,
+    part: Path, events: list[TraceEvent], progress: Callable[[str], None] | None,
+) -> tuple[Metrics, RunResult]:
+    """Run the runtime, writing every event to ``part`` and ``events``."""
+    with part.open("w", encoding="utf-8") as fh:
+        writer = TraceWriter(fh)
+
+        def emit(ev: TraceEvent) -> None:
+            events.append(ev)
+            writer.write(ev)
+
+        emit(TraceEvent(0.0, "*", "elastic-sim", "run_start",
+                        {"scenario": sc.name, "seed": seed, "mode": mode}))
+        result = _run_runtime(world, faults, seed, mode, out_dir, emit, progress)
+        metrics = compute(events, sc.workload.steps, result.exit_codes, result.hung,
+                          result.end_time)
+        emit(TraceEvent(result.end_time, "*", "elastic-sim", "run_end",
+                        {"outcome": metrics.outcome,
+                         "exit_codes": dict(sorted(result.exit_codes.items()))}))
+        result.trace_sha256 = writer.sha256
+        result.trace_events = writer.count
+    return metrics, result
+
+
+def _run_runtime(
+    world: World, faults: list[Fault], seed: int, mode: Mode, out_dir: Path,
+    emit: Callable[[TraceEvent], None], progress: Callable[[str], None] | None,
+) -> RunResult:
+    if mode == "sim":
+        import sim
+
+        return sim.run(world, faults, seed, emit)
+    try:
+        import real
+    except ImportError as exc:  # torch missing
+        raise ScenarioError("--mode real", "", f"real mode needs torch: {exc}") from None
+    if progress:
+        progress("starting real processes (importing torch takes a few seconds)")
+    return real.run(world, faults, seed, out_dir / "real", emit)
+
+
+def summary_json(r: RunReport) -> dict[str, Any]:
+    """The machine-readable summary of a run."""
+    return {
+        "scenario": scenario_dict(r.scenario),
+        "seed": r.seed,
+        "mode": r.mode,
+        "verdict": "pass" if r.passed else "fail",
+        "exit_code": r.exit_code,
+        "trace": {"file": "trace.jsonl", "sha256": r.result.trace_sha256,
+                  "events": r.result.trace_events},
+        "wall_s": round(r.wall_s, 3),
+        "hung": r.result.hung,
+        "exit_codes": dict(sorted(r.result.exit_codes.items())),
+        "faults": [asdict(f) for f in r.result.faults],
+        "metrics": r.metrics.to_json(),
+        "checks": [
+            {
+                "name": c.name,
+                "description": c.description,
+                "ok": c.ok,
+                "checked": c.checked,
+                "violations": [
+                    {"message": v.message, "witness": [json.loads(encode(e)) for e in v.witness]}
+                    for v in c.violations
+                ],
+            }
+            for c in r.checks
+        ],
+        "expectations": [asdict(e) for e in r.expectations],
+    }
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".part")
+    tmp.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,389 @@
+"""The scenario file: schema, loading, and errors that name the file and the field.
+
+A scenario names the protocol and its knobs, the cluster, the workload, the faults and
+what the user expects. Everything is checked before anything runs or is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import pydantic
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from elastic_sim.errors import ScenarioError
+from elastic_sim.registry import PROTOCOLS, suggest, validate_knobs
+from faults.model import CrashHost, CrashProcess, Fault, HangHost, Partition
+from faults.world import HostSpec, LinkSpec
+from protocols.static.settings import Workload
+
+NonNeg = Annotated[float, Field(ge=0)]
+Pos = Annotated[float, Field(gt=0)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class HostModel(_Strict):
+    """A host: its name, when it starts, and its clock."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    start_at: NonNeg = 0.0
+    clock_offset: float = 0.0
+    clock_drift: float = 0.0
+
+
+class LinkModel(_Strict):
+    """A link whose latency/bandwidth differ from the cluster default."""
+
+    a: str
+    b: str
+    latency: NonNeg
+    bandwidth: Pos
+
+
+class ClusterModel(_Strict):
+    """Hosts (a count, names, or objects), store host and network."""
+
+    hosts: Annotated[int, Field(ge=1, le=100_000)] | list[str | HostModel]
+    store_host: str | None = None
+    topology: Literal["star", "full"] = "star"
+    latency: NonNeg = 0.00005
+    bandwidth: Pos = 3.0e9
+    links: list[LinkModel] = []
+
+    def host_specs(self) -> list[HostSpec]:
+        """Host specs in order (a count N gives h0..h{N-1})."""
+        if isinstance(self.hosts, int):
+            return [HostSpec(f"h{i}") for i in range(self.hosts)]
+        out = []
+        for h in self.hosts:
+            if isinstance(h, str):
+                out.append(HostSpec(h))
+            else:
+                out.append(HostSpec(h.name, h.start_at, h.clock_offset, h.clock_drift))
+        return out
+
+
+class WorkloadModel(_Strict):
+    """The training job."""
+
+    steps: Annotated[int, Field(ge=1)] = Workload.steps
+    step_time: NonNeg = Workload.step_time
+    commit_every: Annotated[int, Field(ge=1)] = Workload.commit_every
+    state_bytes: Annotated[int, Field(ge=0)] = Workload.state_bytes
+    params: Annotated[int, Field(ge=1, le=4096)] = Workload.params
+
+
+class ProtocolModel(_Strict):
+    """Which protocol model runs, with which knobs."""
+
+    name: str
+    knobs: dict[str, Any] = {}
+
+
+class _FaultBase(_Strict):
+    id: str | None = None
+    at: NonNeg
+
+
+class CrashModel(_FaultBase):
+    """Kill every process of a host; it stays down."""
+
+    type: Literal["crash"]
+    host: str
+
+
+class CrashProcessModel(_FaultBase):
+    """Kill one process (``host/name``)."""
+
+    type: Literal["crash_process"]
+    proc: str
+
+
+class HangModel(_FaultBase):
+    """Freeze a host for a while."""
+
+    type: Literal["hang"]
+    host: str
+    duration: Pos
+
+
+class PartitionModel(_FaultBase):
+    """Cut the network between groups of hosts for a while."""
+
+    type: Literal["partition"]
+    groups: Annotated[list[Annotated[list[str], Field(min_length=1)]], Field(min_length=2)]
+    duration: Pos
+
+
+FaultModel = Annotated[
+    CrashModel | CrashProcessModel | HangModel | PartitionModel, Field(discriminator="type")
+]
+
+
+class ExpectModel(_Strict):
+    """What the user expects; any unmet expectation makes the run exit 1."""
+
+    outcome: Literal["completed", "failed"] | None = None
+    final_world_size: Annotated[int, Field(ge=0)] | None = None
+    world_sizes: list[Annotated[int, Field(ge=1)]] | None = None
+    """The world size of every round, in order."""
+    max_recovery_s: NonNeg | None = None
+    max_lost_steps: Annotated[int, Field(ge=0)] | None = None
+
+
+class Scenario(_Strict):
+    """A whole scenario file."""
+
+    name: str = ""
+    description: str = ""
+    seed: Annotated[int, Field(ge=0)] = 0
+    time_limit: Pos = 3600.0
+    protocol: ProtocolModel
+    cluster: ClusterModel
+    workload: WorkloadModel = WorkloadModel()
+    faults: list[FaultModel] = []
+    expect: ExpectModel = ExpectModel()
+
+    def fault_objects(self) -> list[Fault]:
+        """The faults as runtime data, each with an id (``f<i>-<type>`` unless named)."""
+        out: list[Fault] = []
+        for i, f in enumerate(self.faults):
+            fid = f.id or f"f{i}-{f.type}"
+            if isinstance(f, CrashModel):
+                out.append(CrashHost(fid, f.at, f.host))
+            elif isinstance(f, CrashProcessModel):
+                out.append(CrashProcess(fid, f.at, f.proc))
+            elif isinstance(f, HangModel):
+                out.append(HangHost(fid, f.at, f.host, f.duration))
+            else:
+                out.append(Partition(fid, f.at, tuple(tuple(g) for g in f.groups), f.duration))
+        return out
+
+    def knobs(self) -> dict[str, Any]:
+        """The protocol's knobs with defaults filled in (already validated)."""
+        return validate_knobs(PROTOCOLS[self.protocol.name], self.protocol.knobs)
+
+    def links(self) -> tuple[LinkSpec, ...]:
+        """Per-link overrides."""
+        return tuple(LinkSpec(x.a, x.b, x.latency, x.bandwidth) for x in self.cluster.links)
+
+    @property
+    def store_host(self) -> str:
+        """The host whose first process serves the store (default: the first host)."""
+        return self.cluster.store_host or self.cluster.host_specs()[0].name
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read, parse and validate a scenario file; :class:`ScenarioError` on any problem."""
+    file = str(path)
+    p = Path(path)
+    if not p.exists():
+        raise ScenarioError(file, "", "no such file")
+    if p.is_dir():
+        raise ScenarioError(file, "", "is a directory, expected a scenario YAML file")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(file, "", f"cannot read: {exc}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ScenarioError(file, where, f"invalid YAML: {problem}") from None
+    if raw is None:
+        raise ScenarioError(
+            file, "", "empty scenario; expected a mapping with keys protocol, cluster, workload"
+        )
+    if not isinstance(raw, dict):
+        raise ScenarioError(
+            file, "", f"expected a mapping at the top level, got {type(raw).__name__}"
+        )
+    raw.setdefault("name", p.stem)
+    return parse_scenario(raw, file)
+
+
+def parse_scenario(raw: dict[str, Any], file: str = "<scenario>") -> Scenario:
+    """Validate an already-parsed mapping."""
+    try:
+        sc = Scenario.model_validate(raw)
+    except pydantic.ValidationError as exc:
+        raise _from_pydantic(file, exc) from None
+    _check_references(sc, file)
+    return sc
+
+
+_UNION_TAGS = {"str", "int", "float", "bool", "constrained-int", "constrained-float", "HostModel"}
+_FAULT_TAGS = {"crash", "crash_process", "hang", "partition"}
+
+
+def _is_tag(part: str, prev_int: bool) -> bool:
+    """Whether a pydantic loc element names a union branch rather than a field."""
+    return part in _UNION_TAGS or "[" in part or (prev_int and part in _FAULT_TAGS)
+
+
+def _loc_path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    prev_int = False
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+            prev_int = True
+            continue
+        if not _is_tag(str(part), prev_int):
+            out += ("." if out else "") + str(part)
+        prev_int = False
+    return out
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The schema model that owns the field at ``loc`` (for listing valid keys)."""
+    model: Any = Scenario
+    for part in loc[:-1]:
+        if isinstance(part, int) or model is None:
+            continue
+        if part in _FAULT_TAGS:
+            model = {
+                "crash": CrashModel,
+                "crash_process": CrashProcessModel,
+                "hang": HangModel,
+                "partition": PartitionModel,
+            }[part]
+            continue
+        if _is_tag(str(part), False):
+            continue
+        field = model.model_fields.get(part) if hasattr(model, "model_fields") else None
+        if field is None:
+            return None
+        ann = field.annotation
+        model = _first_model(ann)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _first_model(ann: Any) -> Any:
+    import typing
+
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return ann
+    for arg in typing.get_args(ann):
+        found = _first_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _from_pydantic(file: str, exc: pydantic.ValidationError) -> ScenarioError:
+    errors = exc.errors()
+    # With unions, the deepest location is the branch the user meant.
+    err = max(errors, key=lambda e: len(e["loc"]))
+    loc = tuple(err["loc"])
+    path = _loc_path(loc)
+    more = ""  # one message: the first problem (union branches would inflate a count)
+    if err["type"] == "extra_forbidden":
+        key = str(loc[-1])
+        model = _model_at(loc)
+        valid = sorted(model.model_fields) if model else []
+        hint = suggest(key, valid)
+        expected = f"; expected one of: {', '.join(valid)}" if valid else ""
+        return ScenarioError(file, path, f"unknown field '{key}'{hint}{expected}{more}")
+    if err["type"] == "union_tag_invalid":
+        got = err.get("input", {})
+        kind = got.get("type") if isinstance(got, dict) else None
+        valid = ["crash", "crash_process", "hang", "partition"]
+        hint = suggest(str(kind), valid)
+        return ScenarioError(
+            file, path + ".type", f"unknown fault type {kind!r}{hint}; expected one of: "
+            + ", ".join(valid) + more
+        )
+    if err["type"] == "union_tag_not_found":
+        return ScenarioError(file, path + ".type", f"missing fault type; expected one of: "
+                             f"crash, crash_process, hang, partition{more}")
+    got = err.get("input")
+    shown = "" if err["type"] == "missing" else f" (got {got!r})"
+    msg = "required field is missing" if err["type"] == "missing" else err["msg"]
+    return ScenarioError(file, path, f"{msg}{shown}{more}")
+
+
+def _check_references(sc: Scenario, file: str) -> None:
+    """Cross-field checks: names that must refer to something that exists."""
+    info = PROTOCOLS.get(sc.protocol.name)
+    if info is None:
+        names = sorted(PROTOCOLS)
+        raise ScenarioError(
+            file,
+            "protocol.name",
+            f"unknown protocol {sc.protocol.name!r}{suggest(sc.protocol.name, names)}; "
+            f"expected one of: {', '.join(names)}",
+        )
+    try:
+        knobs = validate_knobs(info, sc.protocol.knobs)
+    except ValueError as exc:
+        raise ScenarioError(file, "protocol.knobs." + str(exc).split(":", 1)[0],
+                            str(exc).split(":", 1)[1].strip()) from None
+    hosts = [h.name for h in sc.cluster.host_specs()]
+    seen: set[str] = set()
+    for i, h in enumerate(hosts):
+        if h in seen:
+            raise ScenarioError(file, f"cluster.hosts[{i}]", f"duplicate host name {h!r}")
+        seen.add(h)
+
+    def need_host(path: str, name: str) -> None:
+        if name not in seen:
+            shown = ", ".join(hosts[:8]) + (", ..." if len(hosts) > 8 else "")
+            raise ScenarioError(
+                file, path, f"unknown host {name!r}{suggest(name, hosts)}; expected one of: {shown}"
+            )
+
+    if sc.cluster.store_host is not None:
+        need_host("cluster.store_host", sc.cluster.store_host)
+    for i, link in enumerate(sc.cluster.links):
+        for end in ("a", "b"):
+            name = getattr(link, end)
+            if name != "switch":
+                need_host(f"cluster.links[{i}].{end}", name)
+    ids: set[str] = set()
+    for i, f in enumerate(sc.faults):
+        base = f"faults[{i}]"
+        if isinstance(f, (CrashModel, HangModel)):
+            need_host(base + ".host", f.host)
+        elif isinstance(f, CrashProcessModel):
+            host, _, name = f.proc.partition("/")
+            if not name:
+                raise ScenarioError(file, base + ".proc", f"expected 'host/name', got {f.proc!r}")
+            need_host(base + ".proc", host)
+        else:
+            for g, group in enumerate(f.groups):
+                for j, h in enumerate(group):
+                    need_host(f"{base}.groups[{g}][{j}]", h)
+        fid = f.id or f"f{i}-{f.type}"
+        if fid in ids:
+            raise ScenarioError(file, base + ".id", f"duplicate fault id {fid!r}")
+        ids.add(fid)
+    mn, mx = knobs.get("min_hosts"), knobs.get("max_hosts")
+    if isinstance(mn, int) and isinstance(mx, int) and mn > mx:
+        raise ScenarioError(
+            file, "protocol.knobs.min_hosts", f"must be <= max_hosts ({mx}), got {mn}"
+        )
+    if isinstance(mn, int) and mn > len(hosts):
+        raise ScenarioError(
+            file,
+            "protocol.knobs.min_hosts",
+            f"must be <= the number of hosts ({len(hosts)}), got {mn}",
+        )
+
+
+def scenario_dict(sc: Scenario) -> dict[str, Any]:
+    """The scenario as plain data (for summary.json and reproducers)."""
+    return sc.model_dump(mode="json", exclude_none=True)
+
+
+def workload_dict(sc: Scenario) -> dict[str, Any]:
+    """The workload as the protocol reads it."""
+    return dataclasses.asdict(Workload(**sc.workload.model_dump()))

@@ -1,0 +1,104 @@
+"""The world a run happens in: hosts, links, the job's first process on each host, and
+what a runtime reports back. Plain data, so both runtimes read the same description."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """One machine of the cluster."""
+
+    name: str
+    start_at: float = 0.0
+    """When its first process starts (a late host is a scale-up)."""
+    clock_offset: float = 0.0
+    """Seconds its wall clock is ahead of true time."""
+    clock_drift: float = 0.0
+    """Relative rate error of its clocks (1e-6 = 1 ppm fast)."""
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """A network link between two nodes of the topology (hosts or switches)."""
+
+    a: str
+    b: str
+    latency: float
+    """One-way seconds."""
+    bandwidth: float
+    """Bytes per second."""
+
+
+@dataclass(frozen=True)
+class CollectiveModel:
+    """How the sim prices and fails collectives; defaults from shared/calibration.md
+    (Gloo on loopback, torch 2.13)."""
+
+    alpha: float = 0.00015
+    """Software cost of one algorithm step, on top of the link latency (s)."""
+    detect_fast_max: float = 0.17
+    """A dead peer is usually noticed within uniform(0, this) seconds..."""
+    detect_slow_prob: float = 1 / 22
+    """...but with this probability only at the group's timeout."""
+
+
+@dataclass(frozen=True)
+class World:
+    """Everything a runtime needs to run a job: the cluster, and what runs on it.
+
+    Every host starts one process ``host/proc_name`` running ``entry`` with ``args``."""
+
+    hosts: tuple[HostSpec, ...]
+    entry: str
+    args: Mapping[str, Any]
+    proc_name: str = "main"
+    topology: Literal["full", "star"] = "star"
+    latency: float = 0.00005
+    bandwidth: float = 3.0e9
+    links: tuple[LinkSpec, ...] = ()
+    """Per-link overrides of the default latency and bandwidth."""
+    collectives: CollectiveModel = field(default_factory=CollectiveModel)
+    time_limit: float = 3600.0
+    """Run time after which a run that has not ended is stopped and called hung."""
+
+    def host(self, name: str) -> HostSpec:
+        """The host named ``name``; KeyError if there is none."""
+        for h in self.hosts:
+            if h.name == name:
+                return h
+        raise KeyError(name)
+
+    @property
+    def host_names(self) -> tuple[str, ...]:
+        """Host names in scenario order."""
+        return tuple(h.name for h in self.hosts)
+
+
+@dataclass
+class FaultReport:
+    """Whether one scheduled fault fired, and when or why not."""
+
+    id: str
+    type: str
+    fired: bool
+    at: float | None = None
+    reason: str = ""
+
+
+@dataclass
+class RunResult:
+    """What a runtime reports when a run ends (the trace holds the rest)."""
+
+    exit_codes: dict[str, int]
+    """Exit code of every process the run started (negative: killed by that signal)."""
+    end_time: float
+    """Run time at which the last process ended (or the time limit)."""
+    hung: bool
+    """The time limit passed with processes still running."""
+    faults: list[FaultReport] = field(default_factory=list)
+    trace_sha256: str = ""
+    trace_events: int = 0

@@ -1,0 +1,1 @@
+"""Elastic training protocols, written once against :mod:`protocols.api`."""

@@ -1,0 +1,519 @@
+"""The runtime contract: the only thing protocol code may import.
+
+Protocol code is plain ``async def`` code that awaits operations of a :class:`Runtime`
+handed to it. The simulator drives these coroutines on virtual time; the real runtime
+drives the very same coroutines on asyncio over TCP, a TCPStore and Gloo. Between two
+awaits a coroutine runs atomically in both runtimes, so interleavings happen only at
+awaits.
+
+A runtime implements the abstract ``_``-methods; everything a protocol calls that can be
+written once (tracing of collectives, the sync primitives in :mod:`protocols.sync`) is
+written here once, so both runtimes behave and trace identically.
+"""
+
+from __future__ import annotations
+
+import abc
+import random
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+JSON = Any
+"""A JSON-serialisable value: what messages, process arguments and trace fields carry."""
+
+# --------------------------------------------------------------------------------------
+# Errors: part of the contract, because elastic protocols live in their error paths.
+# --------------------------------------------------------------------------------------
+
+
+class Cancelled(BaseException):
+    """Thrown into a task that was cancelled. A BaseException, so ``except Exception``
+    in protocol code does not swallow it (as with asyncio.CancelledError)."""
+
+
+class OperationTimeout(Exception):
+    """A deadline given to :meth:`Runtime.wait_for` or :meth:`Runtime.recv` passed."""
+
+
+class StoreError(Exception):
+    """Base of key-value store errors."""
+
+
+class StoreTimeout(StoreError):
+    """A store ``get``/``wait`` did not see its key(s) before the client's timeout."""
+
+
+class StoreConnectionError(StoreError):
+    """The store server is gone (its process died) or could not be reached at connect.
+
+    Like c10d's TCPStore client, a client never reconnects: every later call fails too.
+    """
+
+
+class CollectiveError(Exception):
+    """Base of process-group errors."""
+
+
+class CollectiveFailed(CollectiveError):
+    """A peer of the group died (connection closed by peer) or the group was aborted."""
+
+
+class CollectiveTimeout(CollectiveError):
+    """A collective did not complete within the group's timeout (a peer hangs or is cut off)."""
+
+
+class ProcessExited(Exception):
+    """A child process ended; ``code`` is its exit status (negative: killed by a signal)."""
+
+    def __init__(self, name: str, code: int) -> None:
+        super().__init__(f"process {name} exited with code {code}")
+        self.name = name
+        self.code = code
+
+
+# --------------------------------------------------------------------------------------
+# Futures and tasks: the one concurrency primitive a runtime must provide.
+# --------------------------------------------------------------------------------------
+
+
+class Future(abc.ABC, Generic[T]):
+    """A value that becomes available later, awaitable by exactly the tasks of one process.
+
+    Resolving a future never runs waiters synchronously: they resume at the same time,
+    after the current task yields. :mod:`protocols.sync` builds events, queues, locks and
+    conditions on this alone.
+    """
+
+    @abc.abstractmethod
+    def done(self) -> bool:
+        """Whether a result or an exception is set."""
+
+    @abc.abstractmethod
+    def set_result(self, value: T) -> None:
+        """Resolve with a value; an error if already done."""
+
+    @abc.abstractmethod
+    def set_exception(self, exc: BaseException) -> None:
+        """Resolve with an error, raised in every awaiter."""
+
+    @abc.abstractmethod
+    def result(self) -> T:
+        """The value (or raise the error); an error if not done."""
+
+    @abc.abstractmethod
+    def __await__(self) -> Generator[Any, Any, T]:
+        """Suspend the awaiting task until resolved."""
+
+
+class Task(abc.ABC, Generic[T]):
+    """A coroutine running concurrently inside one process; it dies with the process."""
+
+    name: str
+
+    @abc.abstractmethod
+    def cancel(self) -> None:
+        """Throw :class:`Cancelled` into the task at its current await (or before it starts)."""
+
+    @abc.abstractmethod
+    def done(self) -> bool:
+        """Whether the task has finished (returned, raised or was cancelled)."""
+
+    @abc.abstractmethod
+    def __await__(self) -> Generator[Any, Any, T]:
+        """Wait for the task; return its result or raise its error (Cancelled included)."""
+
+
+# --------------------------------------------------------------------------------------
+# Messages
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Message:
+    """A control message: ``body`` is a JSON object; never pickled on the wire."""
+
+    src: str
+    body: Mapping[str, JSON]
+
+
+# --------------------------------------------------------------------------------------
+# Key-value store with c10d TCPStore semantics.
+# --------------------------------------------------------------------------------------
+
+
+class Store(abc.ABC):
+    """A client of a key-value store hosted by one process (c10d TCPStore semantics).
+
+    - ``get`` blocks until the key exists, or raises :class:`StoreTimeout` after the
+      client's timeout.
+    - ``compare_set(key, expected, desired)``: if the key is missing and ``expected`` is
+      empty, sets ``desired`` and returns it; if missing and ``expected`` is non-empty,
+      returns ``expected`` without writing; if the current value equals ``expected``,
+      sets ``desired`` and returns it; otherwise returns the current value.
+    - ``add`` treats a missing key as 0 and returns the new value (stored as decimal text).
+    - Every call raises :class:`StoreConnectionError` once the server process is dead.
+    """
+
+    timeout: float
+
+    @abc.abstractmethod
+    async def set(self, key: str, value: bytes) -> None:
+        """Write ``value`` under ``key``."""
+
+    @abc.abstractmethod
+    async def get(self, key: str) -> bytes:
+        """Read ``key``, waiting for it to exist up to the client's timeout."""
+
+    @abc.abstractmethod
+    async def add(self, key: str, amount: int) -> int:
+        """Atomically add to the integer under ``key``; return the new value."""
+
+    @abc.abstractmethod
+    async def compare_set(self, key: str, expected: bytes, desired: bytes) -> bytes:
+        """Atomic compare-and-set with c10d's semantics (see the class docstring)."""
+
+    @abc.abstractmethod
+    async def wait(self, keys: Sequence[str], timeout: float | None = None) -> None:
+        """Wait until every key exists; :class:`StoreTimeout` after ``timeout``
+        (default: the client's timeout)."""
+
+    @abc.abstractmethod
+    async def check(self, keys: Sequence[str]) -> bool:
+        """Whether every key exists, without waiting."""
+
+    @abc.abstractmethod
+    async def delete(self, key: str) -> bool:
+        """Delete ``key``; whether it existed."""
+
+    def prefixed(self, prefix: str) -> Store:
+        """A view of this store whose keys are ``prefix + '/' + key`` (c10d PrefixStore)."""
+        return PrefixStore(self, prefix)
+
+
+class PrefixStore(Store):
+    """Keys of the wrapped store under ``prefix/``; shares the client and its timeout."""
+
+    def __init__(self, inner: Store, prefix: str) -> None:
+        self.inner = inner
+        self.prefix = prefix
+        self.timeout = inner.timeout
+
+    def _k(self, key: str) -> str:
+        return f"{self.prefix}/{key}"
+
+    async def set(self, key: str, value: bytes) -> None:
+        await self.inner.set(self._k(key), value)
+
+    async def get(self, key: str) -> bytes:
+        return await self.inner.get(self._k(key))
+
+    async def add(self, key: str, amount: int) -> int:
+        return await self.inner.add(self._k(key), amount)
+
+    async def compare_set(self, key: str, expected: bytes, desired: bytes) -> bytes:
+        return await self.inner.compare_set(self._k(key), expected, desired)
+
+    async def wait(self, keys: Sequence[str], timeout: float | None = None) -> None:
+        await self.inner.wait([self._k(k) for k in keys], timeout)
+
+    async def check(self, keys: Sequence[str]) -> bool:
+        return await self.inner.check([self._k(k) for k in keys])
+
+    async def delete(self, key: str) -> bool:
+        return await self.inner.delete(self._k(key))
+
+
+# --------------------------------------------------------------------------------------
+# Process groups (one per membership epoch).
+# --------------------------------------------------------------------------------------
+
+
+class Group(abc.ABC):
+    """A process group of one membership epoch (Gloo semantics).
+
+    A collective completes only when every member has entered the same one (matched by
+    the group's sequence number); it raises :class:`CollectiveFailed` when a member died
+    (each survivor notices after its own detection latency) and :class:`CollectiveTimeout`
+    when a member hangs or is cut off. Payloads are bytes and float lists so the sim needs
+    no torch; the real runtime moves them as tensors.
+    """
+
+    name: str
+    rank: int
+    size: int
+
+    @abc.abstractmethod
+    async def _allreduce(self, values: list[float]) -> list[float]:
+        """Element-wise sum over members."""
+
+    @abc.abstractmethod
+    async def _broadcast(self, data: bytes, root: int) -> bytes:
+        """Root's ``data`` to everyone; every member passes a buffer of the same length."""
+
+    @abc.abstractmethod
+    async def _barrier(self) -> None:
+        """Return when every member has entered."""
+
+    @abc.abstractmethod
+    async def _send(self, dst: int, data: bytes) -> None:
+        """Point-to-point send to rank ``dst``."""
+
+    @abc.abstractmethod
+    async def _recv(self, src: int, nbytes: int) -> bytes:
+        """Point-to-point receive of exactly ``nbytes`` from rank ``src``."""
+
+    @abc.abstractmethod
+    def abort(self) -> None:
+        """Fail every pending and future collective of this member with CollectiveFailed."""
+
+
+class TracedGroup:
+    """What protocols hold: a :class:`Group` whose collectives are traced identically in
+    both runtimes (``coll_enter`` / ``coll_done`` / ``coll_fail``) and numbered."""
+
+    def __init__(self, rt: Runtime, inner: Group) -> None:
+        self._rt = rt
+        self._inner = inner
+        self.name = inner.name
+        self.rank = inner.rank
+        self.size = inner.size
+        self.seq = 0
+
+    async def _traced(self, op: str, nbytes: int, aw: Awaitable[T]) -> T:
+        seq = self.seq
+        self.seq += 1
+        self._rt.record("coll_enter", group=self.name, seq=seq, op=op, nbytes=nbytes)
+        try:
+            out = await aw
+        except CollectiveError as exc:
+            self._rt.record(
+                "coll_fail", group=self.name, seq=seq, op=op, error=type(exc).__name__
+            )
+            raise
+        self._rt.record("coll_done", group=self.name, seq=seq, op=op)
+        return out
+
+    async def allreduce(self, values: Sequence[float]) -> list[float]:
+        """Element-wise sum over members."""
+        vals = list(values)
+        return await self._traced("allreduce", 8 * len(vals), self._inner._allreduce(vals))
+
+    async def broadcast(self, data: bytes, root: int) -> bytes:
+        """Root's bytes to all; every member passes a buffer of the same length."""
+        return await self._traced("broadcast", len(data), self._inner._broadcast(data, root))
+
+    async def barrier(self) -> None:
+        """Return when every member has entered."""
+        await self._traced("barrier", 0, self._inner._barrier())
+
+    async def send(self, dst: int, data: bytes) -> None:
+        """Point-to-point send (not numbered: only the two ends take part)."""
+        await self._inner._send(dst, data)
+
+    async def recv(self, src: int, nbytes: int) -> bytes:
+        """Point-to-point receive of exactly ``nbytes``."""
+        return await self._inner._recv(src, nbytes)
+
+    def abort(self) -> None:
+        """Fail this member's pending and future collectives."""
+        self._inner.abort()
+
+
+# --------------------------------------------------------------------------------------
+# Child processes.
+# --------------------------------------------------------------------------------------
+
+Entry = Callable[["Runtime", Mapping[str, JSON]], Coroutine[Any, Any, int]]
+"""A process's main: ``async def main(rt, args) -> exit code``, named as ``"module:function"``."""
+
+SIGNALS = ("TERM", "KILL", "STOP", "CONT", "INT")
+
+
+class Proc(abc.ABC):
+    """A child process started by :meth:`Runtime.start_process`."""
+
+    name: str
+
+    @abc.abstractmethod
+    def poll(self) -> int | None:
+        """The exit code, or None while it runs."""
+
+    @abc.abstractmethod
+    async def wait(self) -> int:
+        """Wait for the exit code (negative: killed by that signal number)."""
+
+    @abc.abstractmethod
+    def signal(self, sig: str) -> None:
+        """Deliver TERM, KILL, STOP, CONT or INT; nothing if it has exited."""
+
+
+SIGNAL_NUMBERS = {"INT": 2, "KILL": 9, "TERM": 15, "CONT": 18, "STOP": 19}
+"""Linux numbering, so exit codes read the same in both runtimes (-9 = SIGKILL)."""
+
+
+# --------------------------------------------------------------------------------------
+# The runtime.
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class ProcessInfo:
+    """Who this process is: its host, its name (``host/name``) and its environment."""
+
+    host: str
+    name: str
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class Runtime(abc.ABC):
+    """Everything a protocol process may do. One instance per process."""
+
+    info: ProcessInfo
+    rng: random.Random
+    """A seeded random stream of this process (in the sim: a named sub-stream of the run's seed)."""
+
+    @property
+    def host(self) -> str:
+        """The host this process runs on."""
+        return self.info.host
+
+    @property
+    def name(self) -> str:
+        """This process's address, ``host/name``."""
+        return self.info.name
+
+    # -- time --------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def now(self) -> float:
+        """This host's wall clock in seconds (may be offset, drift and jump: clock skew)."""
+
+    @abc.abstractmethod
+    def monotonic(self) -> float:
+        """This process's monotonic clock in seconds (drifts with the host, never jumps)."""
+
+    @abc.abstractmethod
+    async def sleep(self, seconds: float) -> None:
+        """Suspend this task for ``seconds``."""
+
+    # -- concurrency -------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def future(self) -> Future[Any]:
+        """A new unresolved future owned by this process."""
+
+    @abc.abstractmethod
+    def spawn(self, coro: Coroutine[Any, Any, T], name: str = "") -> Task[T]:
+        """Run ``coro`` concurrently in this process; it dies with the process."""
+
+    async def wait_for(self, aw: Coroutine[Any, Any, T], timeout: float | None) -> T:
+        """Run ``aw`` with a deadline: cancel it and raise :class:`OperationTimeout` after
+        ``timeout`` seconds (None: no deadline)."""
+        if timeout is None:
+            return await aw
+        task = self.spawn(aw, "wait_for")
+        done = self.future()
+
+        def _finish(_: Any = None) -> None:
+            if not done.done():
+                done.set_result(None)
+
+        timer = self.spawn(self._timer(timeout, _finish), "wait_for.timer")
+        waiter = self.spawn(self._join_then(task, _finish), "wait_for.join")
+        await done
+        if task.done():
+            timer.cancel()
+            return await task
+        task.cancel()
+        waiter.cancel()
+        raise OperationTimeout(f"no result within {timeout}s")
+
+    async def _timer(self, seconds: float, then: Callable[[], None]) -> None:
+        await self.sleep(seconds)
+        then()
+
+    @staticmethod
+    async def _join_then(task: Task[Any], then: Callable[[], None]) -> None:
+        try:
+            await task
+        except BaseException:  # the caller re-awaits the task and sees the error itself
+            pass
+        then()
+
+    # -- messages ----------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def send(self, dst: str, body: Mapping[str, JSON]) -> None:
+        """Send a JSON object to process ``dst`` (``host/name``); fire and forget.
+
+        A message to a dead process or across a cut link is lost; to a paused host it is
+        delivered when the host resumes."""
+
+    @abc.abstractmethod
+    async def recv(self, timeout: float | None = None) -> Message:
+        """Next message of this process's mailbox; :class:`OperationTimeout` after ``timeout``."""
+
+    # -- store -------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def host_store(self, port: int) -> str:
+        """Start a store server inside this process (it dies with it); return its address."""
+
+    @abc.abstractmethod
+    async def connect_store(self, addr: str, timeout: float) -> Store:
+        """A client of the store at ``addr``; ``timeout`` bounds connect and get/wait.
+
+        Raises :class:`StoreConnectionError` if no server answers within ``timeout``."""
+
+    # -- process groups ----------------------------------------------------------------
+
+    async def new_group(
+        self, store: Store, name: str, rank: int, size: int, timeout: float
+    ) -> TracedGroup:
+        """Join the process group ``name`` (one per epoch) through ``store``.
+
+        Returns when all ``size`` members have joined; :class:`CollectiveTimeout` if they do
+        not within ``timeout`` (which also bounds every collective of the group)."""
+        self.record("group_init", group=name, rank=rank, size=size)
+        inner = await self._new_group(store, name, rank, size, timeout)
+        self.record("group_ready", group=name, rank=rank, size=size)
+        return TracedGroup(self, inner)
+
+    @abc.abstractmethod
+    async def _new_group(
+        self, store: Store, name: str, rank: int, size: int, timeout: float
+    ) -> Group:
+        """Create the runtime's group (Gloo in real mode)."""
+
+    # -- processes ---------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def start_process(
+        self, name: str, entry: str, args: Mapping[str, JSON], env: Mapping[str, str] | None = None
+    ) -> Proc:
+        """Start a child process ``host/name`` on this host running ``entry``
+        (``"module:function"``, an :data:`Entry`) with ``args``."""
+
+    @abc.abstractmethod
+    def on_signal(self, sig: str, handler: Callable[[], None] | None) -> None:
+        """Install (or, with None, remove) a handler for TERM or INT; by default they kill."""
+
+    # -- trace -------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def record(self, kind: str, **fields: JSON) -> None:
+        """Append one event to the run's trace, stamped with the run's time and this process."""
+
+
+def resolve_entry(entry: str) -> Entry:
+    """Import ``"module:function"``. Runtimes use it to start processes by name."""
+    import importlib
+
+    mod_name, _, fn_name = entry.partition(":")
+    if not mod_name or not fn_name:
+        raise ValueError(f"entry {entry!r}: expected 'module:function'")
+    fn = getattr(importlib.import_module(mod_name), fn_name)
+    return fn  # type: ignore[no-any-return]

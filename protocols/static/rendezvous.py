@@ -1,0 +1,125 @@
+"""Round-based rendezvous through the store.
+
+Keys of round ``r`` live under ``rdzv/<r>/``:
+
+- ``count``: arrivals so far (``add``), so each arrival gets an index;
+- ``host/<i>``: the name of arrival ``i``;
+- ``members``: the closed round's membership, written once with compare-and-set, so every
+  host reads the same one even when several close the round at the same moment.
+
+The decisions (who is in, which rank) are pure functions; :func:`join` only acts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from protocols.api import Runtime, Store, StoreTimeout
+from protocols.static.settings import StaticKnobs
+
+POLL = 1.0
+"""How often a host waiting for a round checks whether the job has ended meanwhile."""
+
+
+class RendezvousTimeout(Exception):
+    """A round did not reach min_hosts within the join timeout."""
+
+
+class JobEnded(Exception):
+    """The job finished while this host waited for a round."""
+
+
+@dataclass(frozen=True)
+class Membership:
+    """A closed round: who is in and this host's rank."""
+
+    round: int
+    members: tuple[str, ...]
+    rank: int
+
+    @property
+    def world_size(self) -> int:
+        """Number of members."""
+        return len(self.members)
+
+
+def choose_members(arrivals: list[str], max_hosts: int) -> list[str]:
+    """The first ``max_hosts`` arrivals, in sorted order: the order gives the ranks."""
+    return sorted(arrivals[:max_hosts])
+
+
+def round_keys(store: Store, round_: int) -> Store:
+    """The store view of one round."""
+    return store.prefixed(f"rdzv/{round_}")
+
+
+DONE_KEY = "job/done"
+
+
+async def is_closed(store: Store, round_: int) -> bool:
+    """Whether round ``round_`` already has its membership."""
+    return await round_keys(store, round_).check(["members"])
+
+
+async def someone_waiting(store: Store, round_: int) -> bool:
+    """Whether any host has arrived for round ``round_`` (it waits to be admitted)."""
+    return await round_keys(store, round_).check(["host/0"])
+
+
+async def join(rt: Runtime, store: Store, round_: int, knobs: StaticKnobs) -> Membership | None:
+    """Join round ``round_``; return the membership, or None if it closed without us.
+
+    Raises :class:`RendezvousTimeout` if min_hosts are not reached within the join timeout
+    and :class:`JobEnded` if the job completed while we waited."""
+    keys = round_keys(store, round_)
+    if await keys.check(["members"]):
+        return None
+    rt.record("rdzv_join", round=round_)
+    index = await keys.add("count", 1) - 1
+    await keys.set(f"host/{index}", rt.host.encode())
+    await _wait_for_min(rt, store, keys, knobs)
+    if knobs.max_hosts > knobs.min_hosts:
+        try:
+            await keys.wait([f"host/{knobs.max_hosts - 1}"], timeout=knobs.last_call)
+        except StoreTimeout:
+            pass  # last call over: close with whoever came
+    count = int(await keys.add("count", 0))
+    arrivals = [(await keys.get(f"host/{i}")).decode() for i in range(count)]
+    proposal = json.dumps(choose_members(arrivals, knobs.max_hosts)).encode()
+    members = tuple(json.loads(await keys.compare_set("members", b"", proposal)))
+    if rt.host not in members:
+        rt.record("rdzv_rejected", round=round_)
+        return None
+    rank = members.index(rt.host)
+    rt.record("rdzv_done", round=round_, members=list(members), rank=rank, world_size=len(members))
+    return Membership(round_, members, rank)
+
+
+async def _wait_for_min(rt: Runtime, store: Store, keys: Store, knobs: StaticKnobs) -> None:
+    """Wait until min_hosts have arrived, polling for the end of the job meanwhile."""
+    deadline = rt.monotonic() + knobs.join_timeout
+    while True:
+        left = deadline - rt.monotonic()
+        if left <= 0:
+            raise RendezvousTimeout(
+                f"fewer than {knobs.min_hosts} hosts within {knobs.join_timeout}s"
+            )
+        try:
+            await keys.wait([f"host/{knobs.min_hosts - 1}"], timeout=min(POLL, left))
+            return
+        except StoreTimeout:
+            if await store.check([DONE_KEY]):
+                raise JobEnded() from None
+
+
+async def next_membership(
+    rt: Runtime, store: Store, first_round: int, knobs: StaticKnobs
+) -> Membership:
+    """Join rounds from ``first_round`` on until one admits this host."""
+    round_ = first_round
+    while True:
+        membership = await join(rt, store, round_, knobs)
+        if membership is not None:
+            return membership
+        round_ += 1

@@ -1,0 +1,44 @@
+"""Knobs and workload of the static protocol, with their defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StaticKnobs:
+    """How the static protocol forms rounds and handles failures."""
+
+    min_hosts: int = 1
+    """A round forms only once this many hosts have joined."""
+    max_hosts: int = 1_000_000
+    """A round closes at once when this many have joined; later arrivals wait."""
+    last_call: float = 1.0
+    """After min_hosts have joined, wait this long for more before closing the round."""
+    join_timeout: float = 600.0
+    """Give up (job fails) if a round does not reach min_hosts within this."""
+    group_timeout: float = 30.0
+    """Process-group timeout: a hung peer is detected after this."""
+    store_timeout: float = 60.0
+    """Store client timeout (connect, get, wait)."""
+    store_port: int = 29400
+    """Port of the store server on the store host."""
+    admit_waiting: bool = True
+    """At each commit, leave the round if hosts are waiting for the next one (scale up)."""
+    skip_state_broadcast: bool = False
+    """BROKEN on purpose: members keep their own state instead of the root's after a round
+    forms. Exists so the checks can be shown to fail."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The training job the protocol runs."""
+
+    steps: int = 100
+    step_time: float = 0.1
+    """Compute seconds per step, before the step's allreduce."""
+    commit_every: int = 10
+    state_bytes: int = 1 << 20
+    """Size of the model state broadcast at every sync."""
+    params: int = 8
+    """Number of (simulated) model parameters that the allreduce updates."""

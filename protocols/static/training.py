@@ -1,0 +1,69 @@
+"""The training state and its arithmetic: pure functions, no runtime.
+
+Parameters start from a per-host initialisation (as random model init differs per
+process), so only a state sync makes members agree. Gradients are small integers, so
+allreduce sums are exact in any order and every member computes identical floats.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from dataclasses import dataclass
+
+LEARNING_RATE = 1 / 16
+
+
+@dataclass(frozen=True)
+class TrainState:
+    """What a member holds: the number of steps done and the parameters."""
+
+    step: int
+    params: tuple[float, ...]
+
+    def digest(self) -> str:
+        """A short fingerprint that two members compare."""
+        return hashlib.sha256(self.header()).hexdigest()[:16]
+
+    def header(self) -> bytes:
+        """The state's meaningful bytes: step then parameters."""
+        return struct.pack(f"<q{len(self.params)}d", self.step, *self.params)
+
+    def to_bytes(self, size: int) -> bytes:
+        """The model blob that a sync broadcasts: the header padded to ``size`` bytes."""
+        head = self.header()
+        return head + bytes(max(0, size - len(head)))
+
+    @staticmethod
+    def from_bytes(blob: bytes, nparams: int) -> TrainState:
+        """Inverse of :meth:`to_bytes`."""
+        step, *params = struct.unpack_from(f"<q{nparams}d", blob)
+        return TrainState(step, tuple(params))
+
+
+def initial_state(host: str, seed: int, nparams: int) -> TrainState:
+    """A per-host initialisation derived from (seed, host) without any random module."""
+    out = []
+    for i in range(nparams):
+        h = hashlib.sha256(f"{seed}/{host}/{i}".encode()).digest()
+        out.append(int.from_bytes(h[:2], "little") / 65536.0)
+    return TrainState(0, tuple(out))
+
+
+def gradients(step: int, rank: int, nparams: int) -> list[float]:
+    """This rank's gradient at ``step``: small integers, exact under any summation order."""
+    return [float((step * 7 + rank * 3 + i) % 5 - 2) for i in range(nparams)]
+
+
+def apply_step(state: TrainState, summed: list[float], world_size: int) -> TrainState:
+    """One optimiser step with the allreduced gradient sum."""
+    params = tuple(
+        p - LEARNING_RATE * g / world_size for p, g in zip(state.params, summed, strict=True)
+    )
+    return TrainState(state.step + 1, params)
+
+
+def choose_root(committed_steps: list[float]) -> int:
+    """The rank whose state everyone adopts: the most committed progress, lowest rank on ties."""
+    best = max(committed_steps)
+    return committed_steps.index(best)

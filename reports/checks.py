@@ -1,0 +1,197 @@
+"""Safety checks over a trace: pure functions from history to verdict, each violation
+with the few events that witness it (Jepsen's checker discipline)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from protocols.trace import TraceEvent
+
+MAX_VIOLATIONS = 5
+"""Violations kept per check: the first ones are the ones that matter."""
+
+
+@dataclass
+class Violation:
+    """One breach of a property, with its witnesses."""
+
+    message: str
+    witness: list[TraceEvent]
+
+
+@dataclass
+class CheckResult:
+    """The verdict of one check."""
+
+    name: str
+    description: str
+    violations: list[Violation] = field(default_factory=list)
+    checked: int = 0
+    """How many instances (rounds, groups, hosts) the check looked at."""
+
+    @property
+    def ok(self) -> bool:
+        """No violation."""
+        return not self.violations
+
+
+Check = Callable[[Sequence[TraceEvent]], CheckResult]
+
+
+def _by(events: Sequence[TraceEvent], kind: str, key: str) -> dict[object, list[TraceEvent]]:
+    out: dict[object, list[TraceEvent]] = defaultdict(list)
+    for ev in events:
+        if ev.kind == kind:
+            out[ev.get(key)].append(ev)
+    return out
+
+
+def membership_agreement(events: Sequence[TraceEvent]) -> CheckResult:
+    """One membership per round, and every member that completed the round agrees on it."""
+    res = CheckResult("membership_agreement", "one membership per round, agreed by all members")
+    for rnd, evs in _by(events, "rdzv_done", "round").items():
+        res.checked += 1
+        first = evs[0]
+        for ev in evs[1:]:
+            if list(ev.get("members", [])) != list(first.get("members", [])):
+                res.violations.append(
+                    Violation(f"round {rnd}: {ev.host} and {first.host} disagree on members",
+                              [first, ev])
+                )
+                break
+        for ev in evs:
+            if ev.host not in ev.get("members", []) or ev.get("world_size") != len(
+                ev.get("members", [])
+            ):
+                res.violations.append(
+                    Violation(f"round {rnd}: {ev.host} reports a membership that is not its own "
+                              "or a world size that does not match it", [ev])
+                )
+    return res
+
+
+def rank_validity(events: Sequence[TraceEvent]) -> CheckResult:
+    """In every round, ranks are exactly 0..W-1, each held by one member."""
+    res = CheckResult("rank_validity", "ranks are exactly 0..W-1, one member each")
+    for rnd, evs in _by(events, "rdzv_done", "round").items():
+        res.checked += 1
+        world = evs[0].get("world_size", 0)
+        holders: dict[int, TraceEvent] = {}
+        for ev in evs:
+            rank = ev.get("rank")
+            if not isinstance(rank, int) or not 0 <= rank < world:
+                res.violations.append(
+                    Violation(f"round {rnd}: {ev.host} has rank {rank} outside 0..{world - 1}",
+                              [ev])
+                )
+            elif rank in holders and holders[rank].host != ev.host:
+                res.violations.append(
+                    Violation(f"round {rnd}: rank {rank} held by {holders[rank].host} and "
+                              f"{ev.host}", [holders[rank], ev])
+                )
+            else:
+                holders[rank] = ev
+            members = ev.get("members", [])
+            if ev.host in members and isinstance(rank, int) and members.index(ev.host) != rank:
+                res.violations.append(
+                    Violation(f"round {rnd}: {ev.host}'s rank {rank} is not its place in the "
+                              "agreed member order", [ev])
+                )
+    return res
+
+
+def collective_sequence(events: Sequence[TraceEvent]) -> CheckResult:
+    """All members of a group enter the same collectives in the same order."""
+    res = CheckResult("collective_sequence", "every member enters the same collective sequence")
+    for group, evs in _by(events, "coll_enter", "group").items():
+        res.checked += 1
+        by_seq: dict[int, TraceEvent] = {}
+        for ev in evs:
+            seq = ev.get("seq")
+            first = by_seq.setdefault(seq, ev)
+            if (first.get("op"), first.get("nbytes")) != (ev.get("op"), ev.get("nbytes")):
+                res.violations.append(
+                    Violation(
+                        f"group {group} collective #{seq}: {first.host} entered "
+                        f"{first.get('op')}({first.get('nbytes')} B), {ev.host} entered "
+                        f"{ev.get('op')}({ev.get('nbytes')} B)",
+                        [first, ev],
+                    )
+                )
+                break
+    return res
+
+
+def state_agreement(events: Sequence[TraceEvent]) -> CheckResult:
+    """After a state sync, every member holds the root's state."""
+    res = CheckResult("state_agreement", "after a sync every member holds the root's state")
+    for rnd, evs in _by(events, "sync", "round").items():
+        res.checked += 1
+        root_host = evs[0].get("root")
+        root = next((ev for ev in evs if ev.host == root_host), None)
+        if root is None:
+            continue  # the root died before recording its sync: nothing to compare with
+        for ev in evs:
+            if ev.get("digest") != root.get("digest") or ev.get("step") != root.get("step"):
+                res.violations.append(
+                    Violation(
+                        f"round {rnd}: {ev.host} holds step {ev.get('step')} digest "
+                        f"{ev.get('digest')} but the root {root.host} holds step "
+                        f"{root.get('step')} digest {root.get('digest')}",
+                        [root, ev],
+                    )
+                )
+    return res
+
+
+def committed_progress(events: Sequence[TraceEvent]) -> CheckResult:
+    """Committed progress never goes backwards, except by a restore to the last commit."""
+    res = CheckResult(
+        "committed_progress",
+        "committed step never decreases except by a restore to the last commit",
+    )
+    last: dict[str, TraceEvent] = {}
+    for ev in events:
+        if ev.kind not in ("commit", "restore", "sync"):
+            continue
+        prev = last.get(ev.host)
+        prev_step = prev.get("step", 0) if prev else 0
+        step = ev.get("step", 0)
+        if ev.kind == "commit" and prev is not None and step <= prev_step:
+            res.violations.append(
+                Violation(f"{ev.host} committed step {step} after step {prev_step}", [prev, ev])
+            )
+        elif ev.kind == "restore" and step != prev_step:
+            res.violations.append(
+                Violation(f"{ev.host} restored step {step}, but its last commit was step "
+                          f"{prev_step}", [prev, ev] if prev else [ev])
+            )
+        elif ev.kind == "sync" and step < prev_step:
+            res.violations.append(
+                Violation(f"{ev.host} synced to step {step}, behind its committed step "
+                          f"{prev_step}: committed progress lost", [prev, ev] if prev else [ev])
+            )
+        last[ev.host] = ev
+    res.checked = len(last)
+    return res
+
+
+CHECKS: tuple[Check, ...] = (
+    membership_agreement,
+    rank_validity,
+    collective_sequence,
+    state_agreement,
+    committed_progress,
+)
+
+
+def run_checks(events: Sequence[TraceEvent]) -> list[CheckResult]:
+    """Every check over one trace; violations capped at :data:`MAX_VIOLATIONS` each."""
+    out = []
+    for check in CHECKS:
+        res = check(events)
+        res.violations = res.violations[:MAX_VIOLATIONS]
+        out.append(res)
+    return out

@@ -1,0 +1,53 @@
+"""The static protocol's decisions are pure functions; they are specified here."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from protocols.static.rendezvous import choose_members
+from protocols.static.training import (
+    TrainState,
+    apply_step,
+    choose_root,
+    gradients,
+    initial_state,
+)
+
+
+@given(st.lists(st.text("abcdefgh", min_size=1, max_size=3), unique=True, min_size=1),
+       st.integers(1, 10))
+def test_members_are_the_first_arrivals_sorted(arrivals: list[str], max_hosts: int) -> None:
+    members = choose_members(arrivals, max_hosts)
+    assert members == sorted(members)
+    assert set(members) == set(arrivals[:max_hosts])
+
+
+@given(st.lists(st.integers(0, 50).map(float), min_size=1, max_size=16))
+def test_root_has_the_most_progress_lowest_rank_on_ties(steps: list[float]) -> None:
+    root = choose_root(steps)
+    assert steps[root] == max(steps)
+    assert all(s < steps[root] for s in steps[:root])
+
+
+def test_hosts_start_from_different_parameters() -> None:
+    a, b = initial_state("h0", 0, 8), initial_state("h1", 0, 8)
+    assert a.params != b.params and a.digest() != b.digest()
+    assert initial_state("h0", 1, 8) != a
+    assert initial_state("h0", 0, 8) == a
+
+
+@given(st.integers(0, 1000), st.integers(1, 64))
+def test_state_round_trips_through_the_broadcast_blob(step: int, size: int) -> None:
+    s = TrainState(step, tuple(x / 7 for x in range(4)))
+    assert TrainState.from_bytes(s.to_bytes(size), 4) == s
+    assert len(s.to_bytes(size)) == max(size, len(s.header()))
+
+
+def test_members_with_the_same_state_and_sum_stay_identical() -> None:
+    s = initial_state("h0", 0, 8)
+    summed = [sum(v) for v in zip(*(gradients(0, r, 8) for r in range(3)), strict=True)]
+    assert all(float(g).is_integer() for g in summed)
+    assert apply_step(s, summed, 3) == apply_step(s, summed, 3)
+    assert apply_step(s, summed, 3).step == 1
+    assert apply_step(s, summed, 3).params != s.params
