@@ -1,0 +1,68 @@
+"""The c10d rendezvous backend: the whole state under one store key, written only by
+compare-and-set, with a sentinel standing for "no state" (a ``get`` on a missing key
+would block)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+from protocols.api import Store, StoreError
+from protocols.torchelastic.ops import RendezvousConnectionError, RendezvousStateError
+
+NULL_SENTINEL = b"Y2FuaW1hZGFt"
+
+
+class C10dBackend:
+    """Upstream's ``C10dRendezvousBackend`` over a :class:`protocols.api.Store`.
+
+    The token of a state is the entire stored base64 value; a write's success is deduced
+    from byte equality of what the store returns with what was written."""
+
+    name = "c10d"
+
+    def __init__(self, store: Store, run_id: str) -> None:
+        if not run_id:
+            raise ValueError("The run id must be a non-empty string.")
+        self.store = store
+        self.key = "torch.rendezvous." + run_id
+
+    async def init(self) -> None:
+        """Install the sentinel if no state exists yet (upstream does it in __init__)."""
+        await self._call(self.store.compare_set(self.key, b"", NULL_SENTINEL))
+
+    async def get_state(self) -> tuple[bytes, bytes] | None:
+        """(state bytes, token), or None when no state was ever written."""
+        return self._decode(await self._call(self.store.get(self.key)))
+
+    async def set_state(
+        self, state: bytes, token: bytes | None
+    ) -> tuple[bytes, bytes, bool] | None:
+        """Write ``state`` if ``token`` is still current; return what is stored now."""
+        expected = token if token else NULL_SENTINEL
+        current = await self._call(
+            self.store.compare_set(self.key, expected, base64.b64encode(state))
+        )
+        pair = self._decode(current)
+        if pair is None:
+            return None
+        new_state, new_token = pair
+        return new_state, new_token, new_state == state
+
+    @staticmethod
+    async def _call(aw: object) -> bytes:
+        try:
+            return await aw  # type: ignore[misc, no-any-return]
+        except StoreError as exc:
+            raise RendezvousConnectionError(
+                f"The connection to the C10d store has failed: {exc}"
+            ) from exc
+
+    @staticmethod
+    def _decode(value: bytes) -> tuple[bytes, bytes] | None:
+        if value == NULL_SENTINEL:
+            return None
+        try:
+            return base64.b64decode(value, validate=True), value
+        except binascii.Error as exc:
+            raise RendezvousStateError("The state object is corrupt.") from exc

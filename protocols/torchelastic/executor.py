@@ -1,0 +1,137 @@
+"""The state holder (sync, cache, sweep) and the executor loop that applies an op's
+action and publishes it with compare-and-set on its next iteration."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from protocols.torchelastic.backend import C10dBackend
+from protocols.torchelastic.ops import (
+    Action,
+    Context,
+    Op,
+    RendezvousClosedError,
+    RendezvousStateError,
+    RendezvousTimeoutError,
+    apply,
+)
+from protocols.torchelastic.state import NodeDesc, RendezvousSettings, RendezvousState, sanitize
+
+SYNC_DELAY = 1.0
+"""Seconds an executor sleeps after a SYNC action before polling again."""
+
+
+class Clock(Protocol):
+    """The two clocks of a node: monotonic seconds and wall-clock microseconds."""
+
+    def monotonic(self) -> float:
+        """Monotonic seconds."""
+        ...
+
+    def now_us(self) -> int:
+        """Wall clock, microseconds."""
+        ...
+
+
+class StateHolder:
+    """The node's copy of the shared state, synced with the backend.
+
+    ``sync`` writes the local state if dirty (compare-and-set with the token of the last
+    sync; on a lost race the local edits are dropped), else reads it unless the last
+    sync was within ``cache_duration``. After every real sync it sweeps dead nodes by the
+    observer's wall clock, locally."""
+
+    def __init__(self, backend: C10dBackend, settings: RendezvousSettings, clock: Clock,
+                 cache_duration: float = 1.0) -> None:
+        self.backend = backend
+        self.settings = settings
+        self.clock = clock
+        self.cache_duration = cache_duration
+        self.state = RendezvousState()
+        self.token: bytes | None = None
+        self.dirty = False
+        self.last_sync_time = -1.0
+        self.dead_nodes: list[NodeDesc] = []
+
+    async def sync(self) -> bool | None:
+        """True/False: a write was attempted and won/lost; None: a read (or the cache)."""
+        bits: bytes | None = None
+        token: bytes | None = None
+        has_set: bool | None
+        if self.dirty:
+            has_set = False
+            resp = await self.backend.set_state(self.state.encode(), self.token)
+            if resp is not None:
+                bits, token, has_set = resp
+        else:
+            has_set = None
+            if self.cache_duration > 0 and self.last_sync_time >= max(
+                self.clock.monotonic() - self.cache_duration, 0
+            ):
+                return None
+            got = await self.backend.get_state()
+            if got is not None:
+                bits, token = got
+        if bits is not None:
+            try:
+                self.state = RendezvousState.decode(bits)
+            except ValueError as exc:
+                raise RendezvousStateError(str(exc)) from exc
+        else:
+            self.state = RendezvousState()
+        self.token = token
+        self.dirty = False
+        self.last_sync_time = self.clock.monotonic()
+        self.dead_nodes = sanitize(self.state, self.settings, self.clock.now_us())
+        return has_set
+
+    def mark_dirty(self) -> None:
+        """The next sync writes the local state."""
+        self.dirty = True
+
+
+class Executor:
+    """Runs ops for one node: sync, decide, apply, publish on the next iteration."""
+
+    def __init__(self, node: NodeDesc, holder: StateHolder, settings: RendezvousSettings,
+                 clock: Clock, delay: Callable[[float], Awaitable[None]]) -> None:
+        self.node = node
+        self.holder = holder
+        self.settings = settings
+        self.clock = clock
+        self.delay = delay
+
+    async def step(
+        self, op: Op, deadline: float, update_deadline: Callable[[float], float] | None = None
+    ) -> tuple[Action, float]:
+        """One iteration: sync, decide, and apply a mutation locally (marked dirty, so the
+        next iteration's sync publishes it). Returns the action and the op deadline (a
+        node leaving the redundancy list re-arms it)."""
+        await self.holder.sync()
+        state = self.holder.state
+        ctx = Context(self.node, state, self.settings, self.clock.monotonic(),
+                      self.clock.now_us())
+        action = op(ctx, deadline)
+        if action is Action.ERROR_CLOSED:
+            raise RendezvousClosedError()
+        if action is Action.ERROR_TIMEOUT:
+            raise RendezvousTimeoutError()
+        if action in (Action.FINISH, Action.SYNC):
+            return action, deadline
+        apply(action, state, self.node, self.settings, self.clock.now_us())
+        if action is Action.REMOVE_FROM_REDUNDANCY_LIST and update_deadline is not None:
+            deadline = update_deadline(self.settings.join_timeout)
+        self.holder.mark_dirty()
+        return action, deadline
+
+    async def run(
+        self, op: Op, deadline: float, update_deadline: Callable[[float], float] | None = None
+    ) -> None:
+        """Iterate until the op finishes; errors propagate. A node that stops right after
+        choosing an action has not published it."""
+        action: Action | None = None
+        while action is not Action.FINISH:
+            action, deadline = await self.step(op, deadline, update_deadline)
+            if action is Action.SYNC:
+                await self.delay(SYNC_DELAY)

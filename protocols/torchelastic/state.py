@@ -1,0 +1,165 @@
+"""The rendezvous's shared state, its settings, and the observer-side sweep.
+
+Wall-clock instants are integer microseconds (upstream uses UTC ``datetime``, whose
+resolution is one microsecond), so comparisons are exact and match upstream bit for bit.
+Monotonic deadlines are float seconds, as upstream's ``time.monotonic()``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+US = 1_000_000
+
+
+def to_us(seconds: float) -> int:
+    """Seconds to whole microseconds (round half to even, as ``timedelta`` does)."""
+    return round(seconds * US)
+
+
+@dataclass(frozen=True, order=True)
+class NodeDesc:
+    """A rendezvous participant: ordered by (addr, pid, local_id), as upstream sorts them.
+
+    A restarted agent has a new pid, so it is a new node."""
+
+    addr: str
+    pid: int
+    local_id: int = 0
+
+    def __repr__(self) -> str:
+        return f"{self.addr}_{self.pid}_{self.local_id}"
+
+
+@dataclass(frozen=True)
+class RendezvousSettings:
+    """Settings with upstream's defaults (seconds)."""
+
+    run_id: str = "none"
+    min_nodes: int = 1
+    max_nodes: int = 1
+    join_timeout: float = 600.0
+    last_call_timeout: float = 30.0
+    close_timeout: float = 30.0
+    heartbeat_timeout: float = 5.0
+    keep_alive_interval: float = 5.0
+    keep_alive_max_attempt: int = 3
+
+    def __post_init__(self) -> None:
+        if not self.run_id:
+            raise ValueError("run_id must not be empty")
+        if self.min_nodes < 1:
+            raise ValueError(f"min_nodes must be >= 1, got {self.min_nodes}")
+        if self.max_nodes < self.min_nodes:
+            raise ValueError(f"max_nodes ({self.max_nodes}) must be >= min_nodes "
+                             f"({self.min_nodes})")
+        for name in ("join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0")
+
+    @property
+    def keep_alive_interval_us(self) -> int:
+        """The heartbeat period in microseconds."""
+        return to_us(self.keep_alive_interval)
+
+    @property
+    def last_call_us(self) -> int:
+        """The last-call wait in microseconds."""
+        return to_us(self.last_call_timeout)
+
+
+@dataclass
+class RendezvousState:
+    """The whole shared state, stored under one key and only written by compare-and-set."""
+
+    round: int = 0
+    complete: bool = False
+    deadline: int | None = None
+    """Last-call deadline, wall-clock microseconds of the writer's clock."""
+    closed: bool = False
+    participants: dict[NodeDesc, int] = field(default_factory=dict)
+    wait_list: set[NodeDesc] = field(default_factory=set)
+    redundancy_list: set[NodeDesc] = field(default_factory=set)
+    last_heartbeats: dict[NodeDesc, int] = field(default_factory=dict)
+    """Last keep-alive of each node, wall-clock microseconds of the writer's clock."""
+
+    def copy(self) -> RendezvousState:
+        """An independent copy."""
+        return RendezvousState(
+            self.round, self.complete, self.deadline, self.closed, dict(self.participants),
+            set(self.wait_list), set(self.redundancy_list), dict(self.last_heartbeats),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """Canonical plain data: every collection sorted, so equal states encode equally."""
+        return {
+            "round": self.round,
+            "complete": self.complete,
+            "deadline": self.deadline,
+            "closed": self.closed,
+            "participants": [[*_n(n), r] for n, r in sorted(self.participants.items())],
+            "wait_list": [_n(n) for n in sorted(self.wait_list)],
+            "redundancy_list": [_n(n) for n in sorted(self.redundancy_list)],
+            "last_heartbeats": [[*_n(n), t] for n, t in sorted(self.last_heartbeats.items())],
+        }
+
+    def encode(self) -> bytes:
+        """Bytes stored in the backend (JSON; upstream pickles, which this project never
+        reads off the network)."""
+        return json.dumps(self.to_json(), separators=(",", ":")).encode()
+
+    @staticmethod
+    def decode(data: bytes) -> RendezvousState:
+        """Inverse of :meth:`encode`; ValueError on corrupt input."""
+        try:
+            obj = json.loads(data)
+            return RendezvousState(
+                round=int(obj["round"]),
+                complete=bool(obj["complete"]),
+                deadline=None if obj["deadline"] is None else int(obj["deadline"]),
+                closed=bool(obj["closed"]),
+                participants={NodeDesc(a, int(p), int(i)): int(r)
+                              for a, p, i, r in obj["participants"]},
+                wait_list={NodeDesc(a, int(p), int(i)) for a, p, i in obj["wait_list"]},
+                redundancy_list={NodeDesc(a, int(p), int(i))
+                                 for a, p, i in obj["redundancy_list"]},
+                last_heartbeats={NodeDesc(a, int(p), int(i)): int(t)
+                                 for a, p, i, t in obj["last_heartbeats"]},
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"corrupt rendezvous state: {exc}") from exc
+
+
+def _n(node: NodeDesc) -> list[Any]:
+    return [node.addr, node.pid, node.local_id]
+
+
+def remove_participant_epilogue(state: RendezvousState, settings: RendezvousSettings) -> None:
+    """After a participant left: a complete round with nobody left moves to the next round;
+    a forming round that fell below min_nodes loses its last-call deadline."""
+    if state.complete:
+        if not state.participants:
+            state.complete = False
+            state.round += 1
+    elif len(state.participants) < settings.min_nodes:
+        state.deadline = None
+
+
+def sanitize(state: RendezvousState, settings: RendezvousSettings, now_us: int) -> list[NodeDesc]:
+    """Drop nodes whose last heartbeat is older than interval x max_attempt by the
+    OBSERVER's clock ``now_us``; local only. Returns the dead nodes."""
+    expire = now_us - settings.keep_alive_interval_us * settings.keep_alive_max_attempt
+    dead = [n for n, hb in state.last_heartbeats.items() if hb < expire]
+    removed = False
+    for node in dead:
+        del state.last_heartbeats[node]
+        if node in state.participants:
+            del state.participants[node]
+            removed = True
+        state.wait_list.discard(node)
+        state.redundancy_list.discard(node)
+    if removed:
+        remove_participant_epilogue(state, settings)
+    return dead
