@@ -54,7 +54,8 @@ def _nonneg_int(text: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``elastic-sim`` console script."""
     args = _parser().parse_args(argv)
-    console = Console(highlight=False)
+    # Not a terminal (CI logs, pipes): wide enough that tables do not wrap.
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
     try:
         if args.command == "run":
             return _cmd_run(args, console)

