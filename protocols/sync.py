@@ -45,7 +45,7 @@ class Event:
             return
         fut: Future[None] = self._rt.future()
         self._waiters.append(fut)
-        await _await_with_timeout(self._rt, fut, timeout)
+        await _await_with_timeout(self._rt, fut, timeout, self._waiters)
 
 
 class Queue(Generic[T]):
@@ -83,7 +83,7 @@ class Queue(Generic[T]):
             return self._items.popleft()
         fut: Future[T] = self._rt.future()
         self._getters.append(fut)
-        return await _await_with_timeout(self._rt, fut, timeout)
+        return await _await_with_timeout(self._rt, fut, timeout, self._getters)
 
 
 class Lock:
@@ -151,7 +151,7 @@ class Condition:
         self.lock.release()
         woke = True
         try:
-            await _await_with_timeout(self._rt, fut, timeout)
+            await _await_with_timeout(self._rt, fut, timeout, self._waiters)
         except OperationTimeout:
             woke = False
         finally:
@@ -178,8 +178,11 @@ class Condition:
         self.lock.release()
 
 
-async def _await_with_timeout(rt: Runtime, fut: Future[T], timeout: float | None) -> T:
-    """Await ``fut``; on timeout fail it (so a later resolve is a no-op) and raise."""
+async def _await_with_timeout(
+    rt: Runtime, fut: Future[T], timeout: float | None, waiters: deque[Any]
+) -> T:
+    """Await ``fut``; on timeout fail it (so a later resolve is a no-op), drop it from
+    ``waiters`` (else timed-out waiters pile up) and raise."""
     if timeout is None:
         return await fut
 
@@ -191,6 +194,12 @@ async def _await_with_timeout(rt: Runtime, fut: Future[T], timeout: float | None
     timer = rt.spawn(_expire(), "timeout")
     try:
         return await fut
+    except OperationTimeout:
+        try:
+            waiters.remove(fut)
+        except ValueError:
+            pass
+        raise
     finally:
         if not timer.done():
             timer.cancel()

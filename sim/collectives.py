@@ -1,0 +1,400 @@
+"""Process groups: collectives matched by sequence number, priced by an alpha-beta model,
+failed by a member's death and timed out by hangs, cuts and mismatches.
+
+- Creating a group is a rendezvous (an ``init`` collective priced as a barrier): it
+  completes when all ``size`` ranks of ``name`` on the same store have joined.
+- A collective (allreduce, broadcast, barrier) is matched by the members' own sequence
+  numbers; it completes when every member has entered the same one, at the last entry plus
+  its cost, provided every member runs (not paused) and all can reach each other; else it
+  waits until they can again. Point-to-point send/recv pairs match per (src, dst), FIFO.
+- A member dies (its process ends, or it calls ``abort``): at the first death, each rank
+  draws a detection latency from the group's own random stream (with probability
+  ``detect_slow_prob`` the full group timeout, else uniform(0, ``detect_fast_max``)); each
+  survivor's pending and later collectives fail with CollectiveFailed at
+  ``max(entry, death + its latency)`` unless their own timeout comes first.
+- Every entry times out with CollectiveTimeout at ``entry + timeout`` unless it completed or
+  failed before; ops that do not match (op, root, length) never complete.
+
+Costs (W members; latency and bandwidth: max path latency and min path bandwidth between the
+members' hosts): ring allreduce ``2(W-1)(alpha+lat) + 2(W-1)/W * n/bw``; flat broadcast
+``(W-1)(alpha + lat + n/bw)``; barrier ``2*ceil(log2 W)*(alpha+lat)``; p2p
+``alpha + lat + n/bw`` on the pair's path.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from typing import Any
+
+from faults.world import CollectiveModel
+from protocols.api import CollectiveFailed, CollectiveTimeout
+from sim.group import SimGroup, op_results, same_op
+from sim.host import SimProcess
+from sim.kernel import Call, Kernel
+from sim.network import Network, Path
+from sim.store import StoreServer
+from sim.tasks import Pending, Waiter, wake_all
+
+OPEN, SCHEDULED, BLOCKED, DONE, BROKEN = range(5)
+
+
+class Member:
+    """One rank of a group: its process, its timeout, its sequence number, its calls."""
+
+    def __init__(self, group: GroupState, rank: int, proc: SimProcess, timeout: float) -> None:
+        self.group = group
+        self.rank = rank
+        self.proc = proc
+        self.timeout = timeout
+        self.seq = 0
+        self.aborted = False
+        self.dead = False
+        self.died_at = 0.0
+        self.pending: dict[int, Entry] = {}
+
+
+class Entry(Pending[Any]):
+    """One call of one member: awaited by the member's task for the result."""
+
+    __slots__ = ("arg", "deadline", "kind", "member", "nbytes", "op", "peer", "root", "t")
+
+    def __init__(self, kernel: Kernel, member: Member, kind: str, arg: Any, nbytes: int) -> None:
+        super().__init__(kernel)
+        self.member = member
+        self.kind = kind
+        self.arg = arg
+        self.nbytes = nbytes
+        self.root = -1
+        self.peer = -1
+        self.t = kernel.now
+        self.deadline: Call | None = None
+        self.op: _Op | None = None
+
+
+class _Op:
+    def __init__(self, uid: int, group: GroupState, seq: int, members: list[Member]) -> None:
+        self.uid = uid
+        self.group = group
+        self.seq = seq
+        self.members = members
+        self.entries: dict[int, Entry] = {}
+        self.state = OPEN
+        self.cost = 0.0
+
+
+class GroupState:
+    """One process group (one name on one store) as the engine sees it."""
+
+    def __init__(self, server: StoreServer, name: str, size: int, uid: int) -> None:
+        self.server = server
+        self.name = name
+        self.size = size
+        self.members: list[Member | None] = [None] * size
+        self.init = _Op(uid, self, -1, [])
+        self.formed = False
+        self.ops: dict[int, _Op] = {}
+        self.p2p: dict[int, _Op] = {}
+        self.sends: dict[tuple[int, int], deque[Entry]] = {}
+        self.recvs: dict[tuple[int, int], deque[Entry]] = {}
+        self.dead_at: float | None = None
+        self.detect: list[tuple[bool, float]] = []
+        self.path: Path | None = None
+        self.pending: dict[int, Entry] = {}
+        """Every member's calls that have not finished, in entry order."""
+
+    @property
+    def label(self) -> str:
+        """A stable name for this group in the run (store address, incarnation, name)."""
+        return f"{self.server.addr}#{self.server.uid}/{self.name}"
+
+
+class CollectiveEngine:
+    """Matches, prices, completes and fails the collectives of every group of a run."""
+
+    def __init__(self, kernel: Kernel, network: Network, model: CollectiveModel, seed: int):
+        self.k = kernel
+        self.net = network
+        self.model = model
+        self.seed = seed
+        self.groups: dict[tuple[int, str], GroupState] = {}
+        self.blocked: dict[int, _Op] = {}
+        self._uid = 0
+
+    def _next_uid(self) -> int:
+        self._uid += 1
+        return self._uid
+
+    # -- joining -----------------------------------------------------------------------
+
+    async def join(
+        self, proc: SimProcess, server: StoreServer, name: str, rank: int, size: int, timeout: float
+    ) -> SimGroup:
+        """Rendezvous of ``size`` ranks on group ``name`` of ``server``'s store."""
+        if size < 1 or not 0 <= rank < size:
+            raise ValueError(f"group {name}: rank {rank} not in [0, {size})")
+        if timeout <= 0:
+            raise ValueError(f"group {name}: timeout must be positive")
+        if not server.alive:
+            raise CollectiveFailed(f"group {name}: store {server.addr} is gone")
+        key = (server.uid, name)
+        g = self.groups.get(key)
+        if g is None:
+            g = GroupState(server, name, size, self._next_uid())
+            self.groups[key] = g
+            server.on_death.append(lambda: self._store_died(g))
+        elif g.size != size:
+            raise ValueError(f"group {name}: size {size} differs from {g.size}")
+        m = Member(g, rank, proc, timeout)
+        e = self._entry(m, "init", None, 0)
+        if not g.formed and g.members[rank] is None:  # else: never matched, times out
+            g.members[rank] = m
+            proc.on_death.append(lambda: self._died(m))
+            e.op = g.init
+            g.init.entries[rank] = e
+            if g.dead_at is not None:
+                self._fail_later(e, g.dead_at)
+            elif g.init.state == OPEN and len(g.init.entries) == size:
+                g.init.members = [x for x in g.members if x is not None]
+                g.init.cost = self._cost(g, "barrier", 0)
+                self._try(g.init)
+        await e
+        return SimGroup(self, m)
+
+    def _store_died(self, g: GroupState) -> None:
+        if g.formed:
+            return
+        g.init.state = BROKEN
+        self.blocked.pop(g.init.uid, None)
+        wake: list[Waiter] = []
+        for e in g.init.entries.values():
+            self._forget(e)
+            w = e.settle(exc=CollectiveFailed(f"group {g.name}: store {g.server.addr} is gone"))
+            if w is not None:
+                wake.append(w)
+        if wake:
+            self.k.soon(wake_all, wake)
+
+    # -- entering ----------------------------------------------------------------------
+
+    def _entry(self, m: Member, kind: str, arg: Any, nbytes: int) -> Entry:
+        e = Entry(self.k, m, kind, arg, nbytes)
+        e.deadline = self.k.call_later(m.timeout, self._timeout, e)
+        m.pending[id(e)] = e
+        m.group.pending[id(e)] = e
+        return e
+
+    def collective(self, m: Member, kind: str, arg: Any, nbytes: int, root: int = -1) -> Entry:
+        """Enter the member's next collective; await the returned entry for the result."""
+        g = m.group
+        seq = m.seq
+        m.seq += 1
+        e = self._entry(m, kind, arg, nbytes)
+        e.root = root
+        op = g.ops.get(seq)
+        if op is None:
+            op = _Op(self._next_uid(), g, seq, [x for x in g.members if x is not None])
+            g.ops[seq] = op
+        op.entries[m.rank] = e
+        e.op = op
+        if g.dead_at is not None:
+            op.state = BROKEN
+            self._fail_later(e, g.dead_at)
+        elif op.state == OPEN and len(op.entries) == g.size:
+            first = next(iter(op.entries.values()))
+            if all(same_op(first, x) for x in op.entries.values()):
+                op.cost = self._cost(g, kind, nbytes)
+                self._try(op)
+            else:
+                op.state = BROKEN
+        return e
+
+    def p2p(self, m: Member, kind: str, peer: int, arg: Any, nbytes: int) -> Entry:
+        """Enter a point-to-point send or recv with rank ``peer``."""
+        g = m.group
+        if not 0 <= peer < g.size or peer == m.rank:
+            raise ValueError(f"group {g.name}: bad peer rank {peer}")
+        e = self._entry(m, kind, arg, nbytes)
+        e.peer = peer
+        pm = g.members[peer]
+        assert pm is not None
+        if pm.dead:
+            self._fail_later(e, pm.died_at)
+            return e
+        pair = (m.rank, peer) if kind == "send" else (peer, m.rank)
+        mine, theirs = (g.sends, g.recvs) if kind == "send" else (g.recvs, g.sends)
+        q = theirs.get(pair)
+        while q and q[0].done:
+            q.popleft()
+        if not q:
+            mine.setdefault(pair, deque()).append(e)
+            return e
+        other = q.popleft()
+        send, recv = (e, other) if kind == "send" else (other, e)
+        src, dst = g.members[pair[0]], g.members[pair[1]]
+        assert src is not None and dst is not None
+        op = _Op(self._next_uid(), g, -1, [src, dst])
+        op.entries = {pair[0]: send, pair[1]: recv}
+        send.op = recv.op = op
+        g.p2p[op.uid] = op
+        if len(send.arg) != recv.nbytes:
+            op.state = BROKEN
+            return e
+        lat, bw = self.net.path(src.proc.host.name, dst.proc.host.name)
+        op.cost = self.model.alpha + lat + recv.nbytes / bw
+        self._try(op)
+        return e
+
+    # -- completing --------------------------------------------------------------------
+
+    def _ready(self, op: _Op) -> bool:
+        hosts = []
+        for m in op.members:
+            if m.dead or m.aborted or not m.proc.runnable:
+                return False
+            hosts.append(m.proc.host.name)
+        if op is op.group.init:
+            srv = op.group.server
+            if not srv.alive or not srv.owner.runnable:
+                return False
+            hosts.append(srv.host.name)
+        return self.net.all_reachable(hosts)
+
+    def _try(self, op: _Op) -> None:
+        if op.state in (DONE, BROKEN):
+            self.blocked.pop(op.uid, None)
+            return
+        if not self._ready(op):
+            op.state = BLOCKED
+            self.blocked[op.uid] = op
+            return
+        self.blocked.pop(op.uid, None)
+        op.state = SCHEDULED
+        self.k.call_later(op.cost, self._complete, op)
+
+    def recheck(self) -> None:
+        """Members may run or reach each other again: retry blocked collectives."""
+        for op in list(self.blocked.values()):
+            self._try(op)
+
+    def _complete(self, op: _Op) -> None:
+        if op.state != SCHEDULED:
+            return
+        if not self._ready(op):
+            op.state = BLOCKED
+            self.blocked[op.uid] = op
+            return
+        op.state = DONE
+        g = op.group
+        results = op_results(op.entries)
+        wake: list[Waiter] = []
+        for rank in sorted(op.entries):
+            e = op.entries[rank]
+            self._forget(e)
+            e.op = None  # no entry <-> op cycle
+            w = e.settle(results[rank])
+            if w is not None:
+                wake.append(w)
+        if op is g.init:
+            g.formed = True
+        elif op.seq >= 0:
+            g.ops.pop(op.seq, None)
+        else:
+            g.p2p.pop(op.uid, None)
+        if wake:
+            self.k.soon(wake_all, wake)
+
+    # -- failing -----------------------------------------------------------------------
+
+    def _forget(self, e: Entry) -> None:
+        if e.deadline is not None:
+            e.deadline.cancel()
+            e.deadline = None  # no entry <-> timer cycle
+        e.member.pending.pop(id(e), None)
+        e.member.group.pending.pop(id(e), None)
+
+    def _timeout(self, e: Entry) -> None:
+        if e.done:
+            return
+        self._forget(e)
+        op = e.op
+        if op is not None and op.state != DONE:
+            op.state = BROKEN
+            self.blocked.pop(op.uid, None)
+        g = e.member.group
+        e.resolve(exc=CollectiveTimeout(f"group {g.name}: {e.kind} timed out"), direct=True)
+
+    def _fail_later(self, e: Entry, death: float) -> None:
+        m = e.member
+        g = m.group
+        slow, fast = g.detect[m.rank]
+        at = max(e.t, death + (m.timeout if slow else fast))
+        if at < e.t + m.timeout:
+            self.k.call_at(at, self._fail, e)
+
+    def _fail(self, e: Entry) -> None:
+        if e.done:
+            return
+        self._forget(e)
+        g = e.member.group
+        e.resolve(exc=CollectiveFailed(f"group {g.name}: a peer died"), direct=True)
+
+    def _died(self, m: Member) -> None:
+        """``m`` left the group (its process ended or it aborted)."""
+        if m.dead:
+            return
+        m.dead = True
+        m.died_at = self.k.now
+        for e in list(m.pending.values()):
+            self._forget(e)
+            e.settle()  # its process is gone: nobody to wake
+        g = m.group
+        first = g.dead_at is None
+        if first:
+            g.dead_at = m.died_at
+            rng = random.Random(f"{self.seed}/collectives/{g.label}")
+            p, fast_max = self.model.detect_slow_prob, self.model.detect_fast_max
+            g.detect = [(rng.random() < p, rng.uniform(0.0, fast_max)) for _ in range(g.size)]
+        for op in [g.init, *g.ops.values(), *g.p2p.values()]:
+            if op.state != DONE and (op.seq != -1 or m in op.members or op is g.init):
+                op.state = BROKEN
+                self.blocked.pop(op.uid, None)
+        for e in list(g.pending.values()):  # the survivors' calls (m's are gone)
+            if e.kind in ("send", "recv"):
+                if e.peer == m.rank:
+                    self._fail_later(e, m.died_at)
+            elif first:
+                self._fail_later(e, m.died_at)
+
+    def abort(self, m: Member) -> None:
+        """``m`` aborts: its own pending calls fail now; the others see it die."""
+        if m.aborted:
+            return
+        m.aborted = True
+        wake: list[Waiter] = []
+        for e in list(m.pending.values()):
+            self._forget(e)
+            w = e.settle(exc=CollectiveFailed(f"group {m.group.name}: aborted"))
+            if w is not None:
+                wake.append(w)
+        if wake:
+            self.k.soon(wake_all, wake)
+        self._died(m)
+
+    # -- costs -------------------------------------------------------------------------
+
+    def _cost(self, g: GroupState, kind: str, n: int) -> float:
+        w = g.size
+        if w <= 1:
+            return 0.0
+        if g.path is None:
+            g.path = self.net.group_path(
+                x.proc.host.name for x in g.members if x is not None
+            )
+        lat, bw = g.path
+        a = self.model.alpha
+        if kind == "allreduce":
+            return 2 * (w - 1) * (a + lat) + 2 * (w - 1) / w * n / bw
+        if kind == "broadcast":
+            return (w - 1) * (a + lat + n / bw)
+        return 2 * (w - 1).bit_length() * (a + lat)  # barrier: 2 * ceil(log2 W) steps

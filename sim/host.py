@@ -1,0 +1,348 @@
+"""Hosts and processes: start, exit, kill, signals, pause and resume, crash.
+
+A process is a set of :class:`~sim.kernel.SimTask` s (its main and what it spawned), a
+mailbox and a runtime. It ends when its main returns or raises (its other tasks are then
+cancelled), or when it is killed (its tasks are dropped at once: their coroutines are closed
+with the process already dead, so nothing they do in ``finally`` has an effect).
+
+A paused host (a hang) or a stopped process (SIGSTOP) runs nothing: continuations that become
+due meanwhile are deferred on the host, in order, and replayed when it runs again.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any
+
+from faults.world import HostSpec, World
+from protocols.api import JSON, SIGNAL_NUMBERS, SIGNALS, Proc, Runtime, resolve_entry
+from sim.clock import HostClock
+from sim.kernel import Kernel
+from sim.mailbox import Mailbox
+from sim.tasks import SimFuture, SimTask
+
+log = logging.getLogger(__name__)
+
+
+class SimHost:
+    """One machine: its clock, its processes, and whether it is up, down or paused."""
+
+    def __init__(self, spec: HostSpec) -> None:
+        self.name = spec.name
+        self.spec = spec
+        self.clock = HostClock(spec.clock_offset, spec.clock_drift)
+        self.started = False
+        self.down = False
+        self.paused = 0
+        """How many hangs hold it now (it runs when 0)."""
+        self.procs: dict[str, SimProcess] = {}
+        """Live processes by name, in start order."""
+        self.deferred: list[tuple[SimProcess, Callable[..., object], tuple[Any, ...]]] = []
+        self.incarnations: dict[str, int] = {}
+        self.next_port = 29500
+
+
+class SimProcess:
+    """One simulated OS process (implements :class:`sim.kernel.Owner`)."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        host: SimHost,
+        name: str,
+        entry: str,
+        args: Mapping[str, JSON],
+        env: dict[str, str],
+        incarnation: int,
+    ) -> None:
+        self.cluster = cluster
+        self.host = host
+        self.name = name
+        self.entry = entry
+        self.args = args
+        self.env = env
+        self.incarnation = incarnation
+        self.start_time = cluster.kernel.now
+        self.alive = True
+        self.exiting = False
+        self.stopped = False
+        self.runnable = host.paused == 0
+        self.exit_code: int | None = None
+        self.tasks: dict[int, SimTask[Any]] = {}
+        self._next_tid = 0
+        self.main: SimTask[Any] | None = None
+        self.mailbox = Mailbox(cluster.kernel)
+        self.handlers: dict[str, Callable[[], None]] = {}
+        self.on_death: list[Callable[[], None]] = []
+        """Called once when the process ends (its stores die, its groups lose a member)."""
+        self.exited: SimFuture[int] = SimFuture(cluster.kernel)
+        self.rt: Runtime | None = None
+
+    def defer(self, fn: Callable[..., object], *args: Any) -> None:
+        """Hold a continuation until this process runs again."""
+        self.host.deferred.append((self, fn, args))
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> SimTask[Any]:
+        """A new task of this process, first stepped at the current time."""
+        self._next_tid += 1
+        task: SimTask[Any] = SimTask(self.cluster.kernel, self, coro, name, self._next_tid)
+        if not self.alive or self.exiting:
+            task.kill()  # a dying process starts nothing
+            return task
+        self.tasks[task.tid] = task
+        task.start()
+        return task
+
+    def task_done(self, task: SimTask[Any]) -> None:
+        """A task finished; when it is main, the process exits."""
+        self.tasks.pop(task.tid, None)
+        if task is self.main and self.alive and not self.exiting:
+            self.cluster.main_done(self, task)
+
+
+class SimProc(Proc):
+    """The handle a parent holds on a child process."""
+
+    def __init__(self, cluster: Cluster, proc: SimProcess) -> None:
+        self.name = proc.name
+        self._cluster = cluster
+        self._proc = proc
+
+    def poll(self) -> int | None:
+        """The exit code, or None while it runs."""
+        return self._proc.exit_code
+
+    async def wait(self) -> int:
+        """Wait for the exit code (negative: killed by that signal number)."""
+        return await self._proc.exited
+
+    def signal(self, sig: str) -> None:
+        """Deliver TERM, KILL, STOP, CONT or INT; nothing if it has exited."""
+        self._cluster.signal(self._proc, sig)
+
+
+def _exit_code(value: object) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return int(value)
+    return 1
+
+
+def json_copy(args: Mapping[str, Any], what: str) -> dict[str, Any]:
+    """A deep copy through JSON: what a real process could be handed; TypeError if not."""
+    if not isinstance(args, Mapping):
+        raise TypeError(f"{what} must be a JSON object, not {type(args).__name__}")
+    try:
+        out: dict[str, Any] = json.loads(json.dumps(dict(args)))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{what} is not JSON-serialisable: {exc}") from exc
+    return out
+
+
+class Cluster:
+    """Every host and process of a run, and their life cycles."""
+
+    def __init__(
+        self, kernel: Kernel, world: World, make_runtime: Callable[[SimProcess], Runtime]
+    ) -> None:
+        self.kernel = kernel
+        self.world = world
+        self.make_runtime = make_runtime
+        self.hosts: dict[str, SimHost] = {h.name: SimHost(h) for h in world.hosts}
+        if len(self.hosts) != len(world.hosts):
+            raise ValueError("host names must be unique")
+        self.procs: dict[str, SimProcess] = {}
+        """Live processes by name."""
+        self.exit_codes: dict[str, int] = {}
+        self.live = 0
+        self.pending_starts = 0
+        self.finished = False
+        self.resume_listeners: list[Callable[[], None]] = []
+        """Called when something may have become reachable again (resume, CONT, heal)."""
+
+    # -- starting ----------------------------------------------------------------------
+
+    def schedule_starts(self) -> None:
+        """Start each host's first process at the host's ``start_at``."""
+        for host in self.hosts.values():
+            self.pending_starts += 1
+            self.kernel.call_at(host.spec.start_at, self._start_host, host)
+        self.check_end()
+
+    def _start_host(self, host: SimHost) -> None:
+        if host.down:
+            return  # crashed before it started (already uncounted)
+        self.pending_starts -= 1
+        host.started = True
+        w = self.world
+        self.start(host, w.proc_name, w.entry, json_copy(w.args, "world.args"), {})
+        self.check_end()
+
+    def start(
+        self, host: SimHost, short: str, entry: str, args: dict[str, Any], env: dict[str, str]
+    ) -> SimProcess:
+        """Start process ``host/short`` running ``entry(rt, args)``; emit ``proc_start``."""
+        name = f"{host.name}/{short}"
+        if name in self.procs:
+            raise ValueError(f"process {name} is already running")
+        inc = host.incarnations.get(name, -1) + 1
+        host.incarnations[name] = inc
+        proc = SimProcess(self, host, name, entry, args, env, inc)
+        proc.rt = self.make_runtime(proc)
+        self.procs[name] = proc
+        host.procs[name] = proc
+        self.live += 1
+        self.kernel.trace(host.name, name, "proc_start", {"entry": entry})
+        try:
+            coro = resolve_entry(entry)(proc.rt, args)
+            if not inspect.iscoroutine(coro):
+                raise TypeError(f"entry {entry!r} did not return a coroutine")
+        except Exception as exc:
+            self._finalize(proc, 1, f"{type(exc).__name__}: {exc}")
+            return proc
+        proc.main = proc.spawn(coro, "main")
+        return proc
+
+    # -- ending ------------------------------------------------------------------------
+
+    def main_done(self, proc: SimProcess, task: SimTask[Any]) -> None:
+        """Main returned or raised: cancel the other tasks, then exit."""
+        exc = task._exc
+        if exc is None:
+            code, reason = _exit_code(task._result), "returned"
+        elif isinstance(exc, SystemExit):
+            code, reason = _exit_code(exc.code), "SystemExit"
+        else:
+            code, reason = 1, f"{type(exc).__name__}: {exc}"
+        proc.exiting = True
+        for t in list(proc.tasks.values()):
+            t.cancel_now()
+        self._finalize(proc, code, reason)
+
+    def kill(self, proc: SimProcess, code: int, reason: str) -> None:
+        """End ``proc`` at once (a signal or a crash): its tasks are dropped."""
+        if not proc.alive:
+            return
+        proc.alive = False
+        proc.runnable = False
+        tasks = list(proc.tasks.values())
+        proc.tasks.clear()
+        for t in tasks:
+            t.kill()
+        self._finalize(proc, code, reason)
+
+    def _finalize(self, proc: SimProcess, code: int, reason: str) -> None:
+        proc.alive = False
+        proc.runnable = False
+        proc.exit_code = code
+        self.procs.pop(proc.name, None)
+        proc.host.procs.pop(proc.name, None)
+        self.exit_codes[proc.name] = code
+        self.kernel.trace(proc.host.name, proc.name, "proc_exit", {"code": code, "reason": reason})
+        proc.mailbox.clear()
+        hooks, proc.on_death = proc.on_death, []
+        for hook in hooks:
+            hook()
+        proc.exited.set_result(code)
+        self.live -= 1
+        self.check_end()
+
+    def check_end(self) -> None:
+        """Stop the run once every process has exited and no host is still to start."""
+        if not self.finished and self.live == 0 and self.pending_starts == 0:
+            self.finished = True
+            self.kernel.stop_after(0.0)
+
+    def close(self) -> None:
+        """The run is over: drop what still runs, silently (nothing is traced any more)."""
+        for proc in list(self.procs.values()):
+            proc.alive = False
+            proc.runnable = False
+            for t in list(proc.tasks.values()):
+                t.kill()
+            proc.tasks.clear()
+
+    # -- signals -----------------------------------------------------------------------
+
+    def signal(self, proc: SimProcess, sig: str) -> None:
+        """Deliver ``sig`` at the current time, after the current step."""
+        if sig not in SIGNALS:
+            raise ValueError(f"unknown signal {sig!r}: expected one of {SIGNALS}")
+        if proc.alive:
+            self.kernel.soon(self._deliver, proc, sig)
+
+    def _deliver(self, proc: SimProcess, sig: str) -> None:
+        if not proc.alive:
+            return
+        if sig == "KILL":
+            self.kill(proc, -SIGNAL_NUMBERS["KILL"], "killed by SIGKILL")
+        elif sig == "STOP":
+            proc.stopped = True
+            proc.runnable = False
+        elif sig == "CONT":
+            if proc.stopped:
+                proc.stopped = False
+                proc.runnable = proc.host.paused == 0
+                if proc.runnable:
+                    self._flush(proc.host)
+                    self.notify_resume()
+        elif not proc.runnable:  # TERM/INT wait until the process runs again
+            proc.defer(self._deliver, proc, sig)
+        else:
+            handler = proc.handlers.get(sig)
+            if handler is None:
+                self.kill(proc, -SIGNAL_NUMBERS[sig], f"killed by SIG{sig}")
+                return
+            try:
+                handler()
+            except Exception:
+                log.exception("signal handler of %s for SIG%s raised", proc.name, sig)
+
+    # -- pause, resume, crash ----------------------------------------------------------
+
+    def pause_host(self, host: SimHost) -> None:
+        """Freeze every process of ``host`` (nested pauses count)."""
+        host.paused += 1
+        for p in host.procs.values():
+            p.runnable = False
+
+    def resume_host(self, host: SimHost) -> None:
+        """Undo one :meth:`pause_host`; at zero the host runs again."""
+        host.paused -= 1
+        if host.paused > 0:
+            return
+        for p in host.procs.values():
+            p.runnable = p.alive and not p.stopped
+        self._flush(host)
+        self.notify_resume()
+
+    def _flush(self, host: SimHost) -> None:
+        """Run, in the order they became due, the held continuations of processes that run
+        again (right away: anything else due now comes after them)."""
+        entries, host.deferred = host.deferred, []
+        for proc, fn, args in entries:
+            if not proc.alive:
+                continue
+            if proc.runnable:
+                fn(*args)
+            else:
+                host.deferred.append((proc, fn, args))
+
+    def crash_host(self, host: SimHost) -> None:
+        """The machine dies: every process killed (-9), nothing more starts on it."""
+        if not host.started and not host.down:
+            self.pending_starts -= 1
+        host.down = True
+        for p in list(host.procs.values()):
+            self.kill(p, -SIGNAL_NUMBERS["KILL"], "host crashed")
+        host.deferred.clear()
+        self.check_end()
+
+    def notify_resume(self) -> None:
+        """Tell stores and groups that held work may proceed now."""
+        for fn in self.resume_listeners:
+            fn()

@@ -1,0 +1,203 @@
+"""SimRuntime: :class:`protocols.api.Runtime` on virtual time, one instance per process.
+
+A runtime call made by a process that is already dead (a killed process's coroutine
+running its ``finally`` blocks while it is closed) has no effect: ``record`` and ``send``
+do nothing, awaited operations raise :class:`~protocols.api.Cancelled`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Coroutine, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from protocols.api import (
+    JSON,
+    Cancelled,
+    Future,
+    Group,
+    Message,
+    PrefixStore,
+    Proc,
+    ProcessInfo,
+    Runtime,
+    Store,
+    StoreConnectionError,
+    Task,
+)
+from sim.host import SimProc, SimProcess, json_copy
+from sim.store import SimStore
+from sim.tasks import SimFuture, Sleep
+
+if TYPE_CHECKING:
+    from sim.run import Simulation
+
+T = TypeVar("T")
+
+CONNECT_RETRY_FIRST = 0.1
+"""First back-off of a store connect to an absent server (doubles up to the cap)."""
+CONNECT_RETRY_MAX = 1.0
+
+
+class SimRuntime(Runtime):
+    """The runtime of one simulated process."""
+
+    def __init__(self, sim: Simulation, proc: SimProcess) -> None:
+        self._sim = sim
+        self._k = sim.kernel
+        self._proc = proc
+        self.info = ProcessInfo(host=proc.host.name, name=proc.name, env=dict(proc.env))
+        self.rng = random.Random(f"{sim.seed}/proc/{proc.name}/{proc.incarnation}")
+
+    def _alive(self) -> None:
+        if not self._proc.alive:
+            raise Cancelled("process is dead")
+
+    # -- time --------------------------------------------------------------------------
+
+    def now(self) -> float:
+        """This host's wall clock: offset + (1 + drift) * true time."""
+        return self._proc.host.clock.wall(self._k.now)
+
+    def monotonic(self) -> float:
+        """Seconds since this process started, on its host's drifting monotonic clock."""
+        return self._proc.host.clock.monotonic(self._k.now, self._proc.start_time)
+
+    async def sleep(self, seconds: float) -> None:
+        """Suspend this task for ``seconds`` virtual seconds."""
+        self._alive()
+        await Sleep(self._k, seconds)
+
+    # -- concurrency -------------------------------------------------------------------
+
+    def future(self) -> Future[Any]:
+        """A new unresolved future."""
+        return SimFuture(self._k)
+
+    def spawn(self, coro: Coroutine[Any, Any, T], name: str = "") -> Task[T]:
+        """Run ``coro`` as a task of this process, from the current time."""
+        return self._proc.spawn(coro, name or "task")
+
+    # -- messages ----------------------------------------------------------------------
+
+    def send(self, dst: str, body: Mapping[str, JSON]) -> None:
+        """Send a JSON object to ``dst``; it arrives after the path latency, or is lost.
+
+        The body travels as JSON (what the real runtime could not send is refused here too,
+        and the receiver gets a copy: tuples become lists, keys become strings)."""
+        copy = _json_copy(body)
+        proc = self._proc
+        if not proc.alive:
+            return
+        target = self._sim.cluster.procs.get(dst)
+        if target is None:
+            return
+        net = self._sim.network
+        a, b = proc.host.name, target.host.name
+        if a != b and not net.reachable(a, b):
+            return
+        self._k.call_later(net.latency(a, b), _arrive, target, Message(proc.name, copy))
+
+    def recv(self, timeout: float | None = None) -> Coroutine[Any, Any, Message]:
+        """Next message of this process's mailbox; OperationTimeout after ``timeout``."""
+        self._alive()
+        return self._proc.mailbox.recv(timeout)
+
+    # -- store -------------------------------------------------------------------------
+
+    async def host_store(self, port: int) -> str:
+        """Start a store server in this process (it dies with it); return ``host:port``."""
+        self._alive()
+        return self._sim.stores.host(self._proc, port).addr
+
+    async def connect_store(self, addr: str, timeout: float) -> Store:
+        """A client of the store at ``addr``: retries with back-off while no server answers
+        there, StoreConnectionError at ``timeout``; the handshake costs a round trip."""
+        self._alive()
+        k, proc, net = self._k, self._proc, self._sim.network
+        deadline = k.now + timeout
+        backoff = CONNECT_RETRY_FIRST
+        while True:
+            server = self._sim.stores.lookup(addr)
+            if server is not None and server.reachable_from(proc.host):
+                await Sleep(k, 2 * net.latency(proc.host.name, server.host.name))
+                if server.alive:
+                    return SimStore(server, proc, timeout)
+            left = deadline - k.now
+            if left <= 0:
+                raise StoreConnectionError(f"no store server at {addr} within {timeout}s")
+            await Sleep(k, min(backoff, left))
+            backoff = min(2 * backoff, CONNECT_RETRY_MAX)
+
+    # -- process groups ----------------------------------------------------------------
+
+    async def _new_group(
+        self, store: Store, name: str, rank: int, size: int, timeout: float
+    ) -> Group:
+        """Join group ``name``: a rendezvous of ``size`` ranks through ``store``'s server."""
+        self._alive()
+        inner = store
+        while isinstance(inner, PrefixStore):
+            inner = inner.inner
+        if not isinstance(inner, SimStore):
+            raise TypeError(f"a sim group needs a sim store, not {type(store).__name__}")
+        return await self._sim.collectives.join(
+            self._proc, inner.server, name, rank, size, timeout
+        )
+
+    # -- processes ---------------------------------------------------------------------
+
+    async def start_process(
+        self, name: str, entry: str, args: Mapping[str, JSON], env: Mapping[str, str] | None = None
+    ) -> Proc:
+        """Start child ``host/name`` on this host, now; it outlives this process."""
+        self._alive()
+        if not name or "/" in name:
+            raise ValueError(f"bad process name {name!r}")
+        child_args = json_copy(args, "process args")
+        child_env = {str(k): str(v) for k, v in (env or {}).items()}
+        child = self._sim.cluster.start(self._proc.host, name, entry, child_args, child_env)
+        return SimProc(self._sim.cluster, child)
+
+    def on_signal(self, sig: str, handler: Callable[[], None] | None) -> None:
+        """Install (or remove) a handler for TERM or INT: it runs when the signal arrives."""
+        if sig not in ("TERM", "INT"):
+            raise ValueError(f"only TERM and INT can be handled, not {sig!r}")
+        if handler is None:
+            self._proc.handlers.pop(sig, None)
+        else:
+            self._proc.handlers[sig] = handler
+
+    # -- trace -------------------------------------------------------------------------
+
+    def record(self, kind: str, **fields: JSON) -> None:
+        """Emit one trace event of this process (nothing once it is dead). The fields are
+        copied as the trace file will hold them (JSON, no NaN): a later change to a list the
+        caller passed does not change the event, and what cannot be traced fails here."""
+        if self._proc.alive:
+            data = _json_copy(fields, allow_nan=False)
+            self._k.trace(self._proc.host.name, self._proc.name, kind, data)
+
+
+_PLAIN = (str, int, bool, type(None))
+_INF = float("inf")
+
+
+def _json_copy(body: Mapping[str, JSON], allow_nan: bool = True) -> dict[str, JSON]:
+    """A copy of ``body`` as it comes out of JSON; TypeError/ValueError if it cannot."""
+    if type(body) is dict and all(
+        type(k) is str
+        and (type(v) in _PLAIN or (type(v) is float and -_INF < v < _INF))
+        for k, v in body.items()
+    ):
+        return dict(body)  # flat and plain: JSON would give back the same
+    if not isinstance(body, Mapping):
+        raise TypeError(f"a JSON object is expected, not {type(body).__name__}")
+    out: dict[str, JSON] = json.loads(json.dumps(body, allow_nan=allow_nan))
+    return out
+
+
+def _arrive(target: SimProcess, msg: Message) -> None:
+    if target.alive:
+        target.mailbox.deliver(msg)

@@ -1,0 +1,67 @@
+"""Helpers for the sim tests: build a world, run it, read the trace."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from faults.model import Fault
+from faults.world import CollectiveModel, HostSpec, LinkSpec, RunResult, World
+from protocols.trace import TraceEvent, encode
+from sim import run
+
+L = 0.001
+"""Default link latency of the test worlds: a star, so host to host is 2 * L."""
+
+
+def make_world(
+    entry: str,
+    hosts: Sequence[str | HostSpec] = ("h0", "h1"),
+    args: dict[str, Any] | None = None,
+    *,
+    topology: str = "star",
+    latency: float = L,
+    bandwidth: float = 1e9,
+    links: Sequence[LinkSpec] = (),
+    collectives: CollectiveModel | None = None,
+    time_limit: float = 100.0,
+) -> World:
+    """A small world running ``entry`` on every host."""
+    specs = tuple(h if isinstance(h, HostSpec) else HostSpec(h) for h in hosts)
+    return World(
+        hosts=specs,
+        entry=entry,
+        args=args or {},
+        topology=topology,  # type: ignore[arg-type]
+        latency=latency,
+        bandwidth=bandwidth,
+        links=tuple(links),
+        collectives=collectives or CollectiveModel(),
+        time_limit=time_limit,
+    )
+
+
+def simulate(
+    world: World, faults: Sequence[Fault] = (), seed: int = 0
+) -> tuple[RunResult, list[TraceEvent]]:
+    """Run and collect the trace."""
+    events: list[TraceEvent] = []
+    result = run(world, faults, seed, events.append)
+    return result, events
+
+
+def trace_bytes(events: Sequence[TraceEvent]) -> bytes:
+    """The trace as written to disk."""
+    return "".join(encode(e) + "\n" for e in events).encode()
+
+
+def of(events: Sequence[TraceEvent], kind: str, proc: str | None = None) -> list[TraceEvent]:
+    """Events of ``kind`` (of process ``proc``)."""
+    return [e for e in events if e.kind == kind and (proc is None or e.proc == proc)]
+
+
+def one(events: Sequence[TraceEvent], kind: str, proc: str | None = None) -> TraceEvent:
+    """The single event of ``kind`` (of ``proc``)."""
+    found = of(events, kind, proc)
+    assert len(found) == 1, (kind, proc, found)
+    return found[0]
