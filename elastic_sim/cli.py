@@ -1,4 +1,4 @@
-"""The command line: ``elastic-sim run | validate | scenarios``.
+"""The command line: ``elastic-sim run | report | validate | scenarios``.
 
 Exit codes: 0 every check and expectation holds; 1 a violation or an unmet expectation;
 2 bad input (named file, field and what was expected) or an internal error.
@@ -34,6 +34,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, default=None,
                      help="output directory (default: runs/<scenario>-<mode>-s<seed>)")
     run.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
+    run.add_argument("--no-report", action="store_true",
+                     help="skip report.html, the plots and trace.perfetto.json")
+    rep = sub.add_parser("report", help="re-render the reports of a run (or of every run "
+                                        "under a directory: a campaign report)")
+    rep.add_argument("run_dir", type=Path, help="a run directory (holding trace.jsonl and "
+                                                "summary.json), or a directory of runs")
     val = sub.add_parser("validate", help="check scenario files without running them")
     val.add_argument("scenarios", nargs="+")
     ls = sub.add_parser("scenarios", help="list the scenarios in a directory")
@@ -61,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_run(args, console)
         if args.command == "validate":
             return _cmd_validate(args, console)
+        if args.command == "report":
+            return _cmd_report(args, console)
         return _cmd_scenarios(args, console)
     except ScenarioError as exc:
         _err(f"error: {exc}")
@@ -92,13 +100,31 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     with console.status(f"running {sc.name} ({args.mode})...") as status:
         report = run_scenario(
             sc, seed=seed, mode=args.mode, out_dir=out, file=args.scenario,
-            progress=lambda msg: status.update(msg),
+            progress=lambda msg: status.update(msg), write_report=not args.no_report,
         )
     if args.quiet:
         console.print(("PASS" if report.passed else "FAIL") + f" {report.out_dir}")
     else:
         print_report(report, console)
     return report.exit_code
+
+
+def _cmd_report(args: argparse.Namespace, console: Console) -> int:
+    from reports.campaign import find_runs, write_campaign_report
+    from reports.render import render_run_dir
+
+    root: Path = args.run_dir
+    if (root / "trace.jsonl").is_file():
+        written = render_run_dir(root)
+    else:
+        runs = find_runs(root) if root.is_dir() else []
+        if not runs:
+            raise ScenarioError(str(root), "", "not a run directory (no trace.jsonl) and no "
+                                "run directories (with summary.json) under it")
+        written = write_campaign_report(runs, root)
+    for path in written:
+        console.print(str(path), markup=False)
+    return EXIT_OK
 
 
 def _cmd_validate(args: argparse.Namespace, console: Console) -> int:

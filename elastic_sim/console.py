@@ -71,4 +71,6 @@ def print_report(r: RunReport, console: Console) -> None:
     console.print(f"Trace: {r.out_dir / 'trace.jsonl'} ({r.result.trace_events} events) "
                   f"sha256 {r.result.trace_sha256}")
     console.print(f"Summary: {r.out_dir / 'summary.json'}")
+    if r.report_files:
+        console.print(f"Report: {r.report_files[0]}")
     console.print("[bold green]PASS[/]" if r.passed else "[bold red]FAIL[/] (exit 1)")

@@ -38,6 +38,8 @@ class RunReport:
     expectations: list[ExpectationResult]
     wall_s: float
     events: list[TraceEvent] = field(repr=False, default_factory=list)
+    report_files: list[Path] = field(default_factory=list)
+    """report.html first, then plots and trace.perfetto.json (empty with --no-report)."""
 
     @property
     def passed(self) -> bool:
@@ -102,8 +104,11 @@ def run_scenario(
     out_dir: Path,
     file: str = "<scenario>",
     progress: Callable[[str], None] | None = None,
+    write_report: bool = False,
 ) -> RunReport:
-    """Run one scenario and write ``trace.jsonl`` and ``summary.json`` into ``out_dir``.
+    """Run one scenario and write ``trace.jsonl`` and ``summary.json`` into ``out_dir``,
+    and with ``write_report`` the reports (report.html, plots, Perfetto trace): the CLI
+    asks for them, loops over many runs (explore) need not pay for them.
 
     Files are written under temporary names and renamed when complete, so a run that
     fails midway leaves no half-written results."""
@@ -126,7 +131,12 @@ def run_scenario(
         checks=run_checks(events), expectations=evaluate(sc.expect, metrics), wall_s=wall,
         events=events,
     )
-    _write_json(out_dir / "summary.json", summary_json(report))
+    summary = summary_json(report)
+    _write_json(out_dir / "summary.json", summary)
+    if write_report:
+        from reports.render import write_reports
+
+        report.report_files = write_reports(out_dir, events, summary)
     return report
 
 

@@ -142,34 +142,37 @@ def rounds_of(events: Sequence[TraceEvent]) -> list[RoundInfo]:
     return [by_round[k] for k in sorted(by_round)]
 
 
+DETECTION_KINDS = frozenset({"coll_fail", "restore", "job_failed", "rdzv_failed"})
+"""Events by which a member shows it noticed a failure."""
+
+
 def recoveries_of(events: Sequence[TraceEvent], rounds: list[RoundInfo]) -> list[Recovery]:
-    """One :class:`Recovery` per fault that started."""
+    """One :class:`Recovery` per fault that started.
+
+    The recovery round is the first round formed after the failure was detected (not
+    merely after the fault: a fault during a rendezvous is noticed only later)."""
     out = []
-    for ev in events:
+    for i, ev in enumerate(events):
         if ev.kind != "fault" or ev.get("phase") != "start":
             continue
         rec = Recovery(str(ev.get("id")), str(ev.get("type")), str(ev.get("target")), ev.t)
-        before = [r.round for r in rounds if r.formed_at <= ev.t]
-        current = max(before) if before else -1
-        nxt = next((r for r in rounds if r.round > current and r.formed_at >= ev.t), None)
+        detected = next((e for e in events[i:] if e.kind in DETECTION_KINDS), None)
+        if detected is None:
+            out.append(rec)  # nobody noticed: no disruption
+            continue
+        rec.detected_at = detected.t
+        nxt = next((r for r in rounds if r.formed_at >= detected.t), None)
         limit = nxt.first_step_at if nxt and nxt.first_step_at is not None else float("inf")
         last_step: dict[str, int] = {}
         for e in events:
-            if e.t < ev.t:
-                if e.kind == "step":
-                    last_step[e.host] = int(e.get("step"))
-                continue
             if e.t > limit:
                 break
-            if rec.detected_at is None and e.kind in ("coll_fail", "restore", "job_failed",
-                                                       "rdzv_failed"):
-                rec.detected_at = e.t
-            if e.kind == "step" and rec.detected_at is None:
+            if e.kind == "step":
                 last_step[e.host] = int(e.get("step"))
-            if e.kind == "restore":
+            elif e.kind == "restore" and e.t >= ev.t:
                 reached = last_step.get(e.host, int(e.get("step")))
                 rec.lost_steps = max(rec.lost_steps, reached - int(e.get("step")))
-        if nxt is not None and rec.detected_at is not None:
+        if nxt is not None:
             rec.new_round = nxt.round
             rec.rendezvous_at = nxt.formed_at
             syncs = [e.t for e in events if e.kind == "sync" and e.get("round") == nxt.round]
@@ -201,3 +204,115 @@ def compute(
         failed_procs={p: c for p, c in sorted(exit_codes.items()) if c != 0},
         errors=errors,
     )
+
+
+# -- derived views for reports: world over time, round durations, goodput, restarts ---------
+
+
+def world_size_series(rounds: Sequence[RoundInfo]) -> list[tuple[float, int]]:
+    """(time the round was formed, its world size), one point per round, in time order."""
+    return sorted((r.formed_at, r.world_size) for r in rounds)
+
+
+def round_ends(
+    events: Sequence[TraceEvent], rounds: Sequence[RoundInfo], end_time: float
+) -> dict[int, float]:
+    """When each round ended: the first member leaving it for a later round, else the job's
+    end (its last job_done, or the end of the run)."""
+    first_join: dict[int, float] = {}
+    for ev in events:
+        if ev.kind == "rdzv_join":
+            rnd = int(ev.get("round", -1))
+            first_join.setdefault(rnd, ev.t)
+    finished = [ev.t for ev in events if ev.kind in ("job_done", "job_failed")]
+    job_end = max(finished) if finished else end_time
+    out = {}
+    for r in rounds:
+        later = [t for rnd, t in first_join.items() if rnd > r.round and t >= r.formed_at]
+        out[r.round] = min(later) if later else max(job_end, r.formed_at)
+    return out
+
+
+@dataclass(frozen=True)
+class Goodput:
+    """Useful training time against the time the job took."""
+
+    useful_s: float
+    """Step time of the steps that count towards the final model, each capped at the
+    median step time (time beyond it was spent waiting, not training)."""
+    wasted_s: float
+    """Step time of steps that were rolled back and redone."""
+    stalled_s: float
+    """Time kept steps spent beyond the median step time (waiting for a slow or hung peer)."""
+    wall_s: float
+    """Run time until the job finished (its last job_done or job_failed, else the run end)."""
+
+    @property
+    def ratio(self) -> float:
+        """Goodput: useful step time over wall time (0..1)."""
+        return self.useful_s / self.wall_s if self.wall_s > 0 else 0.0
+
+
+def goodput(events: Sequence[TraceEvent], rounds: Sequence[RoundInfo], end_time: float) -> Goodput:
+    """Goodput seen by each round's leading member: a step lasts from the member's previous
+    step (or its sync) to its step event; a step redone later counts only once, as redone;
+    a step longer than the median counts as the median plus stalled time."""
+    syncs: dict[tuple[int, str], float] = {}
+    steps: dict[tuple[int, str], list[tuple[float, int]]] = {}
+    for ev in events:
+        if ev.kind == "sync":
+            syncs.setdefault((int(ev.get("round", -1)), ev.host), ev.t)
+        elif ev.kind == "step":
+            key = (int(ev.get("round", -1)), ev.host)
+            steps.setdefault(key, []).append((ev.t, int(ev.get("step", 0))))
+    kept: dict[int, float] = {}
+    wasted = 0.0
+    for r in sorted(rounds, key=lambda r: r.round):
+        hosts = [h for (rnd, h) in steps if rnd == r.round]
+        if not hosts:
+            continue
+        lead = min(hosts, key=lambda h: (-len(steps[(r.round, h)]), r.ranks.get(h, 1 << 30)))
+        prev = syncs.get((r.round, lead), r.formed_at)
+        for t, step in steps[(r.round, lead)]:
+            wasted += kept.get(step, 0.0)
+            kept[step] = max(0.0, t - prev)
+            prev = t
+    finished = [ev.t for ev in events if ev.kind in ("job_done", "job_failed")]
+    wall = max(finished) if finished else end_time
+    durations = sorted(kept.values())
+    typical = durations[len(durations) // 2] if durations else 0.0
+    useful = sum(min(d, typical) for d in durations)
+    return Goodput(useful, wasted, sum(durations) - useful, wall)
+
+
+@dataclass(frozen=True)
+class Restarts:
+    """How often the job started over, in its three senses."""
+
+    rendezvous: int
+    """Rounds formed after the first (the world was re-formed)."""
+    rollbacks: int
+    """Restore events: a process went back to its last commit."""
+    processes: int
+    """Process starts beyond each process's first."""
+
+
+def restarts_of(events: Sequence[TraceEvent], rounds: Sequence[RoundInfo]) -> Restarts:
+    """Count re-formations, rollbacks and process restarts."""
+    starts: dict[str, int] = {}
+    for ev in events:
+        if ev.kind == "proc_start":
+            starts[ev.proc] = starts.get(ev.proc, 0) + 1
+    return Restarts(
+        rendezvous=max(0, len(rounds) - 1),
+        rollbacks=sum(1 for ev in events if ev.kind == "restore"),
+        processes=sum(n - 1 for n in starts.values()),
+    )
+
+
+def lost_samples(rec: Recovery, rounds: Sequence[RoundInfo], batch_size: int = 1) -> int:
+    """Samples redone because of one fault: lost steps x world size of the round the fault
+    hit x per-rank batch size (traces carry no batch size: 1 counts rank-steps)."""
+    hit = [r for r in rounds if r.formed_at <= rec.at]
+    world = max(hit, key=lambda r: r.round).world_size if hit else 0
+    return rec.lost_steps * world * batch_size

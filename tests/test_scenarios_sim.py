@@ -105,3 +105,22 @@ def test_store_host_crash_ends_the_job_with_an_error_not_a_hang(tmp_path: Path) 
     assert s["metrics"]["outcome"] == "failed" and not s["hung"]
     assert any("store lost" in e for e in s["metrics"]["errors"])
     assert s["metrics"]["end_time"] < 10
+
+
+def test_a_crash_during_the_rendezvous_is_recovered_in_the_next_round(tmp_path: Path) -> None:
+    """h3 dies after joining round 0 but before the group forms: the survivors' group
+    creation times out, and the recovery is the round formed after that, not round 0."""
+    path = tmp_path / "early.yaml"
+    path.write_text(
+        "protocol: {name: static, knobs: {min_hosts: 2, max_hosts: 4, group_timeout: 5}}\n"
+        "cluster: {hosts: 4}\n"
+        "workload: {steps: 30, step_time: 0.1, commit_every: 10, state_bytes: 1024}\n"
+        "faults: [{id: early, type: crash, host: h3, at: 0.001}]\n"
+        "expect: {outcome: completed, world_sizes: [4, 3]}\n"
+    )
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--out", str(out), "--quiet", "--no-report"]) == 0
+    (rec,) = json.loads((out / "summary.json").read_text())["metrics"]["recoveries"]
+    assert rec["new_round"] == 1
+    assert rec["phases"]["detect"] == pytest.approx(5.0, abs=0.01)
+    assert rec["lost_steps"] == 0

@@ -1,0 +1,218 @@
+"""The report of many runs (seeds of one scenario, or the runs of an explore session):
+how recovery times are distributed, which violations were found, and which protocol states
+and transitions the runs reached (coverage). A campaign is a directory tree: every folder
+that holds a ``summary.json`` is one run."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import protocols.trace
+from protocols.trace import read_trace
+from reports.html import CSS, esc, img_tag, table
+from reports.spans import timelines
+
+CAMPAIGN_FILE = "campaign.html"
+
+
+@dataclass
+class RunRecord:
+    """What a campaign keeps of one run."""
+
+    dir: Path
+    name: str
+    seed: object
+    verdict: str
+    outcome: str
+    recoveries: list[dict[str, Any]]
+    """summary.json's metrics.recoveries."""
+    violations: list[tuple[str, str]]
+    """(check, message) of every violation."""
+    unmet: list[tuple[str, str, str]]
+    """(expectation, expected, actual) of every unmet expectation."""
+    states: set[str] = field(default_factory=set)
+    transitions: set[tuple[str, str]] = field(default_factory=set)
+    kinds: set[str] = field(default_factory=set)
+
+
+def find_runs(root: Path) -> list[Path]:
+    """Every run directory under ``root`` (a folder with a summary.json), sorted."""
+    return sorted(p.parent for p in root.rglob("summary.json"))
+
+
+def load_run(run_dir: Path) -> RunRecord:
+    """Read one run's summary and, when present, its trace (for coverage)."""
+    s = json.loads((run_dir / "summary.json").read_text("utf-8"))
+    rec = RunRecord(
+        dir=run_dir,
+        name=str(s.get("scenario", {}).get("name", run_dir.name)),
+        seed=s.get("seed"),
+        verdict=str(s.get("verdict", "?")),
+        outcome=str(s.get("metrics", {}).get("outcome", "?")),
+        recoveries=list(s.get("metrics", {}).get("recoveries", [])),
+        violations=[(str(c.get("name")), str(v.get("message")))
+                     for c in s.get("checks", []) for v in c.get("violations", [])],
+        unmet=[(str(e.get("name")), str(e.get("expected")), str(e.get("actual")))
+               for e in s.get("expectations", []) if not e.get("ok")],
+    )
+    trace = run_dir / "trace.jsonl"
+    if trace.is_file():
+        events = read_trace(trace)
+        rec.kinds = {ev.kind for ev in events}
+        for tl in timelines(events):
+            rec.states.update(tl.path)
+            rec.transitions.update(tl.transitions())
+    return rec
+
+
+def vocabulary() -> list[str]:
+    """The event kinds the trace format defines (read from its documented table)."""
+    doc = protocols.trace.__doc__ or ""
+    table = doc.split("========================")[2:-1]
+    names: list[str] = []
+    for line in "".join(table).splitlines():
+        head = re.match(r"^([a-z_]+(?:\s*/\s*[a-z_]+)*)\s{2,}", line)
+        if head:
+            names += [n.strip() for n in head.group(1).split("/")]
+    return names
+
+
+@dataclass
+class Campaign:
+    """Many runs, summarised."""
+
+    runs: list[RunRecord]
+
+    def recovery_times(self) -> dict[str, list[float]]:
+        """Recovery seconds of every recovered fault, by fault type."""
+        out: dict[str, list[float]] = {}
+        for run in self.runs:
+            for r in run.recoveries:
+                if r.get("recovery_s") is not None:
+                    out.setdefault(str(r.get("type")), []).append(float(r["recovery_s"]))
+        return out
+
+    def unrecovered(self) -> Counter[str]:
+        """Faults whose job never trained again, by fault type."""
+        return Counter(str(r.get("type")) for run in self.runs for r in run.recoveries
+                       if r.get("recovery_s") is None)
+
+    def mean_phases(self) -> dict[str, dict[str, float | None]]:
+        """Mean seconds in each recovery phase, by fault type (recovered faults only)."""
+        sums: dict[str, dict[str, float]] = {}
+        counts: Counter[str] = Counter()
+        for run in self.runs:
+            for r in run.recoveries:
+                if r.get("recovery_s") is None:
+                    continue
+                kind = str(r.get("type"))
+                counts[kind] += 1
+                acc = sums.setdefault(kind, {})
+                for name, v in r.get("phases", {}).items():
+                    acc[name] = acc.get(name, 0.0) + float(v or 0.0)
+        return {k: {n: v / counts[k] for n, v in acc.items()} for k, acc in sums.items()}
+
+    def coverage(self) -> tuple[Counter[str], Counter[tuple[str, str]], Counter[str]]:
+        """How many runs reached each protocol state, each transition, each event kind."""
+        states: Counter[str] = Counter()
+        transitions: Counter[tuple[str, str]] = Counter()
+        kinds: Counter[str] = Counter()
+        for run in self.runs:
+            states.update(run.states)
+            transitions.update(run.transitions)
+            kinds.update(run.kinds)
+        return states, transitions, kinds
+
+
+def _quantile(xs: Sequence[float], q: float) -> float:
+    ordered = sorted(xs)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def campaign_png(c: Campaign) -> bytes | None:
+    """Distribution of recovery times, and the mean breakdown per fault type."""
+    times = c.recovery_times()
+    if not times:
+        return None
+    from reports.plots import new_figure, png_bytes, recovery_axes
+
+    phases = c.mean_phases()
+    fig = new_figure(max(3.6, 1.9 + 0.45 * len(phases)))
+    hist, bars = fig.subplots(1, 2, width_ratios=[1, 1.2])
+    palette = ["#455a64", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
+    hist.hist(list(times.values()), bins=20, stacked=True, label=list(times),
+              color=palette[: len(times)] if len(times) <= len(palette) else None)
+    hist.set_xlabel("recovery time (s): fault to first step of the new world")
+    hist.set_ylabel("faults")
+    hist.legend(fontsize=8.5)
+    hist.set_title("Recovery time distribution", loc="left", fontsize=11)
+    kinds = sorted(phases)
+    notes = [f"mean of {len(times[k])}" for k in kinds]
+    recovery_axes(bars, kinds, [phases[k] for k in kinds], notes)
+    bars.set_title("Mean recovery breakdown by fault type", loc="left", fontsize=11)
+    return png_bytes(fig)
+
+
+def render_campaign_html(c: Campaign, png: bytes | None) -> str:
+    """The campaign page: runs, recovery distribution, violations, coverage."""
+    passed = sum(r.verdict == "pass" for r in c.runs)
+    times, unrec = c.recovery_times(), c.unrecovered()
+    dist = [(k, len(v), f"{_quantile(v, 0.5):.3f}", f"{_quantile(v, 0.9):.3f}",
+             f"{max(v):.3f}", unrec.get(k, 0)) for k, v in sorted(times.items())]
+    dist += [(k, 0, "—", "—", "—", n) for k, n in sorted(unrec.items()) if k not in times]
+    violations = [(str(r.dir), r.seed, check, msg) for r in c.runs for check, msg in r.violations]
+    unmet = [(str(r.dir), r.seed, *u) for r in c.runs for u in r.unmet]
+    states, transitions, kinds = c.coverage()
+    vocab = vocabulary() or sorted(kinds)
+    n = len(c.runs)
+    return "".join([
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+        f"<title>elastic-sim campaign</title><style>{CSS}</style></head><body><main>",
+        f"<h1>Campaign: {n} runs</h1><p>{passed} passed, {n - passed} failed; scenarios: "
+        f"{esc(', '.join(sorted({r.name for r in c.runs})))}</p>",
+        "<h2>Recovery times</h2>", img_tag(png, "recovery time distribution"),
+        table(("fault type", "recovered", "p50 (s)", "p90 (s)", "max (s)", "not recovered"),
+               dist, numeric=range(1, 6)),
+        f"<h2>Violations found ({len(violations)})</h2>",
+        table(("run", "seed", "check", "violation"), violations) if violations
+        else "<p class=\"muted\">None.</p>",
+        f"<h2>Unmet expectations ({len(unmet)})</h2>",
+        table(("run", "seed", "expectation", "expected", "actual"), unmet) if unmet
+        else "<p class=\"muted\">None.</p>",
+        "<h2>Coverage</h2><h3>Protocol states reached</h3>",
+        table(("state", "runs"), states.most_common(), numeric=(1,)),
+        "<h3>Transitions taken</h3>",
+        table(("from", "to", "runs"), [(a, b, k) for (a, b), k in transitions.most_common()],
+              numeric=(2,)),
+        "<h3>Trace event kinds</h3>",
+        f"<p>Never reached: {esc(', '.join(k for k in vocab if not kinds.get(k)) or 'none')}"
+        "</p>",
+        table(("kind", "runs"), [(k, kinds.get(k, 0)) for k in vocab]
+               + [(k, v) for k, v in sorted(kinds.items()) if k not in vocab], numeric=(1,)),
+        "<h2>Runs</h2>",
+        table(("run", "scenario", "seed", "verdict", "outcome", "faults"),
+               [(str(r.dir), r.name, r.seed, r.verdict, r.outcome, len(r.recoveries))
+                for r in c.runs]),
+        "</main></body></html>\n",
+    ])
+
+
+def write_campaign_report(run_dirs: Sequence[Path], out_dir: Path) -> list[Path]:
+    """Write ``campaign.html`` (and ``campaign_recovery.png``) for these runs into
+    ``out_dir``; return the paths written, the HTML first."""
+    c = Campaign([load_run(d) for d in run_dirs])
+    png = campaign_png(c)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    page = out_dir / CAMPAIGN_FILE
+    page.write_text(render_campaign_html(c, png), encoding="utf-8")
+    written = [page]
+    if png is not None:
+        (out_dir / "campaign_recovery.png").write_bytes(png)
+        written.append(out_dir / "campaign_recovery.png")
+    return written

@@ -1,0 +1,253 @@
+"""The run report as one self-contained HTML page: no script, no external font, image or
+style sheet, so it opens offline and anywhere. Every string that comes from a trace or a
+summary goes through :func:`esc`; plots are embedded as base64 PNG data URIs."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from reports.metrics import lost_samples
+from reports.view import RunView
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d1d1f;
+background:#f6f7f9}
+main{max-width:1440px;margin:0 auto;padding:18px 24px 48px}
+h1{font-size:22px;margin:4px 0 6px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid
+#dcdfe4;padding-bottom:4px}h3{font-size:14px;margin:14px 0 6px}
+.badge{display:inline-block;padding:2px 10px;border-radius:10px;color:#fff;font-weight:700;
+font-size:13px;vertical-align:middle}.pass{background:#2e7d32}.fail{background:#c62828}
+.facts{display:flex;flex-wrap:wrap;gap:8px;margin:10px 0}.fact{background:#fff;border:1px solid
+#dcdfe4;border-radius:6px;padding:6px 10px}.fact b{display:block;font-size:16px}
+.fact span{color:#5f6368;font-size:12px}
+table{border-collapse:collapse;background:#fff;margin:4px 0 10px}td,th{border:1px solid #dcdfe4;
+padding:3px 8px;text-align:left;vertical-align:top}th{background:#eef0f3;font-weight:600}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+.ok{color:#2e7d32;font-weight:700}.bad{color:#c62828;font-weight:700}
+img{max-width:100%;height:auto;background:#fff;border:1px solid #dcdfe4;display:block;
+margin:6px 0}
+pre,code{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
+pre{background:#fff;border:1px solid #dcdfe4;padding:8px;white-space:pre-wrap;margin:4px 0}
+.violation{border-left:3px solid #c62828;padding-left:10px;margin:6px 0 12px}
+.muted{color:#5f6368}footer{margin-top:32px;color:#5f6368;font-size:12px}
+"""
+
+
+def esc(value: object) -> str:
+    """Text made inert for HTML: a trace can hold anything, including markup."""
+    return html.escape(str(value), quote=True)
+
+
+def _num(x: float | None, unit: str = "s", digits: int = 3) -> str:
+    return "—" if x is None else f"{x:.{digits}f} {unit}".rstrip()
+
+
+def table(head: Sequence[str], rows: Iterable[Sequence[object]],
+           numeric: Sequence[int] = ()) -> str:
+    """A table of escaped cells; columns in ``numeric`` are right-aligned."""
+    out = ["<table><tr>", *(f"<th>{esc(h)}</th>" for h in head), "</tr>"]
+    for row in rows:
+        out.append("<tr>")
+        for i, cell in enumerate(row):
+            cls = ' class="num"' if i in numeric else ""
+            out.append(f"<td{cls}>{esc(cell)}</td>")
+        out.append("</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _kv(pairs: Iterable[tuple[str, object]]) -> str:
+    return table(("field", "value"), pairs)
+
+
+def img_tag(png: bytes | None, alt: str) -> str:
+    """A PNG embedded as a data URI, or a line saying there was nothing to draw."""
+    if png is None:
+        return f'<p class="muted">{esc(alt)}: nothing to draw.</p>'
+    data = base64.b64encode(png).decode("ascii")
+    return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
+
+
+def _mark(ok: bool) -> str:
+    return '<span class="ok">✓</span>' if ok else '<span class="bad">✗</span>'
+
+
+def render_html(view: RunView, images: Mapping[str, bytes | None]) -> str:
+    """The whole report page of one run."""
+    s = view.summary
+    protocol = s.get("scenario", {}).get("protocol", {}).get("name", "?")
+    verdict = str(s.get("verdict", "pass" if s.get("exit_code", 0) == 0 else "fail"))
+    parts = [
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+        f"<title>elastic-sim: {esc(view.name)}</title><style>{CSS}</style></head><body><main>",
+        f"<h1>{esc(view.name)} <span class=\"badge {'pass' if verdict == 'pass' else 'fail'}\">"
+        f"{esc(verdict.upper())}</span></h1>",
+        f"<p class=\"muted\">protocol {esc(protocol)} · mode {esc(s.get('mode', '?'))}"
+        f" · seed {esc(s.get('seed', '?'))} · {len(view.hosts)} hosts, "
+        f"{len(view.timelines)} processes · {len(view.events)} trace events</p>",
+        _facts(view),
+        "<h2 id=\"timeline\">Timeline</h2>",
+        img_tag(images.get("timeline"), "per-process timeline"),
+        "<h2 id=\"world\">World size</h2>",
+        img_tag(images.get("world_size"), "world size over time"),
+        "<h2 id=\"faults\">Faults</h2>", _faults(view),
+        img_tag(images.get("recovery"), "recovery breakdown per fault") if view.faults else "",
+        "<h2 id=\"checks\">Checks</h2>", _checks(s.get("checks", [])),
+        "<h2 id=\"expectations\">Expectations</h2>", _expectations(s.get("expectations", [])),
+        "<h2 id=\"metrics\">Metrics</h2>", _metrics(view),
+        "<h3>Rounds</h3>", _rounds(view),
+        "<h2 id=\"scenario\">Scenario</h2>", _scenario(s.get("scenario", {})),
+        _footer(s),
+        "</main></body></html>\n",
+    ]
+    return "".join(parts)
+
+
+def _facts(view: RunView) -> str:
+    m, g = view.metrics, view.goodput
+    worlds = " → ".join(str(w) for w in m.world_sizes) or "no round formed"
+    facts = [
+        ("outcome", m.outcome),
+        ("world size", worlds),
+        ("steps", f"{m.steps_done}"),
+        ("goodput", f"{100 * g.ratio:.1f} %"),
+        ("slowest recovery", _num(m.max_recovery_s)),
+        ("lost steps", m.lost_steps),
+        ("re-rendezvous", view.restarts.rendezvous),
+        ("run time", _num(m.end_time)),
+    ]
+    cells = "".join(f'<div class="fact"><span>{esc(k)}</span><b>{esc(v)}</b></div>'
+                    for k, v in facts)
+    return f'<div class="facts" id="facts">{cells}</div>'
+
+
+def _faults(view: RunView) -> str:
+    recs = {r.id: r for r in view.metrics.recoveries}
+    healed = {f.id: f.end for f in view.faults}
+    scheduled = view.summary.get("faults") or [
+        {"id": f.id, "type": f.type, "fired": True, "at": f.start, "reason": ""}
+        for f in view.faults
+    ]
+    if not scheduled:
+        return '<p class="muted">No fault was scheduled.</p>'
+    rows = []
+    for f in scheduled:
+        rec = recs.get(str(f.get("id")))
+        ph = rec.phases() if rec else {}
+        rows.append((
+            f.get("id"), f.get("type"), rec.target if rec else "",
+            _num(f.get("at")) if f.get("fired") else "—",
+            "yes" if f.get("fired") else f"no: {f.get('reason', '')}",
+            _num(healed.get(str(f.get("id")))),
+            *(_num(ph.get(k)) for k in ("detect", "rendezvous", "sync", "first_step")),
+            _num(rec.recovery_s) if rec else "—",
+            rec.lost_steps if rec else "—",
+            lost_samples(rec, view.metrics.rounds) if rec else "—",
+        ))
+    head = ("fault", "type", "target", "at", "fired", "healed at", "detect", "rendezvous",
+            "sync", "first step", "recovery", "lost steps", "lost rank-steps")
+    return table(head, rows, numeric=range(6, 13))
+
+
+def _checks(checks: Sequence[Mapping[str, Any]]) -> str:
+    if not checks:
+        return '<p class="muted">No check results in the summary.</p>'
+    out = ["<table><tr><th></th><th>check</th><th>property</th><th>checked</th></tr>"]
+    for c in checks:
+        out.append(f"<tr><td>{_mark(bool(c.get('ok')))}</td><td>{esc(c.get('name'))}</td>"
+                   f"<td>{esc(c.get('description'))}</td>"
+                   f"<td class=\"num\">{esc(c.get('checked', ''))}</td></tr>")
+    out.append("</table>")
+    for c in checks:
+        for v in c.get("violations", []):
+            out.append(f'<div class="violation"><b class="bad">{esc(c.get("name"))}</b>: '
+                       f"{esc(v.get('message'))}")
+            out.append(_witness(v.get("witness", [])))
+            out.append("</div>")
+    return "".join(out)
+
+
+def _witness(events: Sequence[Mapping[str, Any]]) -> str:
+    rows = [(f"{float(e.get('t', 0)):.6f}", e.get("host"), e.get("proc"), e.get("kind"),
+             json.dumps(e.get("data", {}), sort_keys=True)) for e in events]
+    return table(("t (s)", "host", "process", "kind", "data"), rows, numeric=(0,))
+
+
+def _expectations(exps: Sequence[Mapping[str, Any]]) -> str:
+    if not exps:
+        return '<p class="muted">The scenario states no expectation.</p>'
+    out = ["<table><tr><th></th><th>expectation</th><th>expected</th><th>actual</th></tr>"]
+    for e in exps:
+        out.append(f"<tr><td>{_mark(bool(e.get('ok')))}</td><td>{esc(e.get('name'))}</td>"
+                   f"<td>{esc(e.get('expected'))}</td><td>{esc(e.get('actual'))}</td></tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _metrics(view: RunView) -> str:
+    m, g, r = view.metrics, view.goodput, view.restarts
+    return _kv([
+        ("outcome", m.outcome),
+        ("steps done", m.steps_done),
+        ("world sizes", " → ".join(map(str, m.world_sizes))),
+        ("final world size", m.final_world_size),
+        ("goodput", f"{100 * g.ratio:.1f} % (useful {g.useful_s:.3f} s of {g.wall_s:.3f} s)"),
+        ("step time lost to rollbacks", _num(g.wasted_s)),
+        ("step time stalled on peers", _num(g.stalled_s)),
+        ("lost steps (all faults)", m.lost_steps),
+        ("slowest recovery", _num(m.max_recovery_s)),
+        ("restarts", f"{r.rendezvous} re-rendezvous, {r.rollbacks} rollbacks, "
+                     f"{r.processes} process restarts"),
+        ("failed processes", ", ".join(f"{p} ({c})" for p, c in m.failed_procs.items()) or "—"),
+        ("errors", "; ".join(m.errors[:5]) or "—"),
+        ("run time", _num(m.end_time)),
+    ])
+
+
+def _members(ranks: Mapping[str, int], members: Sequence[str], limit: int = 12) -> str:
+    text = " ".join(f"{h}:{ranks.get(h, '?')}" for h in members[:limit])
+    return text + (f" … (+{len(members) - limit})" if len(members) > limit else "")
+
+
+def _rounds(view: RunView) -> str:
+    rows = []
+    for rd in view.metrics.rounds:
+        ends = view.round_ends.get(rd.round, view.end)
+        rows.append((rd.round, _num(rd.formed_at), _num(ends), _num(ends - rd.formed_at),
+                     rd.world_size, rd.steps, _num(rd.first_step_at),
+                     _members(rd.ranks, rd.members)))
+    if not rows:
+        return '<p class="muted">No round was formed.</p>'
+    return table(("round", "formed at", "ended at", "duration", "world size", "steps",
+                   "first step at", "members (rank)"), rows, numeric=range(0, 7))
+
+
+def _scenario(sc: Mapping[str, Any]) -> str:
+    if not sc:
+        return '<p class="muted">No scenario in the summary.</p>'
+    proto = sc.get("protocol", {})
+    out = [f"<pre>{esc(str(sc.get('description', '')).strip())}</pre>",
+           _kv([("name", sc.get("name")), ("protocol", proto.get("name")),
+                ("seed", sc.get("seed")), ("time limit", sc.get("time_limit"))])]
+    for title, section in (("Knobs", proto.get("knobs", {})), ("Cluster", sc.get("cluster", {})),
+                           ("Workload", sc.get("workload", {}))):
+        if section:
+            out.append(f"<h3>{esc(title)}</h3>")
+            out.append(_kv((k, json.dumps(v) if isinstance(v, (list, dict)) else v)
+                           for k, v in section.items()))
+    for title, key in (("Fault schedule", "faults"), ("Expected", "expect")):
+        if sc.get(key):
+            out.append(f"<h3>{esc(title)}</h3><pre>{esc(json.dumps(sc[key], indent=1))}</pre>")
+    return "".join(out)
+
+
+def _footer(s: Mapping[str, Any]) -> str:
+    trace = s.get("trace", {})
+    return (f"<footer>Trace {esc(trace.get('file', 'trace.jsonl'))}, "
+            f"{esc(trace.get('events', '?'))} events, sha256 <code>{esc(trace.get('sha256', '?'))}"
+            "</code>. The same run as a Perfetto trace: trace.perfetto.json (open it in "
+            "ui.perfetto.dev). Re-render with <code>elastic-sim report RUN_DIR</code>.</footer>")

@@ -1,0 +1,69 @@
+"""Write every report of one run next to its trace: the plots, report.html and
+trace.perfetto.json. ``elastic-sim run`` calls :func:`write_reports`;
+``elastic-sim report RUN_DIR`` calls :func:`render_run_dir`."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from protocols.trace import TraceEvent, read_trace
+from reports.html import render_html
+from reports.perfetto import chrome_trace
+from reports.plots import recovery_png, timeline_png, world_size_png
+from reports.view import RunView, build_view
+
+REPORT_FILE = "report.html"
+PERFETTO_FILE = "trace.perfetto.json"
+
+
+def plot_images(view: RunView) -> dict[str, bytes | None]:
+    """The run's plots as PNG bytes, by name (None: nothing to draw)."""
+    m = view.metrics
+    title = (f"{view.name}: {len(view.timelines)} processes on {len(view.hosts)} hosts, "
+             f"world {' → '.join(map(str, m.world_sizes)) or '—'}")
+    return {
+        "timeline": timeline_png(view.timelines, view.faults, m.rounds, m.recoveries, view.end,
+                                 title=title),
+        "world_size": world_size_png(view.timelines, view.faults, m.rounds, m.recoveries,
+                                     view.end, view.world_series),
+        "recovery": recovery_png(m.recoveries),
+    }
+
+
+def _write(path: Path, data: bytes) -> Path:
+    """Write under a temporary name and rename: readers never see half a file."""
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    return path
+
+
+def write_reports(
+    out_dir: Path, events: Sequence[TraceEvent], summary: Mapping[str, Any]
+) -> list[Path]:
+    """Write the plots (``<name>.png``), ``report.html`` and ``trace.perfetto.json`` into
+    ``out_dir``; return the paths written, the HTML report first."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    view = build_view(events, summary)
+    images = plot_images(view)
+    written = [_write(out_dir / REPORT_FILE, render_html(view, images).encode("utf-8"))]
+    for name, png in images.items():
+        if png is not None:
+            written.append(_write(out_dir / f"{name}.png", png))
+    perfetto = json.dumps(chrome_trace(events), separators=(",", ":"))
+    written.append(_write(out_dir / PERFETTO_FILE, perfetto.encode("utf-8")))
+    return written
+
+
+def render_run_dir(run_dir: Path) -> list[Path]:
+    """Re-render the reports of a finished run from its trace.jsonl and summary.json."""
+    trace = run_dir / "trace.jsonl"
+    if not trace.is_file():
+        raise FileNotFoundError(f"{trace}: no trace (is {run_dir} a run directory?)")
+    summary_path = run_dir / "summary.json"
+    summary = json.loads(summary_path.read_text("utf-8")) if summary_path.is_file() else {}
+    return write_reports(run_dir, read_trace(trace), summary)

@@ -1,0 +1,71 @@
+"""What a report shows of one run, computed once from its trace and its summary.json."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from protocols.trace import TraceEvent
+from reports.metrics import (
+    Goodput,
+    Metrics,
+    Restarts,
+    compute,
+    goodput,
+    restarts_of,
+    round_ends,
+    world_size_series,
+)
+from reports.spans import FaultSpan, ProcessTimeline, end_time_of, fault_spans, timelines
+
+
+@dataclass
+class RunView:
+    """One run, ready to draw: the summary as written, plus what the trace says."""
+
+    summary: Mapping[str, Any]
+    events: Sequence[TraceEvent]
+    end: float
+    timelines: list[ProcessTimeline]
+    faults: list[FaultSpan]
+    metrics: Metrics
+    goodput: Goodput
+    restarts: Restarts
+    round_ends: dict[int, float]
+    world_series: list[tuple[float, int]]
+
+    @property
+    def name(self) -> str:
+        """The scenario's name."""
+        return str(self.summary.get("scenario", {}).get("name", "run"))
+
+    @property
+    def hosts(self) -> list[str]:
+        """Hosts that ran a job process, in timeline order."""
+        return list(dict.fromkeys(tl.host for tl in self.timelines))
+
+
+def build_view(events: Sequence[TraceEvent], summary: Mapping[str, Any]) -> RunView:
+    """Fold a trace and its summary into a :class:`RunView`. A summary that lacks a field
+    (an older run, a hand-made trace) falls back to what the trace records."""
+    end = float(summary.get("metrics", {}).get("end_time") or end_time_of(events))
+    run_end = next((ev for ev in reversed(events) if ev.kind == "run_end"), None)
+    exit_codes = summary.get("exit_codes") or (run_end.get("exit_codes", {}) if run_end else {})
+    steps_in_trace = max((int(ev.get("step", 0)) for ev in events if ev.kind == "step"),
+                         default=0)
+    total = int(summary.get("scenario", {}).get("workload", {}).get("steps", steps_in_trace))
+    hung = bool(summary.get("hung", run_end is not None and run_end.get("outcome") == "hung"))
+    metrics = compute(events, total, dict(exit_codes), hung, end)
+    return RunView(
+        summary=summary,
+        events=events,
+        end=end,
+        timelines=timelines(events),
+        faults=fault_spans(events),
+        metrics=metrics,
+        goodput=goodput(events, metrics.rounds, end),
+        restarts=restarts_of(events, metrics.rounds),
+        round_ends=round_ends(events, metrics.rounds, end),
+        world_series=world_size_series(metrics.rounds),
+    )

@@ -1,0 +1,61 @@
+"""Metrics for reports: world size over time, round durations, goodput, restarts."""
+
+from __future__ import annotations
+
+import pytest
+
+from protocols.trace import TraceEvent
+from reports.metrics import (
+    goodput,
+    lost_samples,
+    recoveries_of,
+    restarts_of,
+    round_ends,
+    rounds_of,
+    world_size_series,
+)
+from tests.reports.synth import static_run
+
+
+def test_world_size_series_goes_from_4_to_3_when_the_new_round_forms() -> None:
+    rounds = rounds_of(static_run())
+    assert world_size_series(rounds) == [(0.003, 4), (3.708, 3)]
+
+
+def test_a_round_ends_when_its_first_member_leaves_for_the_next_one() -> None:
+    events = static_run()
+    rounds = rounds_of(events)
+    assert round_ends(events, rounds, events[-1].t) == {0: 2.708, 1: 7.713}
+
+
+def test_goodput_counts_each_kept_step_once_and_rolled_back_steps_as_waste() -> None:
+    events = static_run()  # 60 steps of 0.1 s; steps 21..25 are lost and redone
+    g = goodput(events, rounds_of(events), events[-1].t)
+    assert g.useful_s == pytest.approx(6.0)
+    assert g.wasted_s == pytest.approx(0.5)
+    assert g.wall_s == pytest.approx(7.713)
+    assert g.ratio == pytest.approx(6.0 / 7.713)
+
+
+def test_goodput_counts_time_waiting_for_a_peer_as_stalled_not_useful() -> None:
+    events = static_run(crash_host=None, steps=10)
+    slow = [ev if not (ev.kind == "step" and ev.get("step") >= 5)
+            else TraceEvent(ev.t + 2.0, ev.host, ev.proc, ev.kind, ev.data) for ev in events]
+    g = goodput(slow, rounds_of(slow), slow[-1].t)
+    assert g.useful_s == pytest.approx(1.0)
+    assert g.stalled_s == pytest.approx(2.0)
+
+
+def test_restarts_count_re_rendezvous_and_rollbacks() -> None:
+    events = static_run()
+    r = restarts_of(events, rounds_of(events))
+    assert (r.rendezvous, r.rollbacks, r.processes) == (1, 3, 0)
+
+
+def test_lost_samples_scale_lost_steps_by_the_world_the_fault_hit() -> None:
+    events = static_run()
+    rounds = rounds_of(events)
+    (rec,) = recoveries_of(events, rounds)
+    assert rec.lost_steps == 5
+    assert lost_samples(rec, rounds) == 20
+    assert lost_samples(rec, rounds, batch_size=32) == 640
