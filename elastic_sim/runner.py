@@ -156,7 +156,7 @@ def _record(
                         {"scenario": sc.name, "seed": seed, "mode": mode}))
         result = _run_runtime(world, faults, seed, mode, out_dir, emit, progress)
         metrics = compute(events, sc.workload.steps, result.exit_codes, result.hung,
-                          result.end_time)
+                          result.end_time, sc.workload.batch_size)
         emit(TraceEvent(result.end_time, "*", "elastic-sim", "run_end",
                         {"outcome": metrics.outcome,
                          "exit_codes": dict(sorted(result.exit_codes.items()))}))

@@ -77,6 +77,7 @@ class WorkloadModel(_Strict):
     commit_every: Annotated[int, Field(ge=1)] = Workload.commit_every
     state_bytes: Annotated[int, Field(ge=0)] = Workload.state_bytes
     params: Annotated[int, Field(ge=1, le=4096)] = Workload.params
+    batch_size: Annotated[int, Field(ge=1)] = Workload.batch_size
 
 
 class ProtocolModel(_Strict):

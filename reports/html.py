@@ -146,10 +146,10 @@ def _faults(view: RunView) -> str:
             *(_num(ph.get(k)) for k in ("detect", "rendezvous", "sync", "first_step")),
             _num(rec.recovery_s) if rec else "—",
             rec.lost_steps if rec else "—",
-            lost_samples(rec, view.metrics.rounds) if rec else "—",
+            lost_samples(rec, view.metrics.rounds, view.metrics.batch_size) if rec else "—",
         ))
     head = ("fault", "type", "target", "at", "fired", "healed at", "detect", "rendezvous",
-            "sync", "first step", "recovery", "lost steps", "lost rank-steps")
+            "sync", "first step", "recovery", "lost steps", "lost samples")
     return table(head, rows, numeric=range(6, 13))
 
 

@@ -73,6 +73,8 @@ class Metrics:
     end_time: float
     failed_procs: dict[str, int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    batch_size: int = 1
+    """Samples per rank per step (from the workload)."""
 
     @property
     def world_sizes(self) -> list[int]:
@@ -98,6 +100,8 @@ class Metrics:
             "final_world_size": self.final_world_size,
             "world_sizes": self.world_sizes,
             "lost_steps": self.lost_steps,
+            "lost_samples": sum(lost_samples(r, self.rounds, self.batch_size)
+                                for r in self.recoveries),
             "max_recovery_s": _r(self.max_recovery_s),
             "end_time": _r(self.end_time),
             "failed_procs": self.failed_procs,
@@ -109,6 +113,7 @@ class Metrics:
                     "id": r.id, "type": r.type, "target": r.target, "at": _r(r.at),
                     "new_round": r.new_round, "recovery_s": _r(r.recovery_s),
                     "lost_steps": r.lost_steps,
+                    "lost_samples": lost_samples(r, self.rounds, self.batch_size),
                     "phases": {k: _r(v) for k, v in r.phases().items()},
                 }
                 for r in self.recoveries
@@ -184,7 +189,7 @@ def recoveries_of(events: Sequence[TraceEvent], rounds: list[RoundInfo]) -> list
 
 def compute(
     events: Sequence[TraceEvent], total_steps: int, exit_codes: dict[str, int], hung: bool,
-    end_time: float,
+    end_time: float, batch_size: int = 1,
 ) -> Metrics:
     """All metrics of one run."""
     rounds = rounds_of(events)
@@ -203,6 +208,7 @@ def compute(
         end_time=end_time,
         failed_procs={p: c for p, c in sorted(exit_codes.items()) if c != 0},
         errors=errors,
+        batch_size=batch_size,
     )
 
 
@@ -312,7 +318,7 @@ def restarts_of(events: Sequence[TraceEvent], rounds: Sequence[RoundInfo]) -> Re
 
 def lost_samples(rec: Recovery, rounds: Sequence[RoundInfo], batch_size: int = 1) -> int:
     """Samples redone because of one fault: lost steps x world size of the round the fault
-    hit x per-rank batch size (traces carry no batch size: 1 counts rank-steps)."""
+    hit x samples per rank per step."""
     hit = [r for r in rounds if r.formed_at <= rec.at]
     world = max(hit, key=lambda r: r.round).world_size if hit else 0
     return rec.lost_steps * world * batch_size

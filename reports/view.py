@@ -56,7 +56,8 @@ def build_view(events: Sequence[TraceEvent], summary: Mapping[str, Any]) -> RunV
                          default=0)
     total = int(summary.get("scenario", {}).get("workload", {}).get("steps", steps_in_trace))
     hung = bool(summary.get("hung", run_end is not None and run_end.get("outcome") == "hung"))
-    metrics = compute(events, total, dict(exit_codes), hung, end)
+    batch = int(summary.get("scenario", {}).get("workload", {}).get("batch_size", 1))
+    metrics = compute(events, total, dict(exit_codes), hung, end, batch)
     return RunView(
         summary=summary,
         events=events,

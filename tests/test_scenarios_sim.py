@@ -46,6 +46,8 @@ def test_scale_down_goes_from_four_to_three_and_reports_recovery(tmp_path: Path)
     assert all(v is not None and v >= 0 for v in rec["phases"].values())
     # The crash at 2.55 s hits step ~25; the last commit was step 20.
     assert 1 <= rec["lost_steps"] <= 10
+    # Every rank of the world the fault hit redoes those steps: 4 ranks x 32 samples.
+    assert rec["lost_samples"] == rec["lost_steps"] * 4 * 32 == m["lost_samples"]
     assert m["steps_done"] == 60 and m["outcome"] == "completed"
     assert s["faults"] == [{"id": "crash-h3", "type": "crash", "fired": True, "at": 2.55,
                             "reason": ""}]

@@ -42,3 +42,5 @@ class Workload:
     """Size of the model state broadcast at every sync."""
     params: int = 8
     """Number of (simulated) model parameters that the allreduce updates."""
+    batch_size: int = 32
+    """Samples each rank consumes per step (what "samples lost" counts)."""
