@@ -1,1 +1,40 @@
-"""real"""
+"""The real runtime: a world's processes as OS processes on this machine, talking over
+TCP, a real ``torch.distributed.TCPStore`` and Gloo, with faults injected by signals.
+
+Importing this package does not import torch; only the processes it starts do.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from faults.model import Fault
+from faults.world import RunResult, World
+from protocols.trace import TraceEvent
+from real.injector import UnsupportedInRealMode, check_supported
+
+__all__ = ["UnsupportedInRealMode", "run"]
+
+
+def run(
+    world: World,
+    faults: Sequence[Fault],
+    seed: int,
+    workdir: Path,
+    emit: Callable[[TraceEvent], None],
+    bind: str = "127.0.0.1",
+) -> RunResult:
+    """Run ``world`` with ``faults`` for real; emit every trace event in run-time order.
+
+    Raises :class:`UnsupportedInRealMode` before starting anything if a fault cannot be
+    injected for real, and ModuleNotFoundError if torch is not installed. Processes, logs
+    and per-process traces live under ``workdir``; none of the processes outlives the
+    call, whatever happens (Ctrl-C included)."""
+    check_supported(world, faults)
+    if importlib.util.find_spec("torch") is None:
+        raise ModuleNotFoundError("real mode needs torch (pip install torch==2.13.0)", name="torch")
+    from real.launcher import Launcher
+
+    return Launcher(world, faults, seed, Path(workdir), bind).run(emit)

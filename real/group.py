@@ -1,0 +1,187 @@
+"""Process groups of real mode: Gloo (CPU tensors) behind the contract's :class:`Group`.
+
+A collective is enqueued on the event loop thread, so members' collectives keep the
+order in which the protocol issued them, and waited for on the runtime's thread pool.
+Gloo's own ``abort`` neither wakes a pending collective nor tells the peers, so
+:meth:`GlooGroup.abort` fails pending and later collectives itself and destroys the Gloo
+group, which closes its connections; a pool thread still stuck in Gloo is left to its
+timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from protocols.api import (
+    CollectiveError,
+    CollectiveFailed,
+    CollectiveTimeout,
+    Group,
+    PrefixStore,
+    Store,
+    StoreError,
+)
+from real.aio import boundary
+from real.store import Blocking, TCPStoreClient, torch_distributed
+
+R = TypeVar("R")
+
+_TIMEOUT_WORDS = ("timed out", "wait timeout", "socket timeout", "connect timeout")
+
+
+def collective_error(text: str) -> CollectiveError:
+    """The contract's error for a Gloo failure message: a timeout, or a dead/closed peer."""
+    if any(word in text.lower() for word in _TIMEOUT_WORDS):
+        return CollectiveTimeout(text)
+    return CollectiveFailed(text)
+
+
+def unwrap(store: Store) -> tuple[TCPStoreClient, list[str]]:
+    """The real client under contract ``PrefixStore`` views, and their prefixes
+    (innermost first)."""
+    prefixes: list[str] = []
+    while isinstance(store, PrefixStore):
+        prefixes.insert(0, store.prefix)
+        store = store.inner
+    if not isinstance(store, TCPStoreClient):
+        raise TypeError(f"a real group needs a store from connect_store, not {store!r}")
+    return store, prefixes
+
+
+async def new_group(
+    blocking: Blocking, bind: str, store: Store, name: str, rank: int, size: int, timeout: float
+) -> GlooGroup:
+    """Join Gloo group ``name`` through ``store`` (keys under the store's prefixes and
+    ``name``); :class:`CollectiveTimeout` if the members do not all join in ``timeout``."""
+    dist = torch_distributed()
+    client, prefixes = unwrap(store)
+    try:
+        c10d = await client.dedicated()
+    except StoreError as exc:
+        raise CollectiveFailed(f"group {name}: store: {exc}") from exc
+    for prefix in prefixes:
+        c10d = dist.PrefixStore(prefix, c10d)
+
+    def create() -> Any:
+        opts = dist.ProcessGroupGloo._Options()
+        opts._timeout = timedelta(seconds=timeout)
+        opts._devices = [dist.ProcessGroupGloo.create_device(hostname=bind)]
+        return dist.ProcessGroupGloo(dist.PrefixStore(name, c10d), rank, size, opts)
+
+    try:
+        pg = await blocking(create)
+    except (RuntimeError, OSError) as exc:
+        raise collective_error(str(exc)) from None
+    return GlooGroup(pg, name, rank, size, blocking)
+
+
+class GlooGroup(Group):
+    """One member's handle on a Gloo process group."""
+
+    def __init__(self, pg: Any, name: str, rank: int, size: int, blocking: Blocking) -> None:
+        self._pg = pg
+        self.name = name
+        self.rank = rank
+        self.size = size
+        self._blocking = blocking
+        self._aborted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    async def _run(self, enqueue: Callable[[], Any]) -> None:
+        """Enqueue a Gloo op now, wait for it off the loop; fail at once when aborted."""
+        if self._aborted.done():
+            raise CollectiveFailed(f"group {self.name} was aborted")
+        try:
+            work = enqueue()
+        except (RuntimeError, OSError) as exc:
+            raise collective_error(str(exc)) from None
+        # A Gloo work keeps the group's connections open (abort relies on closing them):
+        # only the pool thread waiting for it may hold it, and errors come back as text.
+        done = self._blocking(functools.partial(_wait, work))
+        del work
+        done.add_done_callback(_drop_result)  # it may outlive its waiter (abort, cancel)
+        either: set[asyncio.Future[Any]] = {done, self._aborted}
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        if not done.done():
+            raise CollectiveFailed(f"group {self.name} was aborted")
+        error = done.result()
+        if error is not None:
+            raise collective_error(error)
+
+    @boundary
+    async def _allreduce(self, values: list[float]) -> list[float]:
+        import torch
+
+        t = torch.tensor(values, dtype=torch.float64)
+        await self._run(lambda: self._pg.allreduce([t]))
+        return [float(v) for v in t.tolist()]
+
+    @boundary
+    async def _broadcast(self, data: bytes, root: int) -> bytes:
+        dist = torch_distributed()
+        buf = bytearray(data)
+        opts = dist.BroadcastOptions()
+        opts.rootRank = root
+        opts.rootTensor = 0
+        t = _tensor(buf)
+        await self._run(lambda: self._pg.broadcast([t], opts))
+        return bytes(buf)
+
+    @boundary
+    async def _barrier(self) -> None:
+        await self._run(self._pg.barrier)
+
+    @boundary
+    async def _send(self, dst: int, data: bytes) -> None:
+        t = _tensor(bytearray(data))
+        await self._run(lambda: self._pg.send([t], dst, 0))
+
+    @boundary
+    async def _recv(self, src: int, nbytes: int) -> bytes:
+        buf = bytearray(nbytes)
+        t = _tensor(buf)
+        await self._run(lambda: self._pg.recv([t], src, 0))
+        return bytes(buf)
+
+    def abort(self) -> None:
+        if self._aborted.done():
+            return
+        self._aborted.set_result(None)
+        with contextlib.suppress(RuntimeError):
+            self._pg.abort()
+        # Gloo's abort leaves the connections open, so peers blocked on this member would
+        # wait out the timeout. Destroying the group closes them: the peers see this member
+        # leave, as in the sim. The destructor waits for a collective still in flight, so
+        # the last reference is dropped on the pool, not on the loop.
+        doomed = [self._pg]
+        self._pg = None
+        self._blocking(doomed.clear).add_done_callback(_drop_result)
+
+
+def _tensor(buf: bytearray) -> Any:
+    """A uint8 tensor sharing ``buf``'s memory (results land in ``buf``)."""
+    import torch
+
+    if not buf:
+        return torch.empty(0, dtype=torch.uint8)
+    return torch.frombuffer(buf, dtype=torch.uint8)
+
+
+def _wait(work: Any) -> str | None:
+    """Wait for a Gloo work on a pool thread; its error as text (a traceback would keep
+    the work, and with it the group's connections, alive)."""
+    try:
+        work.wait()
+    except (RuntimeError, OSError) as exc:
+        return str(exc)
+    return None
+
+
+def _drop_result(fut: asyncio.Future[Any]) -> None:
+    """Retrieve a result nobody waits for any more (no 'never retrieved' warnings)."""
+    if not fut.cancelled():
+        fut.exception()

@@ -1,0 +1,143 @@
+"""The fault injector of real mode: the fault vocabulary turned into signals.
+
+``CrashHost`` SIGKILLs the host's process group, ``CrashProcess`` one process,
+``HangHost`` SIGSTOPs the group and SIGCONTs it after ``duration``. Faults that need what
+real mode does not set up (a network cut) are refused before a run starts, never faked.
+"""
+
+from __future__ import annotations
+
+import heapq
+import signal
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from faults.model import CrashHost, CrashProcess, Fault, HangHost, Partition
+from faults.world import FaultReport, World
+from real.tracefile import TraceFile
+
+INJECTOR = "fault-injector"
+"""The ``proc`` of fault events."""
+
+
+class UnsupportedInRealMode(ValueError):
+    """A scheduled fault cannot be injected for real; raised before anything starts."""
+
+
+def check_supported(world: World, faults: Sequence[Fault]) -> None:
+    """Refuse faults real mode cannot inject, and faults naming hosts that do not exist."""
+    for fault in faults:
+        if isinstance(fault, Partition):
+            raise UnsupportedInRealMode(
+                f"fault {fault.id!r}: partition faults need a real network cut (per-host "
+                "network namespaces), which real mode does not set up yet; run this "
+                "scenario with --mode sim"
+            )
+        if not isinstance(fault, CrashHost | CrashProcess | HangHost):
+            raise UnsupportedInRealMode(
+                f"fault {fault.id!r}: real mode cannot inject {type(fault).__name__} faults"
+            )
+        for host in fault.hosts():
+            if host not in world.host_names:
+                raise ValueError(f"fault {fault.id!r}: no host named {host!r} in the world")
+
+
+class Targets(Protocol):
+    """What the injector signals: the launcher's view of the run's processes."""
+
+    def signal_host(self, host: str, sig: int) -> bool:
+        """Signal every process of ``host``; False if none is left."""
+
+    def signal_proc(self, name: str, sig: int) -> str:
+        """Signal process ``name``; "" if done, else why not."""
+
+
+@dataclass(order=True)
+class _Action:
+    at: float
+    seq: int
+    fault: Fault = field(compare=False)
+    phase: str = field(compare=False)
+    """"start" or "heal"."""
+
+
+@dataclass(frozen=True)
+class Kill:
+    """A process or host the injector killed: when, and by which fault."""
+
+    t: float
+    fault_id: str
+
+
+class Injector:
+    """Fires a schedule of faults at the targets as run time passes."""
+
+    def __init__(self, faults: Sequence[Fault], targets: Targets, trace: TraceFile) -> None:
+        self._targets = targets
+        self._trace = trace
+        self._queue = [_Action(f.at, i, f, "start") for i, f in enumerate(faults)]
+        heapq.heapify(self._queue)
+        self._seq = len(faults)
+        self._reports = {f.id: FaultReport(id=f.id, type=f.type, fired=False) for f in faults}
+        self.host_kills: dict[str, Kill] = {}
+        """Hosts crashed, by name."""
+        self.proc_kills: dict[str, Kill] = {}
+        """Processes crashed, by name."""
+
+    def next_due(self) -> float:
+        """Run time of the next action (infinity when none is left)."""
+        return self._queue[0].at if self._queue else float("inf")
+
+    def fire_due(self, now: float) -> None:
+        """Apply every action due by run time ``now``."""
+        while self._queue and self._queue[0].at <= now:
+            action = heapq.heappop(self._queue)
+            if action.phase == "start":
+                self._start(action.fault, now)
+            else:
+                self._heal(action.fault, now)
+
+    def reports(self, end: float) -> list[FaultReport]:
+        """Whether each fault fired; those still pending did not, because the run ended."""
+        for action in self._queue:
+            report = self._reports[action.fault.id]
+            if action.phase == "start" and not report.reason:
+                report.reason = f"the run ended at {end:.3f}s, before it was due"
+        return list(self._reports.values())
+
+    def _start(self, fault: Fault, now: float) -> None:
+        why_not = ""
+        if isinstance(fault, CrashHost):
+            if self._targets.signal_host(fault.host, signal.SIGKILL):
+                self.host_kills[fault.host] = Kill(now, fault.id)
+            else:
+                why_not = f"host {fault.host}: every process had already exited"
+        elif isinstance(fault, CrashProcess):
+            why_not = self._targets.signal_proc(fault.proc, signal.SIGKILL)
+            if not why_not:
+                self.proc_kills[fault.proc] = Kill(now, fault.id)
+        elif isinstance(fault, HangHost):
+            if self._targets.signal_host(fault.host, signal.SIGSTOP):
+                self._seq += 1
+                heapq.heappush(
+                    self._queue, _Action(fault.at + fault.duration, self._seq, fault, "heal")
+                )
+            else:
+                why_not = f"host {fault.host}: every process had already exited"
+        report = self._reports[fault.id]
+        report.fired, report.reason = not why_not, why_not
+        report.at = None if why_not else now
+        self._event(fault, now, "skipped" if why_not else "start", why_not)
+
+    def _heal(self, fault: Fault, now: float) -> None:
+        assert isinstance(fault, HangHost)
+        if self._targets.signal_host(fault.host, signal.SIGCONT):
+            self._event(fault, now, "heal", "")
+
+    def _event(self, fault: Fault, now: float, phase: str, reason: str) -> None:
+        target = fault.proc if isinstance(fault, CrashProcess) else fault.hosts()[0]
+        data = {"id": fault.id, "type": fault.type, "target": target, "phase": phase}
+        if reason:
+            data["reason"] = reason
+        self._trace.event(now, fault.hosts()[0], INJECTOR, "fault", data)

@@ -1,0 +1,342 @@
+"""The local launcher: a world's hosts as OS processes on this machine.
+
+Each host's first process is ``python -m real.proc`` in a session (and process group) of
+its own, so a host crash is one ``killpg``. Every process is started up front; when all
+have imported torch and said READY, the launcher fixes the run's origin ``t0`` and sends
+``GO <t0>``. It then injects faults on schedule and waits until every process has exited
+or the time limit passes. Whatever happens (an exception, Ctrl-C, SIGTERM), nothing it
+started outlives :meth:`Launcher.run`. Last, it accounts for every process's exit and
+hands the merged trace to the caller.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from faults.model import Fault
+from faults.world import HostSpec, RunResult, World
+from protocols.trace import TraceEvent, encode
+from real import reaper
+from real.injector import Injector
+from real.process import popen
+from real.spec import ProcSpec
+from real.tracefile import TraceFile, merge
+from real.workdir import RunDir, Started
+
+READY_TIMEOUT = 180.0
+"""Seconds every host gets to start Python and import torch (8 at once on 2 cores: ~8 s)."""
+
+
+class LaunchError(RuntimeError):
+    """The run could not begin: a host's process died or stalled before it was ready."""
+
+
+@dataclass
+class HostProc:
+    """A host's first process, as the launcher started it."""
+
+    spec: HostSpec
+    name: str
+    proc: subprocess.Popen[bytes]
+    exit_t: float | None = None
+    """Run time at which the launcher saw it exit."""
+
+
+class Launcher:
+    """Runs one world on this machine (see the module docstring)."""
+
+    def __init__(
+        self, world: World, faults: Sequence[Fault], seed: int, workdir: Path, bind: str
+    ) -> None:
+        self.world = world
+        self.faults = list(faults)
+        self.seed = seed
+        self.bind = bind
+        self.run_dir = RunDir(workdir)
+        self.hosts: dict[str, HostProc] = {}
+        self.t0 = 0.0
+        self._trace = TraceFile(workdir / "trace" / "launcher.jsonl")
+
+    def run(self, emit: Callable[[TraceEvent], None]) -> RunResult:
+        """Run the world; emit the merged trace; report exits and faults."""
+        self.run_dir.prepare()
+        injector = Injector(self.faults, self, self._trace)
+        was_subreaper = reaper.set_subreaper(True)
+        try:
+            with _interrupts_raise():
+                try:
+                    self._start()
+                    self._wait_ready()
+                    self._go()
+                    hung = self._supervise(injector)
+                finally:
+                    with _signals_deferred():
+                        self._kill_everything()
+        finally:
+            reaper.set_subreaper(was_subreaper)
+        end = self.world.time_limit if hung else self._now()
+        exit_codes, end = self._account(injector, hung, end)
+        digest, count = hashlib.sha256(), 0
+        for ev in merge(self.run_dir.traces()):
+            emit(ev)
+            digest.update((encode(ev) + "\n").encode())
+            count += 1
+        return RunResult(
+            exit_codes=exit_codes,
+            end_time=end,
+            hung=hung,
+            faults=injector.reports(end),
+            trace_sha256=digest.hexdigest(),
+            trace_events=count,
+        )
+
+    # -- start -----------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        for host in self.world.hosts:
+            name = f"{host.name}/{self.world.proc_name}"
+            spec = ProcSpec(
+                name=name,
+                host=host.name,
+                entry=self.world.entry,
+                args=dict(self.world.args),
+                workdir=str(self.run_dir.root.resolve()),
+                seed=self.seed,
+                bind=self.bind,
+                parent_pid=os.getpid(),
+                clock_offset=host.clock_offset,
+                clock_drift=host.clock_drift,
+                start_at=host.start_at,
+                sys_path=tuple(sys.path),
+                hosts=self.world.host_names,
+            )
+            proc = popen(
+                spec, self.run_dir, new_session=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+            )
+            self.hosts[host.name] = HostProc(host, name, proc)
+            self.run_dir.note_started(
+                Started(name, host.name, proc.pid, os.getpid(), reaper.start_time(proc.pid))
+            )
+
+    def _wait_ready(self) -> None:
+        """Wait for every host's READY line (each has imported torch)."""
+        waiting: dict[int, tuple[HostProc, bytes]] = {}
+        with selectors.DefaultSelector() as sel:
+            for host in self.hosts.values():
+                assert host.proc.stdout is not None
+                fd = host.proc.stdout.fileno()
+                waiting[fd] = (host, b"")
+                sel.register(fd, selectors.EVENT_READ)
+            deadline = time.monotonic() + READY_TIMEOUT
+            while waiting:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    names = ", ".join(h.name for h, _ in waiting.values())
+                    raise LaunchError(f"not ready after {READY_TIMEOUT:.0f}s: {names}")
+                for key, _ in sel.select(left):
+                    fd = int(key.fd)
+                    host, buf = waiting[fd]
+                    chunk = os.read(fd, 4096)
+                    if not chunk:
+                        raise LaunchError(self._died_early(host))
+                    buf += chunk
+                    if b"READY" in buf and b"\n" in buf:
+                        sel.unregister(fd)
+                        del waiting[fd]
+                    else:
+                        waiting[fd] = (host, buf)
+
+    def _died_early(self, host: HostProc) -> str:
+        code = host.proc.wait()
+        log = self.run_dir.log(host.name)
+        tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+        return f"{host.name} exited with code {code} before it was ready; {log}:\n{tail}"
+
+    def _go(self) -> None:
+        self.t0 = time.time()
+        line = f"GO {self.t0!r}\n".encode()
+        for host in self.hosts.values():
+            assert host.proc.stdin is not None and host.proc.stdout is not None
+            try:
+                host.proc.stdin.write(line)
+                host.proc.stdin.close()
+            except BrokenPipeError:
+                pass  # it died just now: the supervisor will see its exit
+            host.proc.stdout.close()
+
+    # -- supervise -------------------------------------------------------------------------
+
+    def _now(self) -> float:
+        return time.time() - self.t0
+
+    def _supervise(self, injector: Injector) -> bool:
+        """Fire faults until every host's process has exited; True if the time limit
+        came first."""
+        with selectors.DefaultSelector() as sel:
+            for host in self.hosts.values():
+                try:
+                    sel.register(os.pidfd_open(host.proc.pid), selectors.EVENT_READ)
+                except (AttributeError, OSError):
+                    pass  # no pidfds: the 0.1 s tick below notices exits instead
+            try:
+                while True:
+                    now = self._now()
+                    self._note_exits(now)
+                    injector.fire_due(now)
+                    if all(h.exit_t is not None for h in self.hosts.values()):
+                        return False
+                    if now >= self.world.time_limit:
+                        return True
+                    reaper.reap(self._adopted())
+                    wake = min(injector.next_due(), self.world.time_limit)
+                    sel.select(min(max(0.0, wake - self._now()), 0.1))
+            finally:
+                for key in list(sel.get_map().values()):
+                    os.close(int(key.fd))
+
+    def _note_exits(self, now: float) -> None:
+        for host in self.hosts.values():
+            if host.exit_t is None and host.proc.poll() is not None:
+                host.exit_t = now
+
+    def _adopted(self) -> list[tuple[int, int]]:
+        """(pid, start time) of the run's processes other than the hosts' first ones:
+        orphans are reparented to the launcher while a run lasts."""
+        own = {h.proc.pid for h in self.hosts.values()}
+        return [(s.pid, s.start) for s in self.run_dir.started() if s.pid not in own]
+
+    # -- fault targets (see real.injector.Targets) ------------------------------------------
+
+    def signal_host(self, host: str, sig: int) -> bool:
+        """Signal every process of ``host``'s group; False if none is left."""
+        leader = self.hosts[host].proc
+        if leader.poll() is None:  # unreaped leader: its group id cannot be recycled
+            return reaper.signal_quietly(leader.pid, sig, group=True)
+        members = [e.pid for e in reaper.scan(self.run_dir.marker) if e.pgid == leader.pid]
+        for pid in members:
+            reaper.signal_quietly(pid, sig)
+        return bool(members)
+
+    def signal_proc(self, name: str, sig: int) -> str:
+        """Signal process ``name``; "" if done, else why not."""
+        host = self.hosts.get(name.partition("/")[0])
+        if host is not None and host.name == name:
+            if host.proc.poll() is not None:
+                return f"process {name} had already exited"
+            host.proc.send_signal(sig)
+            return ""
+        pid = self.run_dir.read_pid(name)
+        if pid is None:
+            return f"process {name} was never started"
+        if not reaper.is_running(pid, self.run_dir.marker) or not reaper.signal_quietly(pid, sig):
+            return f"process {name} had already exited"
+        return ""
+
+    # -- end -------------------------------------------------------------------------------
+
+    def _kill_everything(self) -> None:
+        leaders = [h.proc for h in self.hosts.values()]
+        if not reaper.kill_run(self.run_dir.marker, leaders, self._adopted(), timeout=10.0):
+            left = [e.pid for e in reaper.scan(self.run_dir.marker)]
+            print(
+                f"real: processes of {self.run_dir.root} survived SIGKILL: {left}", file=sys.stderr
+            )
+        for host in self.hosts.values():
+            for pipe in (host.proc.stdin, host.proc.stdout):
+                if pipe is not None and not pipe.closed:
+                    pipe.close()
+
+    def _account(self, injector: Injector, hung: bool, end: float) -> tuple[dict[str, int], float]:
+        """Every started process's exit code; write ``proc_exit`` for those that could not
+        (killed). Returns the codes and the run time of the last exit."""
+        recorded = {
+            ev.get("pid"): ev for ev in merge(self.run_dir.traces()) if ev.kind == "proc_exit"
+        }
+        leaders = {h.proc.pid: h for h in self.hosts.values()}
+        exit_t: dict[int, float] = {}
+        codes: dict[str, int] = {}
+        for s in self.run_dir.started():
+            leader = leaders.get(s.pid)
+            ev = recorded.get(s.pid)
+            if ev is not None:
+                code, t = int(ev.get("code")), ev.t
+            else:
+                code = -9 if leader is None else int(leader.proc.returncode)
+                t, reason = self._why_ended(s, leader, code, injector, hung, exit_t, end)
+                data = {"code": code, "reason": reason, "pid": s.pid}
+                self._trace.event(t, s.host, s.name, "proc_exit", data)
+            if leader is not None:  # waitpid is the authority on a host's first process
+                code = int(leader.proc.returncode)
+                t = max(t, leader.exit_t if leader.exit_t is not None else t)
+            exit_t[s.pid] = t
+            codes[s.name] = code
+        last = max(exit_t.values(), default=0.0)
+        return codes, end if hung else last
+
+    def _why_ended(
+        self,
+        s: Started,
+        leader: HostProc | None,
+        code: int,
+        injector: Injector,
+        hung: bool,
+        exit_t: dict[int, float],
+        end: float,
+    ) -> tuple[float, str]:
+        """When and why a process that wrote no ``proc_exit`` ended."""
+        kill = injector.proc_kills.get(s.name) or injector.host_kills.get(s.host)
+        if kill is not None:
+            return kill.t, f"killed by fault {kill.fault_id}"
+        if hung:
+            return end, "killed at the time limit"
+        if leader is not None:
+            t = leader.exit_t if leader.exit_t is not None else end
+            if code < 0:
+                return t, f"signal {signal.Signals(-code).name.removeprefix('SIG')}"
+            return t, f"exited with code {code} without a proc_exit"
+        if s.parent_pid in exit_t:
+            return exit_t[s.parent_pid], "parent exited"
+        return end, "killed at the end of the run"
+
+
+@contextmanager
+def _interrupts_raise() -> Iterator[None]:
+    """While a run lasts, SIGTERM raises SystemExit like Ctrl-C raises KeyboardInterrupt,
+    so the cleanup in ``finally`` runs (only the main thread can take signals)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _terminate(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM while cleaning up; they are delivered (and raise) afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)

@@ -1,0 +1,199 @@
+"""The real runtime: one per OS process, protocols' coroutines on asyncio.
+
+Time is the machine's wall clock relative to the run's origin ``t0`` (shifted and scaled
+by the host's clock skew for :meth:`RealRuntime.now`); messages go over TCP
+(:mod:`real.net`), the store is a TCPStore (:mod:`real.store`), groups are Gloo
+(:mod:`real.group`), children are ``python -m real.proc`` (:mod:`real.process`). Every
+blocking torch call runs on a thread pool so the loop stays free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import sys
+import time
+from collections.abc import Callable, Coroutine, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from protocols import api
+from protocols.api import JSON, Message, ProcessInfo, Store
+from real import aio, group, net, reaper, store
+from real.aio import boundary
+from real.process import ChildProc, popen
+from real.spec import ProcSpec
+from real.tracefile import TraceFile
+from real.workdir import RunDir, Started, write_atomic
+
+T = TypeVar("T")
+
+POOL_THREADS = 64
+"""Blocking calls in flight at once (a frozen store server can hold several for good)."""
+
+FLUSH_TIMEOUT = 1.0
+"""Seconds an exiting process waits for its queued messages to leave."""
+
+
+class RealRuntime(api.Runtime):
+    """The :class:`protocols.api.Runtime` of one real process."""
+
+    def __init__(self, spec: ProcSpec, t0: float) -> None:
+        self.spec = spec
+        self.info = ProcessInfo(host=spec.host, name=spec.name, env=dict(spec.env))
+        self.rng = random.Random(f"{spec.seed}/proc/{spec.name}")
+        self.run_dir = RunDir(Path(spec.workdir))
+        self.t0 = t0
+        self._mono0 = time.monotonic()
+        self._trace = TraceFile(self.run_dir.trace(spec.name))
+        self._pool = ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="real-blocking")
+        self._mailbox = net.Mailbox()
+        self._server = net.Server(spec.name, self._mailbox)
+        self._outbox = net.Outbox(spec.name, self.run_dir.read_addr)
+        self._stores: list[Any] = []  # store servers hosted here: they live as long as we do
+        self._children: list[ChildProc] = []
+
+    async def start(self) -> None:
+        """Open this process's message server and publish its address."""
+        port = await self._server.start(self.spec.bind)
+        write_atomic(self.run_dir.addr(self.spec.name), f"{self.spec.address}:{port}\n")
+
+    async def flush(self, timeout: float = FLUSH_TIMEOUT) -> None:
+        """Hand the messages still queued to the kernel before the process exits (a
+        message sent just before exiting is delivered, as in the sim)."""
+        await self._outbox.flush(timeout)
+
+    def close(self) -> None:
+        """Kill and reap the children still running; stop serving. The process is about
+        to exit: nothing of it may outlive it."""
+        for child in self._children:
+            child.kill_now("parent exited")
+        self._server.close()
+        self._outbox.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def run_time(self) -> float:
+        """Seconds since the run's origin, on the machine's true clock."""
+        return time.time() - self.t0
+
+    # -- time ----------------------------------------------------------------------------
+
+    def now(self) -> float:
+        return self.spec.clock_offset + self.run_time() * (1.0 + self.spec.clock_drift)
+
+    def monotonic(self) -> float:
+        return (time.monotonic() - self._mono0) * (1.0 + self.spec.clock_drift)
+
+    @boundary
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    # -- concurrency ---------------------------------------------------------------------
+
+    def future(self) -> api.Future[Any]:
+        return aio.AioFuture(asyncio.get_running_loop())
+
+    def spawn(self, coro: Coroutine[Any, Any, T], name: str = "") -> api.Task[T]:
+        return aio.spawn(asyncio.get_running_loop(), coro, name)
+
+    def _blocking(self, fn: Callable[[], T]) -> asyncio.Future[T]:
+        return asyncio.get_running_loop().run_in_executor(self._pool, fn)
+
+    # -- messages ------------------------------------------------------------------------
+
+    def send(self, dst: str, body: Mapping[str, JSON]) -> None:
+        self._outbox.send(dst, body)
+
+    @boundary
+    async def recv(self, timeout: float | None = None) -> Message:
+        return await self._mailbox.get(timeout)
+
+    # -- store ---------------------------------------------------------------------------
+
+    @boundary
+    async def host_store(self, port: int) -> str:
+        """Start a TCPStore server here; its address names this host, as in the sim
+        (``h0:29500``), and :meth:`connect_store` resolves it."""
+        try:
+            server = await store.host_store(self._blocking, self.spec.bind, port)
+        except (RuntimeError, OSError) as exc:
+            raise api.StoreConnectionError(f"cannot host a store on port {port}: {exc}") from exc
+        self._stores.append(server)
+        return f"{self.host}:{server.port}"
+
+    @boundary
+    async def connect_store(self, addr: str, timeout: float) -> Store:
+        """Connect to ``host:port``, where host is a world host name or a network address."""
+        try:
+            host, port = store.split_addr(addr)
+        except ValueError as exc:
+            raise api.StoreConnectionError(str(exc)) from None
+        return await store.connect_store(self._blocking, self.spec.locate(host), port, timeout)
+
+    # -- process groups ------------------------------------------------------------------
+
+    @boundary
+    async def _new_group(
+        self, store: Store, name: str, rank: int, size: int, timeout: float
+    ) -> api.Group:
+        return await group.new_group(
+            self._blocking, self.spec.bind, store, name, rank, size, timeout
+        )
+
+    # -- processes -----------------------------------------------------------------------
+
+    @boundary
+    async def start_process(
+        self, name: str, entry: str, args: Mapping[str, JSON], env: Mapping[str, str] | None = None
+    ) -> api.Proc:
+        full = f"{self.host}/{name}"
+        spec = ProcSpec(
+            name=full,
+            host=self.host,
+            entry=entry,
+            args=dict(args),
+            workdir=self.spec.workdir,
+            seed=self.spec.seed,
+            bind=self.spec.bind,
+            parent_pid=os.getpid(),
+            env=dict(env or {}),
+            clock_offset=self.spec.clock_offset,
+            clock_drift=self.spec.clock_drift,
+            t0=self.t0,
+            sys_path=tuple(sys.path),
+            hosts=self.spec.hosts,
+        )
+        proc = popen(spec, self.run_dir, new_session=False)
+        start = reaper.start_time(proc.pid)
+        self.run_dir.note_started(Started(full, self.host, proc.pid, os.getpid(), start))
+        child = ChildProc(full, proc, self._child_killed)
+        self._children.append(child)
+        return child
+
+    def _child_killed(self, child: ChildProc, code: int, reason: str) -> None:
+        self._trace.event(
+            self.run_time(),
+            self.host,
+            child.name,
+            "proc_exit",
+            {"code": code, "reason": reason, "pid": child.pid},
+        )
+
+    def on_signal(self, sig: str, handler: Callable[[], None] | None) -> None:
+        signum = {"TERM": signal.SIGTERM, "INT": signal.SIGINT}.get(sig)
+        if signum is None:
+            raise ValueError(f"on_signal({sig!r}): only TERM and INT can be handled")
+        loop = asyncio.get_running_loop()
+        if handler is None:
+            loop.remove_signal_handler(signum)
+            signal.signal(signum, signal.SIG_DFL)
+        else:
+            loop.add_signal_handler(signum, handler)
+
+    # -- trace ---------------------------------------------------------------------------
+
+    def record(self, kind: str, **fields: JSON) -> None:
+        self._trace.event(self.run_time(), self.host, self.name, kind, fields)
