@@ -361,11 +361,13 @@ SIGNAL_NUMBERS = {"INT": 2, "KILL": 9, "TERM": 15, "CONT": 18, "STOP": 19}
 
 @dataclass
 class ProcessInfo:
-    """Who this process is: its host, its name (``host/name``) and its environment."""
+    """Who this process is: its host, its name (``host/name``), its environment and its
+    process id (real pid; in the sim, handed out deterministically in start order)."""
 
     host: str
     name: str
     env: dict[str, str] = field(default_factory=dict)
+    pid: int = 0
 
 
 class Runtime(abc.ABC):

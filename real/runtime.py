@@ -43,7 +43,8 @@ class RealRuntime(api.Runtime):
 
     def __init__(self, spec: ProcSpec, t0: float) -> None:
         self.spec = spec
-        self.info = ProcessInfo(host=spec.host, name=spec.name, env=dict(spec.env))
+        self.info = ProcessInfo(host=spec.host, name=spec.name, env=dict(spec.env),
+                                pid=os.getpid())
         self.rng = random.Random(f"{spec.seed}/proc/{spec.name}")
         self.run_dir = RunDir(Path(spec.workdir))
         self.t0 = t0

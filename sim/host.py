@@ -65,6 +65,8 @@ class SimProcess:
         self.args = args
         self.env = env
         self.incarnation = incarnation
+        self.pid = 0
+        """Set by the cluster at start (a restarted process gets a new pid)."""
         self.start_time = cluster.kernel.now
         self.alive = True
         self.exiting = False
@@ -143,6 +145,10 @@ def json_copy(args: Mapping[str, Any], what: str) -> dict[str, Any]:
     return out
 
 
+FIRST_PID = 1000
+"""The sim's first process id."""
+
+
 class Cluster:
     """Every host and process of a run, and their life cycles."""
 
@@ -159,6 +165,8 @@ class Cluster:
         """Live processes by name."""
         self.exit_codes: dict[str, int] = {}
         self.live = 0
+        self.next_pid = FIRST_PID
+        """Pids are handed out in start order, so they are deterministic."""
         self.pending_starts = 0
         self.finished = False
         self.resume_listeners: list[Callable[[], None]] = []
@@ -192,6 +200,8 @@ class Cluster:
         inc = host.incarnations.get(name, -1) + 1
         host.incarnations[name] = inc
         proc = SimProcess(self, host, name, entry, args, env, inc)
+        proc.pid = self.next_pid
+        self.next_pid += 1
         proc.rt = self.make_runtime(proc)
         self.procs[name] = proc
         host.procs[name] = proc

@@ -47,7 +47,8 @@ class SimRuntime(Runtime):
         self._sim = sim
         self._k = sim.kernel
         self._proc = proc
-        self.info = ProcessInfo(host=proc.host.name, name=proc.name, env=dict(proc.env))
+        self.info = ProcessInfo(host=proc.host.name, name=proc.name, env=dict(proc.env),
+                                pid=proc.pid)
         self.rng = random.Random(f"{sim.seed}/proc/{proc.name}/{proc.incarnation}")
 
     def _alive(self) -> None:

@@ -8,8 +8,9 @@ Monotonic deadlines are float seconds, as upstream's ``time.monotonic()``.
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 US = 1_000_000
 
@@ -19,11 +20,11 @@ def to_us(seconds: float) -> int:
     return round(seconds * US)
 
 
-@dataclass(frozen=True, order=True)
-class NodeDesc:
+class NodeDesc(NamedTuple):
     """A rendezvous participant: ordered by (addr, pid, local_id), as upstream sorts them.
 
-    A restarted agent has a new pid, so it is a new node."""
+    A restarted agent has a new pid, so it is a new node. (A tuple, so hashing and sorting
+    thousands of them stays in C; the field order is the sort order.)"""
 
     addr: str
     pid: int
@@ -112,28 +113,47 @@ class RendezvousState:
 
     @staticmethod
     def decode(data: bytes) -> RendezvousState:
-        """Inverse of :meth:`encode`; ValueError on corrupt input."""
-        try:
-            obj = json.loads(data)
-            return RendezvousState(
-                round=int(obj["round"]),
-                complete=bool(obj["complete"]),
-                deadline=None if obj["deadline"] is None else int(obj["deadline"]),
-                closed=bool(obj["closed"]),
-                participants={NodeDesc(a, int(p), int(i)): int(r)
-                              for a, p, i, r in obj["participants"]},
-                wait_list={NodeDesc(a, int(p), int(i)) for a, p, i in obj["wait_list"]},
-                redundancy_list={NodeDesc(a, int(p), int(i))
-                                 for a, p, i in obj["redundancy_list"]},
-                last_heartbeats={NodeDesc(a, int(p), int(i)): int(t)
-                                 for a, p, i, t in obj["last_heartbeats"]},
-            )
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"corrupt rendezvous state: {exc}") from exc
+        """Inverse of :meth:`encode`; ValueError on corrupt input.
+
+        Every node decodes the same stored bytes again and again; decoded states are cached
+        by their bytes and handed out as copies (callers mutate them)."""
+        cached = _DECODED.get(data)
+        if cached is None:
+            cached = _decode(data)
+            _DECODED[data] = cached
+            if len(_DECODED) > _DECODE_CACHE_SIZE:
+                _DECODED.popitem(last=False)
+        else:
+            _DECODED.move_to_end(data)
+        return cached.copy()
+
+
+_DECODE_CACHE_SIZE = 256
+_DECODED: OrderedDict[bytes, RendezvousState] = OrderedDict()
+
+
+def _decode(data: bytes) -> RendezvousState:
+    """Parse the canonical JSON form."""
+    try:
+        obj = json.loads(data)
+        return RendezvousState(
+            round=int(obj["round"]),
+            complete=bool(obj["complete"]),
+            deadline=None if obj["deadline"] is None else int(obj["deadline"]),
+            closed=bool(obj["closed"]),
+            participants={NodeDesc(a, int(p), int(i)): int(r)
+                          for a, p, i, r in obj["participants"]},
+            wait_list={NodeDesc(a, int(p), int(i)) for a, p, i in obj["wait_list"]},
+            redundancy_list={NodeDesc(a, int(p), int(i)) for a, p, i in obj["redundancy_list"]},
+            last_heartbeats={NodeDesc(a, int(p), int(i)): int(t)
+                             for a, p, i, t in obj["last_heartbeats"]},
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"corrupt rendezvous state: {exc}") from exc
 
 
 def _n(node: NodeDesc) -> list[Any]:
-    return [node.addr, node.pid, node.local_id]
+    return list(node)
 
 
 def remove_participant_epilogue(state: RendezvousState, settings: RendezvousSettings) -> None:

@@ -1,0 +1,85 @@
+"""An agent that performs one c10d rendezvous round and leaves: for rendezvous tests and
+the scale benchmark (the full elastic agent runs workers between rounds)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from protocols.api import Runtime, Store
+from protocols.torchelastic.handler import DynamicRendezvousHandler
+from protocols.torchelastic.state import NodeDesc, RendezvousSettings
+
+
+class CountingStore(Store):
+    """A store client that counts the operations it sends (for 'store ops per agent')."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+        self.timeout = inner.timeout
+        self.ops = 0
+
+    async def set(self, key: str, value: bytes) -> None:
+        self.ops += 1
+        await self.inner.set(key, value)
+
+    async def get(self, key: str) -> bytes:
+        self.ops += 1
+        return await self.inner.get(key)
+
+    async def add(self, key: str, amount: int) -> int:
+        self.ops += 1
+        return await self.inner.add(key, amount)
+
+    async def compare_set(self, key: str, expected: bytes, desired: bytes) -> bytes:
+        self.ops += 1
+        return await self.inner.compare_set(key, expected, desired)
+
+    async def wait(self, keys: Sequence[str], timeout: float | None = None) -> None:
+        self.ops += 1
+        await self.inner.wait(keys, timeout)
+
+    async def check(self, keys: Sequence[str]) -> bool:
+        self.ops += 1
+        return await self.inner.check(keys)
+
+    async def delete(self, key: str) -> bool:
+        self.ops += 1
+        return await self.inner.delete(key)
+
+
+def rendezvous_settings(raw: Mapping[str, Any]) -> RendezvousSettings:
+    """Settings from knobs (unknown keys ignored, upstream defaults for missing ones)."""
+    names = {f.name for f in dataclasses.fields(RendezvousSettings)}
+    return RendezvousSettings(**{k: v for k, v in raw.items() if k in names})
+
+
+async def rendezvous_once(rt: Runtime, args: Mapping[str, Any]) -> int:
+    """Join one round through a store hosted by ``args['store_host']``; record the result."""
+    knobs = dict(args.get("knobs", {}))
+    settings = rendezvous_settings(knobs)
+    port = int(knobs.get("store_port", 29400))
+    store_host = str(args["store_host"])
+    if rt.host == store_host:
+        await rt.host_store(port)
+    store = CountingStore(await rt.connect_store(f"{store_host}:{port}",
+                                                 float(knobs.get("read_timeout", 60.0))))
+    node = NodeDesc(rt.host, rt.info.pid, 0)
+    handler = DynamicRendezvousHandler(rt, node, settings, store)
+    await handler.init()
+    info = await handler.next_rendezvous()
+    members = [n.addr for n in sorted(handler.holder.state.participants)]
+    ops_at_join = store.ops
+    rt.record("rdzv_done", round=info.round, members=members, rank=info.rank,
+              world_size=info.world_size, store_ops=ops_at_join)
+    # Leave only when everyone has seen the round complete: closing earlier would fail a
+    # participant that syncs late (JoinOp looks at `closed` first).
+    done = await info.store.add("bench/joined", 1)
+    while done < info.world_size:
+        await rt.sleep(0.5)
+        done = await info.store.add("bench/joined", 0)
+    await handler.shutdown()
+    if rt.host == store_host:
+        await rt.sleep(1.0)  # keep serving while the others close
+    return 0
