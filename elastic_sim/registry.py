@@ -12,6 +12,7 @@ from typing import Any
 import pydantic
 
 from protocols.static.settings import StaticKnobs
+from protocols.torchelastic.knobs import TorchElasticKnobs
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,12 @@ PROTOCOLS: dict[str, ProtocolInfo] = {
         knobs=StaticKnobs,
         summary="store rendezvous per round, sync from the most advanced member, "
         "allreduce training with commits, re-rendezvous on failure",
+    ),
+    "torchelastic": ProtocolInfo(
+        entry="protocols.torchelastic.launcher:host_main",
+        knobs=TorchElasticKnobs,
+        summary="torchrun 2.13: c10d dynamic rendezvous, elastic agent restarting its "
+        "worker processes, checkpoint every k steps",
     ),
 }
 

@@ -43,6 +43,8 @@ class RendezvousInfo:
     world_size: int
     bootstrap: RendezvousStoreInfo
     round: int
+    members: tuple[NodeDesc, ...] = ()
+    """The round's participants in rank order, as this node saw them at FINISH."""
 
 
 class RuntimeClock:
@@ -122,18 +124,19 @@ class DynamicRendezvousHandler:
         self._start_heartbeats()
         state = self.holder.state
         rank, world = state.participants[self.node], len(state.participants)
+        members = tuple(sorted(state.participants))
         store = self.store.prefixed(f"torch.rendezvous.{self.settings.run_id}.{state.round}")
         if not self.share_store:
             port = 29500 + self.rt.rng.randrange(20000)  # stands for get_free_port()
             info = await build_store_info(store, rank, self.node.addr, port)
-            return RendezvousInfo(store, rank, world, info, state.round)
+            return RendezvousInfo(store, rank, world, info, state.round, members)
         if self.bootstrap is None or (rank == 0 and self.shared_store_addr is None):
             port = 0
             if rank == 0:
                 self.shared_store_addr = await self.rt.host_store(0)
                 port = int(self.shared_store_addr.rsplit(":", 1)[1])
             self.bootstrap = await build_store_info(store, rank, self.node.addr, port)
-        return RendezvousInfo(store, rank, world, self.bootstrap, state.round)
+        return RendezvousInfo(store, rank, world, self.bootstrap, state.round, members)
 
     async def num_nodes_waiting(self) -> int:
         """Nodes on the wait list (the state may come from the 1 s cache)."""

@@ -1,0 +1,72 @@
+"""Knobs of the torchelastic model (torchrun + c10d rendezvous + elastic agent), with
+upstream's defaults (torch 2.13).
+
+Two upstream entry points disagree on one default: ``max_restarts`` is 0 for the torchrun
+CLI and 3 for the Python ``LaunchConfig``. A scenario runs torchrun, so the default here is
+the CLI's 0; a scenario that means ``LaunchConfig`` says ``max_restarts: 3``.
+
+Where the rendezvous store lives is the scenario's ``cluster.store_host``: that host's agent
+is the one whose address matches ``--rdzv-endpoint`` (``is_host`` true), every other agent
+is a client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocols.torchelastic.state import RendezvousSettings
+
+
+@dataclass(frozen=True)
+class TorchElasticKnobs:
+    """What a torchrun command line and its environment set, in seconds where timed."""
+
+    min_nodes: int = 1
+    """``--nnodes MIN:MAX``: the smallest world a round may form with."""
+    max_nodes: int = 1
+    """``--nnodes MIN:MAX``: a round completes at once when this many have joined."""
+    nproc_per_node: int = 1
+    """Workers per agent (``--nproc-per-node``)."""
+    run_id: str = "none"
+    """``--rdzv-id`` (the CLI's default is the literal string "none")."""
+    join_timeout: float = 600.0
+    last_call_timeout: float = 30.0
+    close_timeout: float = 30.0
+    heartbeat_timeout: float = 5.0
+    keep_alive_interval: float = 5.0
+    keep_alive_max_attempt: int = 3
+    read_timeout: float = 60.0
+    """Rendezvous TCPStore client timeout (connect, get, wait)."""
+    store_port: int = 29400
+    """Port of the rendezvous store on the store host (``--rdzv-endpoint``'s port)."""
+    monitor_interval: float = 0.1
+    """``--monitor-interval``: the agent polls its workers this often."""
+    max_restarts: int = 0
+    """``--max-restarts``: torchrun CLI default 0 (``LaunchConfig``'s default is 3)."""
+    shutdown_timeout: float = 30.0
+    """SIGTERM -> SIGKILL grace when stopping workers (``TORCH_ELASTIC_SHUTDOWN_TIMEOUT``)."""
+    exit_barrier_timeout: float = 300.0
+    """How long a succeeded agent waits for the others before exiting anyway."""
+    pg_timeout: float = 1800.0
+    """Workers' process-group timeout (``default_pg_timeout``, 30 min): a hung peer is
+    noticed after this."""
+    share_store: bool = True
+    """Shared agent store (default since 2.5): rank 0's agent hosts the store the workers
+    bootstrap from. False = ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``: every round's
+    rank-0 worker hosts its own store on a fresh port."""
+    identical_workers: bool = False
+    """``TORCH_ELASTIC_WORKER_IDENTICAL=1``: ranks computed locally, no store traffic."""
+
+    def rendezvous(self) -> RendezvousSettings:
+        """The c10d rendezvous settings these knobs imply."""
+        return RendezvousSettings(
+            run_id=self.run_id,
+            min_nodes=self.min_nodes,
+            max_nodes=self.max_nodes,
+            join_timeout=self.join_timeout,
+            last_call_timeout=self.last_call_timeout,
+            close_timeout=self.close_timeout,
+            heartbeat_timeout=self.heartbeat_timeout,
+            keep_alive_interval=self.keep_alive_interval,
+            keep_alive_max_attempt=self.keep_alive_max_attempt,
+        )
