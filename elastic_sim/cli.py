@@ -1,4 +1,4 @@
-"""The command line: ``elastic-sim run | report | validate | scenarios``.
+"""The command line: ``elastic-sim run | explore | report | validate | scenarios``.
 
 Exit codes: 0 every check and expectation holds; 1 a violation or an unmet expectation;
 2 bad input (named file, field and what was expected) or an internal error.
@@ -40,11 +40,43 @@ def _parser() -> argparse.ArgumentParser:
                                         "under a directory: a campaign report)")
     rep.add_argument("run_dir", type=Path, help="a run directory (holding trace.jsonl and "
                                                 "summary.json), or a directory of runs")
+    _add_explore(sub)
     val = sub.add_parser("validate", help="check scenario files without running them")
     val.add_argument("scenarios", nargs="+")
     ls = sub.add_parser("scenarios", help="list the scenarios in a directory")
     ls.add_argument("directory", nargs="?", default="scenarios")
     return p
+
+
+def _add_explore(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    ex = sub.add_parser("explore", help="search fault schedules around a scenario in the sim; "
+                                        "shrink each violation and write a reproducer")
+    ex.add_argument("scenario", help="scenario YAML file (its hosts, protocol and knobs)")
+    limit = ex.add_mutually_exclusive_group(required=True)
+    limit.add_argument("--budget", type=_pos_int, help="number of schedules to run")
+    limit.add_argument("--time", type=float, dest="time_s", metavar="SECONDS",
+                       help="search for this many seconds of wall time")
+    ex.add_argument("--workers", type=_pos_int, default=1, help="worker processes")
+    ex.add_argument("--seed", type=_nonneg_int, default=0,
+                    help="seed of the search itself (same seed, same findings)")
+    ex.add_argument("--out", type=Path, default=None,
+                    help="where reproducers and explore.json go (default: "
+                         "runs/explore-<scenario>-s<seed>)")
+    ex.add_argument("--max-faults", type=_nonneg_int, default=3,
+                    help="most faults in one schedule")
+    ex.add_argument("--faults", default=None, metavar="TYPE,...",
+                    help="fault types to draw (default: crash,hang,partition)")
+    ex.add_argument("--max-duration", type=float, default=60.0,
+                    help="longest hang or partition, seconds")
+    ex.add_argument("--spare", default="", metavar="HOST,...",
+                    help="hosts never crashed (e.g. the store host)")
+
+
+def _pos_int(text: str) -> int:
+    value = _nonneg_int(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("expected a positive integer, got 0")
+    return value
 
 
 def _nonneg_int(text: str) -> int:
@@ -67,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_run(args, console)
         if args.command == "validate":
             return _cmd_validate(args, console)
+        if args.command == "explore":
+            return _cmd_explore(args, console)
         if args.command == "report":
             return _cmd_report(args, console)
         return _cmd_scenarios(args, console)
@@ -107,6 +141,52 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     else:
         print_report(report, console)
     return report.exit_code
+
+
+def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from elastic_sim.explore import explore, space_for
+    from elastic_sim.scenario import load_scenario
+    from faults.schedule import DEFAULT_TYPES, GENERATORS
+
+    sc = load_scenario(args.scenario)
+    types = tuple(t for t in (args.faults or ",".join(DEFAULT_TYPES)).split(",") if t)
+    hosts = [h.name for h in sc.cluster.host_specs()]
+    for t in types:
+        if t not in GENERATORS:
+            raise ScenarioError("--faults", "", f"cannot generate fault type {t!r}; expected "
+                                f"some of: {', '.join(sorted(GENERATORS))}")
+    spare = tuple(h for h in args.spare.split(",") if h)
+    for h in spare:
+        if h not in hosts:
+            raise ScenarioError("--spare", "", f"unknown host {h!r}; expected some of: "
+                                + ", ".join(hosts[:8]))
+    if args.time_s is not None and args.time_s <= 0:
+        raise ScenarioError("--time", "", f"expected a positive number, got {args.time_s}")
+    if args.max_duration <= 0:
+        raise ScenarioError("--max-duration", "", f"expected a positive number, got "
+                            f"{args.max_duration}")
+    space = space_for(sc, types=types, max_faults=args.max_faults,
+                      max_duration=args.max_duration, spare=spare)
+    out = args.out or Path("runs") / f"explore-{sc.name}-s{args.seed}"
+    with Progress(TextColumn("exploring {task.description}"), BarColumn(),
+                  MofNCompleteColumn(), TextColumn("{task.fields[found]} violations"),
+                  TimeElapsedColumn(), console=console, transient=True) as bar:
+        task = bar.add_task(sc.name, total=args.budget, found=0)
+        res = explore(sc, space, seed=args.seed, budget=args.budget, time_s=args.time_s,
+                      workers=args.workers, out_dir=out,
+                      progress=lambda done, found: bar.update(task, completed=done,
+                                                              found=found))
+    console.print(f"{res.cases} schedules in {res.wall_s:.1f} s ({res.per_minute:.0f}/min), "
+                  f"{len(res.findings)} distinct violations", markup=False)
+    for f in res.findings:
+        state = "reproduced" if f.reproduced else "NOT reproduced"
+        console.print(f"VIOLATION {f.signature}: {f.message}", markup=False)
+        console.print(f"  shrunk {len(f.original)} -> {len(f.faults)} faults in "
+                      f"{f.shrink_runs} runs; {state}: {f.reproducer}", markup=False)
+    console.print(f"summary: {out / 'explore.json'}", markup=False)
+    return EXIT_FAIL if res.findings else EXIT_OK
 
 
 def _cmd_report(args: argparse.Namespace, console: Console) -> int:

@@ -140,6 +140,17 @@ def run_scenario(
     return report
 
 
+def simulate(sc: Scenario, seed: int) -> tuple[list[TraceEvent], Metrics, RunResult]:
+    """One sim run held in memory, writing no files: the events :func:`run_scenario` would
+    write, for loops of many runs (explore, property tests)."""
+    events: list[TraceEvent] = []
+    world = build_world(sc, seed, "sim")
+    null = Path(os.devnull)
+    metrics, result = _record(sc, world, sc.fault_objects(), seed, "sim", null, null, events,
+                              None)
+    return events, metrics, result
+
+
 def _record(
     sc: Scenario, world: World, faults: list[Fault], seed: int, mode: Mode, out_dir: Path,
     part: Path, events: list[TraceEvent], progress: Callable[[str], None] | None,

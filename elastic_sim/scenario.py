@@ -388,3 +388,29 @@ def scenario_dict(sc: Scenario) -> dict[str, Any]:
 def workload_dict(sc: Scenario) -> dict[str, Any]:
     """The workload as the protocol reads it."""
     return dataclasses.asdict(Workload(**sc.workload.model_dump()))
+
+
+def fault_dict(f: Fault) -> dict[str, Any]:
+    """One fault as scenario data (the inverse of :meth:`Scenario.fault_objects`)."""
+    out: dict[str, Any] = {"id": f.id, "type": f.type}
+    for fld in dataclasses.fields(f):
+        if fld.name != "id":
+            out[fld.name] = _plain(getattr(f, fld.name))
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def with_faults(sc: Scenario, faults: list[Fault], *, seed: int, name: str,
+                description: str = "") -> Scenario:
+    """``sc`` with its faults replaced by ``faults`` and no expectations (they were about
+    the original schedule): a reproducer. Validated again."""
+    raw = scenario_dict(sc)
+    raw.update(name=name, seed=seed, faults=[fault_dict(f) for f in faults], expect={})
+    if description:
+        raw["description"] = description
+    return parse_scenario(raw, f"<{name}>")

@@ -1,0 +1,346 @@
+"""``elastic-sim explore``: search fault schedules around a scenario, shrink each distinct
+violation to a minimal schedule, and write it as a reproducer scenario with its report.
+
+A search is a pure function of (scenario, search seed, number of cases): case ``i`` runs the
+schedule drawn from the stream ``<seed>/schedule/<i>`` with the sim seed drawn from
+``<seed>/sim/<i>``, so adding workers changes the speed, never the findings. Violations are
+told apart by their :class:`Signature` (which check failed, and on which kinds of events);
+only the first case showing a signature is shrunk. Only the checks judge a case: the
+scenario's expectations were written for its own schedule, not for generated ones.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from elastic_sim.registry import PROTOCOLS, ProtocolInfo
+from elastic_sim.runner import run_scenario, simulate
+from elastic_sim.scenario import Scenario, fault_dict, with_faults
+from faults.model import Fault
+from faults.schedule import (
+    DEFAULT_TYPES,
+    FaultSpace,
+    random_schedule,
+    schedule_size,
+    shrink_candidates,
+)
+from reports.checks import CheckResult, run_checks
+
+MAX_SHRINK_RUNS = 400
+"""Runs one shrink may spend before it keeps the smallest schedule found so far."""
+
+
+@dataclass(frozen=True, order=True)
+class Signature:
+    """What tells two violations apart: the check, and the kinds of its witness events."""
+
+    check: str
+    where: str
+
+    def __str__(self) -> str:
+        return f"{self.check}@{self.where}"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One generated run: a fault schedule and a sim seed."""
+
+    index: int
+    faults: tuple[Fault, ...]
+    seed: int
+
+
+@dataclass
+class Outcome:
+    """What the checks said about one case."""
+
+    case: Case
+    signatures: list[Signature]
+    messages: dict[Signature, str]
+    hung: bool
+
+
+@dataclass
+class Finding:
+    """One distinct violation: where the search met it and its shrunk reproducer."""
+
+    signature: Signature
+    message: str
+    found_at: int
+    original: tuple[Fault, ...]
+    faults: tuple[Fault, ...]
+    seed: int
+    shrink_runs: int
+    reproducer: Path | None = None
+    run_dir: Path | None = None
+    trace_sha256: str = ""
+    reproduced: bool = False
+
+
+@dataclass
+class Exploration:
+    """The result of a search."""
+
+    scenario: str
+    seed: int
+    space: FaultSpace
+    cases: int = 0
+    wall_s: float = 0.0
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def per_minute(self) -> float:
+        """Schedules explored per minute of wall time."""
+        return 60.0 * self.cases / self.wall_s if self.wall_s > 0 else 0.0
+
+
+def signatures_of(checks: Sequence[CheckResult]) -> dict[Signature, str]:
+    """Every distinct violation signature of one run, with its first message."""
+    out: dict[Signature, str] = {}
+    for c in checks:
+        for v in c.violations:
+            sig = Signature(c.name, ",".join(ev.kind for ev in v.witness))
+            out.setdefault(sig, v.message)
+    return out
+
+
+def run_case(sc: Scenario, case: Case) -> Outcome:
+    """Run one case in the sim (in memory) and check it."""
+    run = with_faults(sc, list(case.faults), seed=case.seed, name=sc.name)
+    events, _, result = simulate(run, case.seed)
+    sigs = signatures_of(run_checks(events))
+    return Outcome(case, sorted(sigs), sigs, result.hung)
+
+
+def space_for(sc: Scenario, *, types: Sequence[str] = DEFAULT_TYPES, max_faults: int = 3,
+              max_duration: float = 60.0, spare: Sequence[str] = (),
+              horizon: float | None = None) -> FaultSpace:
+    """The schedules around ``sc``: its hosts, faults within its fault-free run time."""
+    if horizon is None:
+        _, _, base = simulate(with_faults(sc, [], seed=sc.seed, name=sc.name), sc.seed)
+        horizon = base.end_time
+    return FaultSpace(
+        hosts=tuple(h.name for h in sc.cluster.host_specs()),
+        horizon=round(horizon, 3),
+        types=tuple(types),
+        max_faults=max_faults,
+        max_duration=max_duration,
+        spare=tuple(spare),
+    )
+
+
+def make_case(seed: int, index: int, space: FaultSpace) -> Case:
+    """Case ``index`` of the search with seed ``seed``."""
+    faults = random_schedule(f"{seed}/schedule/{index}", space)
+    sim_seed = random.Random(f"{seed}/sim/{index}").randrange(2**32)
+    return Case(index, faults, sim_seed)
+
+
+# -- running many cases, in order, on one or more processes ----------------------------
+
+_WORKER_SCENARIO: Scenario | None = None
+
+
+def _init_worker(sc: Scenario, protocols: dict[str, ProtocolInfo]) -> None:
+    global _WORKER_SCENARIO
+    PROTOCOLS.update(protocols)  # variants registered at run time by elastic_sim.testing
+    _WORKER_SCENARIO = sc
+
+
+def _run_cases(cases: list[Case]) -> list[Outcome]:
+    assert _WORKER_SCENARIO is not None
+    return [run_case(_WORKER_SCENARIO, c) for c in cases]
+
+
+class CaseRunner:
+    """Runs batches of cases and returns their outcomes in case order."""
+
+    def __init__(self, sc: Scenario, workers: int) -> None:
+        self.sc = sc
+        self.workers = workers
+        self.pool: Executor | None = None
+        if workers > 1:
+            self.pool = ProcessPoolExecutor(
+                workers, mp_context=get_context("spawn"), initializer=_init_worker,
+                initargs=(sc, dict(PROTOCOLS)),
+            )
+
+    def run(self, cases: list[Case]) -> list[Outcome]:
+        """Outcomes of ``cases``, in order."""
+        if self.pool is None:
+            return [run_case(self.sc, c) for c in cases]
+        n = max(1, -(-len(cases) // (self.workers * 2)))
+        chunks = [cases[i:i + n] for i in range(0, len(cases), n)]
+        return [o for part in self.pool.map(_run_cases, chunks) for o in part]
+
+    def close(self) -> None:
+        """Stop the worker processes."""
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+
+
+# -- shrinking --------------------------------------------------------------------------
+
+
+def shrink(runner: CaseRunner, case: Case, target: Signature,
+           max_runs: int = MAX_SHRINK_RUNS) -> tuple[Case, int]:
+    """The simplest schedule found that still shows ``target`` and how many runs it took.
+
+    Greedy: take the first (simplest) candidate one step simpler that still fails, until
+    none does. Candidates are tried in batches but accepted in list order, so the result
+    does not depend on the number of workers."""
+    best, runs = case, 0
+    batch = max(1, runner.workers * 4)
+    improved = True
+    while improved and runs < max_runs:
+        improved = False
+        cands = [Case(case.index, c, case.seed) for c in shrink_candidates(best.faults)]
+        for start in range(0, len(cands), batch):
+            part = cands[start:start + batch][: max_runs - runs]
+            if not part:
+                break
+            outs = runner.run(part)
+            runs += len(part)
+            hit = next((o.case for o in outs if target in o.signatures), None)
+            if hit is not None and schedule_size(hit.faults) < schedule_size(best.faults):
+                best, improved = hit, True
+                break
+    return best, runs
+
+
+# -- the search -------------------------------------------------------------------------
+
+Progress = Callable[[int, int], None]
+"""Called with (cases done, distinct violations so far)."""
+
+
+def _indices(budget: int | None) -> Iterator[int]:
+    i = 0
+    while budget is None or i < budget:
+        yield i
+        i += 1
+
+
+def explore(
+    sc: Scenario,
+    space: FaultSpace,
+    *,
+    seed: int = 0,
+    budget: int | None = None,
+    time_s: float | None = None,
+    workers: int = 1,
+    out_dir: Path | None = None,
+    progress: Progress | None = None,
+) -> Exploration:
+    """Run up to ``budget`` cases (or for ``time_s`` seconds); shrink each new violation and,
+    with ``out_dir``, write its reproducer ``<out_dir>/<name>.yaml`` and its run
+    ``<out_dir>/<name>/`` (trace, summary, report)."""
+    if budget is None and time_s is None:
+        raise ValueError("explore needs a budget or a time limit")
+    res = Exploration(sc.name, seed, space)
+    runner = CaseRunner(sc, workers)
+    started = time.perf_counter()
+    batch = max(8, workers * 16)
+    seen: set[Signature] = set()
+    try:
+        indices = _indices(budget)
+        while True:
+            if time_s is not None and time.perf_counter() - started >= time_s:
+                break
+            cases = [make_case(seed, i, space) for i in itertools.islice(indices, batch)]
+            if not cases:
+                break
+            for out in runner.run(cases):
+                res.cases += 1
+                for sig in out.signatures:
+                    if sig not in seen:
+                        seen.add(sig)
+                        res.findings.append(_shrink_and_write(
+                            runner, sc, out, sig, out_dir, len(res.findings)))
+                if progress:
+                    progress(res.cases, len(res.findings))
+    finally:
+        runner.close()
+        res.wall_s = time.perf_counter() - started
+    if out_dir is not None:
+        write_summary(res, out_dir / "explore.json")
+    return res
+
+
+def _shrink_and_write(runner: CaseRunner, sc: Scenario, out: Outcome, sig: Signature,
+                      out_dir: Path | None, n: int) -> Finding:
+    small, runs = shrink(runner, out.case, sig)
+    finding = Finding(sig, out.messages[sig], out.case.index, out.case.faults, small.faults,
+                      small.seed, runs)
+    if out_dir is not None:
+        write_reproducer(sc, finding, out_dir, f"{sc.name}-{sig.check}-{n}")
+    return finding
+
+
+def write_reproducer(sc: Scenario, finding: Finding, out_dir: Path, name: str) -> None:
+    """Write the finding as a scenario file, run it (with its report) and note whether it
+    shows the same violation."""
+    import yaml
+
+    from elastic_sim.scenario import load_scenario, scenario_dict
+
+    desc = (f"Found by elastic-sim explore of {sc.name}: {finding.signature} - "
+            f"{finding.message}. Shrunk from {len(finding.original)} to "
+            f"{len(finding.faults)} faults.")
+    repro = with_faults(sc, list(finding.faults), seed=finding.seed, name=name,
+                        description=desc)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(scenario_dict(repro), sort_keys=False), encoding="utf-8")
+    loaded = load_scenario(path)  # run what a user would run
+    report = run_scenario(loaded, seed=loaded.seed, mode="sim", out_dir=out_dir / name,
+                          file=str(path), write_report=True)
+    finding.reproducer, finding.run_dir = path, out_dir / name
+    finding.trace_sha256 = report.result.trace_sha256
+    finding.reproduced = finding.signature in signatures_of(report.checks)
+
+
+def exploration_json(res: Exploration) -> dict[str, Any]:
+    """The machine-readable result of a search."""
+    return {
+        "scenario": res.scenario,
+        "seed": res.seed,
+        "cases": res.cases,
+        "wall_s": round(res.wall_s, 3),
+        "schedules_per_minute": round(res.per_minute, 1),
+        "space": {"hosts": list(res.space.hosts), "horizon": res.space.horizon,
+                  "types": list(res.space.types), "max_faults": res.space.max_faults,
+                  "max_duration": res.space.max_duration, "spare": list(res.space.spare)},
+        "violations": [
+            {
+                "check": f.signature.check,
+                "where": f.signature.where,
+                "message": f.message,
+                "found_at_case": f.found_at,
+                "original_faults": [fault_dict(x) for x in f.original],
+                "faults": [fault_dict(x) for x in f.faults],
+                "seed": f.seed,
+                "shrink_runs": f.shrink_runs,
+                "reproducer": str(f.reproducer) if f.reproducer else None,
+                "run_dir": str(f.run_dir) if f.run_dir else None,
+                "trace_sha256": f.trace_sha256,
+                "reproduced": f.reproduced,
+            }
+            for f in res.findings
+        ],
+    }
+
+
+def write_summary(res: Exploration, path: Path) -> None:
+    """Write :func:`exploration_json` to ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(exploration_json(res), indent=2) + "\n", encoding="utf-8")

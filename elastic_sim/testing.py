@@ -1,0 +1,96 @@
+"""Property testing of protocol models with Hypothesis: the public API.
+
+A property test of your own protocol variant takes a few lines::
+
+    from hypothesis import given, settings
+    from elastic_sim.testing import assert_no_violation, load, runs_for, variant
+
+    SC = variant(load("scenarios/scale_down.yaml"), "mine", "my_pkg.proto:host_main")
+
+    @settings(max_examples=50, deadline=None)
+    @given(runs_for(SC))
+    def test_my_variant_is_safe(run):
+        assert_no_violation(SC, run)
+
+Every random choice of a generated run (the fault schedule and the sim seed) comes from the
+Hypothesis draw, so a failure shrinks to a minimal schedule; the assertion message holds the
+faults as scenario YAML, ready to paste into a reproducer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hypothesis import strategies as st
+
+from elastic_sim.explore import Signature, signatures_of, space_for
+from elastic_sim.registry import PROTOCOLS, ProtocolInfo
+from elastic_sim.runner import simulate
+from elastic_sim.scenario import Scenario, fault_dict, load_scenario, parse_scenario, with_faults
+from faults.schedule import DEFAULT_TYPES, FaultSpace
+from faults.strategies import GeneratedRun, fault_schedules, generated_runs, sim_seeds
+from protocols.api import resolve_entry
+from reports.checks import CheckResult, run_checks
+
+__all__ = [
+    "FaultSpace",
+    "GeneratedRun",
+    "Signature",
+    "assert_no_violation",
+    "check_run",
+    "fault_schedules",
+    "generated_runs",
+    "load",
+    "runs_for",
+    "signatures_of",
+    "sim_seeds",
+    "variant",
+]
+
+
+def load(path: str | Path) -> Scenario:
+    """Load and validate a scenario file."""
+    return load_scenario(path)
+
+
+def variant(sc: Scenario, name: str, entry: str, knobs: type[Any] | None = None,
+            **knob_values: Any) -> Scenario:
+    """``sc`` run by another protocol entry (``module:function``), registered as ``name``
+    with the knobs dataclass ``knobs`` (default: that of ``sc``'s protocol)."""
+    resolve_entry(entry)  # fail here, not as every host's exit code
+    base = PROTOCOLS[sc.protocol.name]
+    PROTOCOLS[name] = ProtocolInfo(entry=entry, knobs=knobs or base.knobs,
+                                   summary=f"variant of {sc.protocol.name}")
+    raw = sc.model_dump(mode="json", exclude_none=True)
+    raw["protocol"] = {"name": name, "knobs": {**sc.protocol.knobs, **knob_values}}
+    return parse_scenario(raw, f"<variant {name}>")
+
+
+def runs_for(sc: Scenario, *, types: Sequence[str] = DEFAULT_TYPES, max_faults: int = 3,
+             max_duration: float = 60.0, spare: Sequence[str] = (),
+             horizon: float | None = None) -> st.SearchStrategy[GeneratedRun]:
+    """Generated runs around ``sc``: schedules over its hosts within its fault-free run
+    time (or ``horizon``), and sim seeds."""
+    return generated_runs(space_for(sc, types=types, max_faults=max_faults,
+                                    max_duration=max_duration, spare=spare, horizon=horizon))
+
+
+def check_run(sc: Scenario, run: GeneratedRun) -> list[CheckResult]:
+    """Run ``sc`` with the generated faults and seed in the sim; every check's verdict."""
+    events, _, _ = simulate(with_faults(sc, list(run.faults), seed=run.seed, name=sc.name),
+                            run.seed)
+    return run_checks(events)
+
+
+def assert_no_violation(sc: Scenario, run: GeneratedRun) -> None:
+    """Fail with the violations and the schedule (as scenario YAML) if any check fails."""
+    found = signatures_of(check_run(sc, run))
+    if found:
+        lines = [f"{sig}: {msg}" for sig, msg in sorted(found.items())]
+        faults = yaml.safe_dump([fault_dict(f) for f in run.faults], sort_keys=False)
+        raise AssertionError("\n".join(
+            [f"{len(lines)} violation(s) with seed {run.seed}:", *lines, "faults:", faults]))
+

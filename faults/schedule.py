@@ -1,0 +1,205 @@
+"""Fault schedules as data: the space they are drawn from, how one is drawn, and how one is
+made simpler (shrinking).
+
+One generator serves every search. It asks a :class:`Chooser` for every choice it makes, so
+the same code draws from a seeded ``random.Random`` (``elastic-sim explore``) or from a
+Hypothesis draw (:mod:`faults.strategies`), where Hypothesis then shrinks every choice.
+Times are whole milliseconds so that a schedule written to YAML reads back exactly.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol, TypeVar
+
+from faults.model import FAULT_TYPES, CrashHost, Fault, HangHost, Partition
+
+T = TypeVar("T")
+
+DEFAULT_TYPES: tuple[str, ...] = ("crash", "hang", "partition")
+"""Fault types drawn unless the space names others."""
+
+
+class Chooser(Protocol):
+    """The source of every choice a generated schedule makes."""
+
+    def integer(self, lo: int, hi: int) -> int:
+        """An integer in ``[lo, hi]``; shrinks towards ``lo``."""
+        ...
+
+
+class RandomChooser:
+    """Choices from a seeded :class:`random.Random` (repeatable, no shrinking)."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def integer(self, lo: int, hi: int) -> int:
+        """Uniform in ``[lo, hi]``."""
+        return self.rng.randint(lo, hi)
+
+
+@dataclass(frozen=True)
+class FaultSpace:
+    """Which schedules a search may draw: over which hosts, when, how many, which types."""
+
+    hosts: tuple[str, ...]
+    horizon: float
+    """Faults start in ``[0, horizon]`` seconds of run time."""
+    types: tuple[str, ...] = DEFAULT_TYPES
+    max_faults: int = 3
+    max_duration: float = 60.0
+    """Longest hang or partition, seconds."""
+    min_duration: float = 0.001
+    spare: tuple[str, ...] = ()
+    """Hosts never crashed (e.g. the store host, whose loss ends a job by design)."""
+
+    def __post_init__(self) -> None:
+        if not self.hosts:
+            raise ValueError("a fault space needs at least one host")
+        unknown = [t for t in self.types if t not in GENERATORS]
+        if unknown:
+            raise ValueError(f"cannot generate fault types {unknown}: expected some of "
+                             f"{sorted(GENERATORS)}")
+        if self.horizon < 0 or self.max_faults < 0 or self.max_duration < self.min_duration:
+            raise ValueError("horizon, max_faults and durations must be non-negative and "
+                             "max_duration >= min_duration")
+
+
+def _pick(c: Chooser, items: Sequence[T]) -> T:
+    return items[c.integer(0, len(items) - 1)]
+
+
+def _ms(c: Chooser, lo: float, hi: float) -> float:
+    """A time in whole milliseconds in ``[lo, hi]``; shrinks towards ``lo``."""
+    lo_ms, hi_ms = round(lo * 1000), max(round(lo * 1000), round(hi * 1000))
+    return c.integer(lo_ms, hi_ms) / 1000
+
+
+def _crash(c: Chooser, s: FaultSpace, fid: str, at: float) -> Fault | None:
+    targets = [h for h in s.hosts if h not in s.spare]
+    return CrashHost(fid, at, _pick(c, targets)) if targets else None
+
+
+def _hang(c: Chooser, s: FaultSpace, fid: str, at: float) -> Fault:
+    return HangHost(fid, at, _pick(c, s.hosts), _ms(c, s.min_duration, s.max_duration))
+
+
+def _partition(c: Chooser, s: FaultSpace, fid: str, at: float) -> Fault | None:
+    if len(s.hosts) < 2:
+        return None
+    # A side of 1..n-1 hosts against the rest; index order keeps it deterministic.
+    side_size = c.integer(1, len(s.hosts) - 1)
+    pool = list(s.hosts)
+    side = []
+    for _ in range(side_size):
+        side.append(pool.pop(c.integer(0, len(pool) - 1)))
+    rest = tuple(h for h in s.hosts if h not in side)
+    groups = (tuple(h for h in s.hosts if h in side), rest)
+    return Partition(fid, at, groups, _ms(c, s.min_duration, s.max_duration))
+
+
+Generator = Callable[[Chooser, FaultSpace, str, float], "Fault | None"]
+
+GENERATORS: dict[str, Generator] = {
+    "crash": _crash,
+    "hang": _hang,
+    "partition": _partition,
+}
+"""Fault type -> how one fault of it is drawn (None when the space allows none)."""
+
+
+def draw_schedule(c: Chooser, space: FaultSpace) -> tuple[Fault, ...]:
+    """A schedule of 0..max_faults faults, in time order; ids ``x<i>-<type>``."""
+    n = c.integer(0, space.max_faults)
+    out: list[Fault] = []
+    for i in range(n):
+        kind = _pick(c, space.types)
+        at = _ms(c, 0.0, space.horizon)
+        f = GENERATORS[kind](c, space, f"x{i}-{kind}", at)
+        if f is not None:
+            out.append(f)
+    return tuple(sorted(out, key=lambda f: f.at))
+
+
+def random_schedule(seed: str, space: FaultSpace) -> tuple[Fault, ...]:
+    """The schedule drawn from the random stream named ``seed``."""
+    return draw_schedule(RandomChooser(random.Random(seed)), space)
+
+
+# -- shrinking -------------------------------------------------------------------------
+
+
+def _simpler_times(f: Fault) -> Iterator[Fault]:
+    """The same fault at a rounder or earlier time."""
+    for at in (0.0, float(int(f.at)), round(f.at, 1), round(f.at / 2, 3)):
+        if at < f.at:
+            yield replace(f, at=at)
+
+
+def _simpler_durations(f: Fault) -> Iterator[Fault]:
+    duration = getattr(f, "duration", None)
+    if not isinstance(duration, float):
+        return
+    for d in (float(int(duration)), round(duration, 1), round(duration / 2, 3)):
+        if 0 < d < duration:
+            yield replace(f, duration=d)  # type: ignore[call-arg]
+
+
+def _simpler_partition(f: Fault) -> Iterator[Fault]:
+    if not isinstance(f, Partition):
+        return
+    for g, group in enumerate(f.groups):
+        if len(group) > 1:
+            for h in group:
+                groups = tuple(
+                    tuple(x for x in grp if x != h) if i == g else grp
+                    for i, grp in enumerate(f.groups)
+                )
+                yield replace(f, groups=groups)
+
+
+def simpler_faults(f: Fault) -> list[Fault]:
+    """Simpler versions of one fault, simplest first: earlier/rounder times, shorter
+    durations, smaller partition sides."""
+    seen: set[Fault] = set()
+    out: list[Fault] = []
+    for cand in (*_simpler_times(f), *_simpler_durations(f), *_simpler_partition(f)):
+        if cand != f and cand not in seen:
+            seen.add(cand)
+            out.append(cand)
+    return out
+
+
+def shrink_candidates(schedule: Sequence[Fault]) -> list[tuple[Fault, ...]]:
+    """Schedules one step simpler than ``schedule``, simplest first: each with one fault
+    fewer (latest first), then each with one fault simplified."""
+    out: list[tuple[Fault, ...]] = []
+    for i in reversed(range(len(schedule))):
+        out.append(tuple(schedule[:i]) + tuple(schedule[i + 1:]))
+    for i, f in enumerate(schedule):
+        for g in simpler_faults(f):
+            out.append(tuple(sorted((*schedule[:i], g, *schedule[i + 1:]), key=lambda x: x.at)))
+    return out
+
+
+def schedule_size(schedule: Sequence[Fault]) -> tuple[int, float, int]:
+    """How complex a schedule is: fewer faults, then less fault time, then fewer hosts."""
+    time = sum(f.at + float(getattr(f, "duration", 0.0)) for f in schedule)
+    return (len(schedule), round(time, 6), sum(len(f.hosts()) for f in schedule))
+
+
+__all__ = [
+    "DEFAULT_TYPES",
+    "FAULT_TYPES",
+    "Chooser",
+    "FaultSpace",
+    "RandomChooser",
+    "draw_schedule",
+    "random_schedule",
+    "schedule_size",
+    "shrink_candidates",
+    "simpler_faults",
+]

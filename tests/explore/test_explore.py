@@ -1,0 +1,91 @@
+"""``elastic-sim explore`` finds violations, shrinks them, writes reproducers that replay
+byte for byte, and finds nothing in the static protocol under faults within its contract."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from elastic_sim.cli import main
+from elastic_sim.explore import explore, space_for
+from elastic_sim.testing import load, variant
+from protocols.trace import file_sha256
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+SCENARIOS = ROOT / "scenarios"
+
+
+def explore_cli(tmp_path: Path, scenario: str, *extra: str) -> tuple[int, dict[str, Any]]:
+    out = tmp_path / "explore"
+    rc = main(["explore", str(SCENARIOS / scenario), "--out", str(out), *extra])
+    return rc, json.loads((out / "explore.json").read_text())
+
+
+def test_broken_variant_is_caught_shrunk_and_its_reproducer_replays_byte_identical(
+    tmp_path: Path,
+) -> None:
+    rc, res = explore_cli(tmp_path, "broken_skip_sync.yaml", "--budget", "20")
+    assert rc == 1
+    (v,) = res["violations"]
+    assert (v["check"], v["where"]) == ("state_agreement", "sync,sync")
+    assert len(v["faults"]) <= 3 and v["reproduced"]
+    # The reproducer, run by a user, shows the same violation with the same trace bytes.
+    out = tmp_path / "replay"
+    rc2 = main(["run", v["reproducer"], "--out", str(out), "--quiet", "--no-report"])
+    summary = json.loads((out / "summary.json").read_text())
+    assert rc2 == 1
+    assert [c["name"] for c in summary["checks"] if not c["ok"]] == ["state_agreement"]
+    assert file_sha256(out / "trace.jsonl") == v["trace_sha256"]
+    assert (Path(v["run_dir"]) / "report.html").is_file()
+
+
+def test_a_bug_that_needs_a_fault_is_shrunk_to_one_fault(tmp_path: Path) -> None:
+    sc = variant(load(SCENARIOS / "scale_down.yaml"), "static-no-rollback",
+                 "tests.explore.variants:no_rollback_main")
+    res = explore(sc, space_for(sc), seed=0, budget=40, out_dir=tmp_path)
+    assert res.findings, "the no-rollback variant must be caught"
+    for f in res.findings:
+        assert f.signature.check == "committed_progress"
+        assert len(f.faults) == 1
+        assert f.reproduced
+        assert f.reproducer is not None and f.run_dir is not None
+        assert file_sha256(f.run_dir / "trace.jsonl") == f.trace_sha256
+
+
+def test_the_same_search_seed_finds_the_same_violations_with_any_number_of_workers(
+    tmp_path: Path,
+) -> None:
+    sc = variant(load(SCENARIOS / "scale_down.yaml"), "static-no-rollback",
+                 "tests.explore.variants:no_rollback_main")
+    space = space_for(sc)
+
+    def found(workers: int) -> list[tuple[str, list[str], int]]:
+        res = explore(sc, space, seed=3, budget=24, workers=workers)
+        assert res.cases == 24
+        return [(str(f.signature), [repr(x) for x in f.faults], f.seed) for f in res.findings]
+
+    one = found(1)
+    assert one and one == found(1) == found(2)
+
+
+def test_static_protocol_shows_no_violation_under_faults_within_its_contract(
+    tmp_path: Path,
+) -> None:
+    rc, res = explore_cli(tmp_path, "scale_down.yaml", "--budget", "120", "--workers", "2")
+    assert (rc, res["cases"], res["violations"]) == (0, 120, [])
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--budget", "5", "--faults", "crash,meteor"], "cannot generate fault type 'meteor'"),
+    (["--budget", "5", "--spare", "h9"], "unknown host 'h9'"),
+    (["--time", "-1"], "--time"),
+])
+def test_bad_explore_arguments_exit_2_with_one_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], needle: str
+) -> None:
+    rc = main(["explore", str(SCENARIOS / "scale_down.yaml"), "--out", str(tmp_path), *args])
+    err = capsys.readouterr().err
+    assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1

@@ -1,0 +1,56 @@
+"""Property tests of the protocol models with the public testing API (bounded examples so
+CI stays fast), and proof that Hypothesis shrinks a generated schedule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import HealthCheck, find, given, settings
+
+from elastic_sim.testing import (
+    GeneratedRun,
+    assert_no_violation,
+    check_run,
+    load,
+    runs_for,
+    signatures_of,
+    variant,
+)
+
+SCENARIOS = Path(__file__).resolve().parent.parent.parent / "scenarios"
+STATIC = load(SCENARIOS / "scale_down.yaml")
+CI = settings(max_examples=25, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow])
+
+
+@CI
+@given(runs_for(STATIC))
+def test_static_protocol_is_safe_under_crashes_hangs_and_partitions(run: GeneratedRun) -> None:
+    assert_no_violation(STATIC, run)
+
+
+def test_hypothesis_shrinks_a_failing_schedule_of_a_broken_variant_to_one_fault() -> None:
+    broken = variant(STATIC, "static-no-rollback", "tests.explore.variants:no_rollback_main")
+
+    def violates(run: GeneratedRun) -> bool:
+        return bool(signatures_of(check_run(broken, run)))
+
+    smallest = find(runs_for(broken), violates,
+                    settings=settings(max_examples=300, database=None, deadline=None))
+    assert len(smallest.faults) == 1
+    assert {s.check for s in signatures_of(check_run(broken, smallest))} == {
+        "committed_progress"}
+
+
+def test_the_assertion_names_the_violation_and_gives_the_schedule_as_yaml() -> None:
+    broken = variant(STATIC, "static-no-rollback", "tests.explore.variants:no_rollback_main")
+    from faults.model import CrashHost
+
+    run = GeneratedRun((CrashHost("c", 2.55, "h3"),), 0)
+    try:
+        assert_no_violation(broken, run)
+    except AssertionError as exc:
+        text = str(exc)
+    else:
+        raise AssertionError("the broken variant passed")
+    assert "committed_progress@" in text and "type: crash" in text and "host: h3" in text
