@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from elastic_sim.scenario import ExpectModel
+from protocols.trace import TraceEvent
 from reports.metrics import Metrics
 
 
@@ -18,8 +20,10 @@ class ExpectationResult:
     ok: bool
 
 
-def evaluate(expect: ExpectModel, m: Metrics) -> list[ExpectationResult]:
-    """Every expectation the scenario states."""
+def evaluate(
+    expect: ExpectModel, m: Metrics, events: Sequence[TraceEvent] = ()
+) -> list[ExpectationResult]:
+    """Every expectation the scenario states (``events``: the run's trace)."""
     out = []
     if expect.outcome is not None:
         out.append(ExpectationResult("outcome", expect.outcome, m.outcome,
@@ -43,7 +47,26 @@ def evaluate(expect: ExpectModel, m: Metrics) -> list[ExpectationResult]:
     if expect.max_lost_steps is not None:
         out.append(ExpectationResult("max_lost_steps", f"<= {expect.max_lost_steps}",
                                      str(m.lost_steps), m.lost_steps <= expect.max_lost_steps))
+    if expect.epoch_logs is not None:
+        out.append(_epoch_logs(expect.epoch_logs, events))
+    if expect.error_contains is not None:
+        hit = [e for e in m.errors if expect.error_contains in e]
+        out.append(ExpectationResult("error_contains", repr(expect.error_contains),
+                                     "; ".join(m.errors) or "(no error)", bool(hit)))
     return out
+
+
+def _epoch_logs(
+    wanted: list[dict[str, int | str]], events: Sequence[TraceEvent]
+) -> ExpectationResult:
+    """The epoch log lines: their count, and the named fields of each."""
+    logs = [e for e in events if e.kind == "epoch_log"]
+    keys = sorted({k for w in wanted for k in w})
+    actual = [{k: e.get(k) for k in keys} for e in logs]
+    ok = len(logs) == len(wanted) and all(
+        all(got.get(k) == v for k, v in w.items())
+        for w, got in zip(wanted, actual, strict=False))
+    return ExpectationResult("epoch_logs", str(wanted), str(actual), ok)
 
 
 def _arrow(sizes: list[int]) -> str:

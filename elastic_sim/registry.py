@@ -11,6 +11,7 @@ from typing import Any
 
 import pydantic
 
+from protocols.horovod.settings import HorovodKnobs
 from protocols.static.settings import StaticKnobs
 from protocols.torchelastic.knobs import TorchElasticKnobs
 
@@ -39,6 +40,12 @@ PROTOCOLS: dict[str, ProtocolInfo] = {
         summary="torchrun 2.13: c10d dynamic rendezvous, elastic agent restarting its "
         "worker processes, checkpoint every k steps",
     ),
+    "horovod": ProtocolInfo(
+        entry="protocols.horovod.main:host_main",
+        knobs=HorovodKnobs,
+        summary="horovodrun elastic (Gloo): driver with host discovery, reset barrier and "
+        "blacklist, rank 0 notification, State commit/restore/sync run loop",
+    ),
 }
 
 
@@ -63,10 +70,23 @@ def validate_knobs(info: ProtocolInfo, raw: Mapping[str, Any]) -> dict[str, Any]
     out: dict[str, Any] = {}
     for name in fields:
         if name not in raw:
-            out[name] = getattr(info.knobs(), name)
+            out[name] = _plain(getattr(info.knobs(), name))
             continue
         try:
-            out[name] = pydantic.TypeAdapter(hints[name]).validate_python(raw[name], strict=False)
+            value = pydantic.TypeAdapter(hints[name]).validate_python(raw[name], strict=False)
         except pydantic.ValidationError as exc:
-            raise ValueError(f"{name}: {exc.errors()[0]['msg']} (got {raw[name]!r})") from None
+            err = exc.errors()[0]
+            where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
+            got = err["input"] if where else raw[name]
+            raise ValueError(f"{name}{where}: {err['msg']} (got {got!r})") from None
+        out[name] = _plain(value)
     return out
+
+
+def _plain(value: Any) -> Any:
+    """Nested knob dataclasses as plain data, so knobs travel as process args (JSON)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value

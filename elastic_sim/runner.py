@@ -128,7 +128,7 @@ def run_scenario(
     wall = time.perf_counter() - started
     report = RunReport(
         scenario=sc, seed=seed, mode=mode, out_dir=out_dir, result=result, metrics=metrics,
-        checks=run_checks(events), expectations=evaluate(sc.expect, metrics), wall_s=wall,
+        checks=run_checks(events), expectations=evaluate(sc.expect, metrics, events), wall_s=wall,
         events=events,
     )
     summary = summary_json(report)

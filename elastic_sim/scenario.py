@@ -136,6 +136,11 @@ class ExpectModel(_Strict):
     """The world size of every round, in order."""
     max_recovery_s: NonNeg | None = None
     max_lost_steps: Annotated[int, Field(ge=0)] | None = None
+    epoch_logs: list[dict[str, int | str]] | None = None
+    """The training script's per-epoch log lines (``epoch_log`` events), in order: exactly
+    as many as listed, each matching the fields it names (size, start_rank, rendezvous...)."""
+    error_contains: str | None = None
+    """Some ``job_failed`` error contains this text (the error the job ends with)."""
 
 
 class Scenario(_Strict):

@@ -1,0 +1,119 @@
+"""Every host's first process: the task service that starts this host's workers (the ssh
+hop of horovodrun), and on the driver's host also the elastic driver and its store."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from protocols.api import Message, Proc, Runtime, Task
+from protocols.horovod.driver import ElasticDriver
+from protocols.horovod.settings import HorovodKnobs, load_knobs
+from protocols.sync import Event
+
+WORKER_ENTRY = "protocols.horovod.worker:worker_main"
+
+
+class TaskService:
+    """Starts workers on the driver's request after the start-up latency, reports their
+    exit codes back (the spawner's blocking wait), and kills them on request (SIGTERM, then
+    SIGKILL after the grace period)."""
+
+    def __init__(
+        self, rt: Runtime, args: Mapping[str, Any], knobs: HorovodKnobs, driver: str, store: str
+    ) -> None:
+        self.rt = rt
+        self.args = args
+        self.k = knobs
+        self.driver = driver
+        self.store = store
+        self.procs: dict[str, Proc] = {}
+        self.kill_generation = 0
+        self.tasks: list[Task[None]] = []
+
+    def handle(self, msg: Message) -> None:
+        """Serve one request."""
+        op = msg.body.get("op")
+        if op == "spawn":
+            self.tasks.append(self.rt.spawn(self._run_worker(msg.body), "spawn"))
+        elif op == "kill_workers":
+            self.kill_generation += 1
+            for name in sorted(self.procs):
+                self.rt.spawn(self._terminate(self.procs[name]), "kill")
+        elif op == "kill_me":
+            proc = self.procs.get(str(msg.body["name"]))
+            if proc is not None:
+                proc.signal("KILL")
+
+    async def _run_worker(self, body: Mapping[str, Any]) -> None:
+        generation = self.kill_generation
+        if self.k.process_start_latency > 0:
+            await self.rt.sleep(self.k.process_start_latency)
+        slot = body["slot"]
+        name = f"w{slot['local_rank']}.{body['sid']}"
+        proc = await self.rt.start_process(name, WORKER_ENTRY, {
+            "knobs": self.args["knobs"], "workload": self.args["workload"],
+            "seed": self.args.get("seed", 0), "driver": self.driver,
+            "service": self.rt.name, "store": self.store, "slot": slot,
+            "members": body["members"], "rendezvous": body["rendezvous"],
+        }, env={"HOROVOD_RANK": str(slot["rank"]), "HOROVOD_HOSTNAME": self.rt.host,
+                "HOROVOD_LOCAL_RANK": str(slot["local_rank"]), "HOROVOD_ELASTIC": "1"})
+        self.procs[proc.name] = proc
+        if self.kill_generation != generation:
+            self.rt.spawn(self._terminate(proc), "kill")
+        code = await proc.wait()
+        self.procs.pop(proc.name, None)
+        self.rt.send(self.driver, {"op": "exited", "sid": body["sid"], "code": code,
+                                   "t": self.k.wall_clock_base + self.rt.now()})
+
+    async def _terminate(self, proc: Proc) -> None:
+        proc.signal("TERM")
+        await self.rt.sleep(self.k.kill_grace)
+        if proc.poll() is None:
+            proc.signal("KILL")
+
+    async def drain(self) -> None:
+        """Kill what still runs and wait until every worker has exited and been reported."""
+        for name in sorted(self.procs):
+            self.rt.spawn(self._terminate(self.procs[name]), "kill")
+        for task in list(self.tasks):
+            await task
+
+
+async def host_main(rt: Runtime, args: Mapping[str, Any]) -> int:
+    """Entry of every host: ``args`` holds hosts, store_host, knobs, workload and seed."""
+    knobs = load_knobs(args["knobs"])
+    hosts = [str(h) for h in args["hosts"]]
+    driver_host = knobs.driver_host or str(args["store_host"])
+    driver_addr = f"{driver_host}/main"
+    service = TaskService(rt, args, knobs, driver_addr, f"{driver_host}:{knobs.store_port}")
+    driver = (ElasticDriver(rt, knobs, {h: f"{h}/main" for h in hosts})
+              if rt.host == driver_host else None)
+    shutdown = Event(rt)
+
+    async def dispatch() -> None:
+        while True:
+            msg = await rt.recv()
+            if driver is not None and driver.handle(msg):
+                continue
+            if msg.body.get("op") == "shutdown":
+                shutdown.set()
+            else:
+                service.handle(msg)
+
+    rt.spawn(dispatch(), "dispatch")
+    if driver is None:
+        await shutdown.wait()
+        await service.drain()
+        return 0
+    await rt.host_store(knobs.store_port)
+    error = await driver.run()
+    if error is None:
+        rt.record("hvd_job_succeeded", results=len(driver.results))
+    else:
+        rt.record("job_failed", error=error)
+    for h in hosts:
+        if h != rt.host:
+            rt.send(f"{h}/main", {"op": "shutdown"})
+    await service.drain()
+    return 1 if error is not None else 0

@@ -1,0 +1,136 @@
+"""Horovod elastic's knobs with upstream's defaults, and the scenario vocabulary of host
+discovery and worker exits (plain dataclasses, validated by the scenario loader)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pydantic
+
+ExitMode = Literal["exception", "kill", "hang", "exit0", "silent"]
+"""How a scheduled worker exit happens: ``exception`` raises (exit 1), ``kill`` SIGKILLs
+itself, ``hang`` blocks forever (peers see the Gloo timeout), ``exit0`` returns early with
+status 0, ``silent`` goes quiet like a host without power (peers see only the timeout)."""
+
+
+@dataclass(frozen=True)
+class HostsAt:
+    """One entry of a discovery schedule: the hosts (``host:slots`` or bare ``host``) that
+    discovery returns while its key matches. At most one key; none = the default entry."""
+
+    hosts: list[str]
+    epoch: int | None = None
+    """Matches while rank 0 has logged exactly this many epochs (upstream's test script)."""
+    until_s: float | None = None
+    """Matches while the driver's run time is below this (wall-time schedule)."""
+    until_poll: int | None = None
+    """Matches while fewer than this many discovery polls were made (Ray's test discovery)."""
+
+    def __post_init__(self) -> None:
+        keys = [k for k in (self.epoch, self.until_s, self.until_poll) if k is not None]
+        if len(keys) > 1:
+            raise ValueError("give at most one of epoch, until_s, until_poll")
+
+
+@dataclass(frozen=True)
+class RandomHosts:
+    """Ray's random test discovery: every ``every_s`` seconds remove a host or re-add one,
+    staying within [min_hosts, max_hosts]; starts with the first ``max_hosts`` hosts."""
+
+    hosts: list[str]
+    min_hosts: int = 1
+    max_hosts: int = 2
+    every_s: float = 1.0
+
+
+@dataclass(frozen=True)
+class DiscoveryFailure:
+    """The discovery script fails (non-zero exit) or hangs on its ``poll``-th call (1-based)."""
+
+    poll: int
+    mode: Literal["error", "hang"] = "error"
+    hang_s: float | None = None
+    """How long a hang lasts (None: forever)."""
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """Where the driver's host list comes from: a fixed list (``-H``), a schedule, or a
+    random source; plus failures of the discovery script."""
+
+    hosts: list[str] = field(default_factory=list)
+    """Fixed hosts (FixedHosts); used when no schedule and no random source is given."""
+    schedule: list[HostsAt] = field(default_factory=list)
+    random: RandomHosts | None = None
+    failures: list[DiscoveryFailure] = field(default_factory=list)
+    script_time: float = 0.0
+    """Seconds one run of the discovery script takes (the lock is held meanwhile)."""
+
+
+@dataclass(frozen=True)
+class ExitAt:
+    """Workers started with one of ``ranks`` leave at the top of batch (epoch, batch)."""
+
+    epoch: int
+    batch: int
+    ranks: list[int]
+    mode: ExitMode | None = None
+    """None: the knob ``exit_mode``."""
+
+
+@dataclass(frozen=True)
+class HorovodKnobs:
+    """horovodrun's settings (upstream defaults) and the test training script's arguments."""
+
+    np: int = 2
+    """Processes at start (``-np``); the first round waits for this many slots."""
+    min_np: int | None = None
+    """Later rounds wait for this many slots (None: np)."""
+    max_np: int | None = None
+    """World size cap (None: unbounded)."""
+    slots_per_host: int = 1
+    """Slots of a host named without ``:slots``."""
+    reset_limit: int | None = None
+    cooldown_range: tuple[float, float] | None = None
+    """Blacklist cooldown [lower, upper] seconds (None: a blacklist is permanent)."""
+    elastic_timeout: float = 600.0
+    gloo_timeout: float = 30.0
+    discovery_period: float = 1.0
+    """Sleep after each discovery tick (DISCOVER_HOSTS_FREQUENCY_SECS; tests use 0.01)."""
+    new_host_order: Literal["random", "sorted"] = "random"
+    """New hosts join the order in a seeded permutation (upstream: set iteration order,
+    which varies per driver process) or sorted."""
+    min_start_hosts: int = 2
+    """Hosts needed to start (2 unless --network-interface; upstream tests patch it to 1)."""
+    process_start_latency: float = 1.5
+    """ssh hop plus interpreter start plus ``import torch`` before a fresh worker runs."""
+    notification_timeout: float = 127.0
+    """How long one notification attempt waits on a silent rank 0 (OS connect timeout)."""
+    notification_attempts: int = 3
+    kill_grace: float = 5.0
+    """SIGTERM, then SIGKILL after this."""
+    driver_host: str | None = None
+    """Host of the driver (None: the scenario's store host)."""
+    store_port: int = 29600
+    """Port of the driver's rendezvous key-value service (hosts the Gloo rendezvous)."""
+    discovery: Discovery = field(default_factory=Discovery)
+    exit_schedule: list[ExitAt] = field(default_factory=list)
+    exit_mode: ExitMode = "exception"
+    epochs: int | None = None
+    """Training epochs (None: workload steps / batches_per_epoch, rounded up)."""
+    batches_per_epoch: int = 10
+    batches_per_commit: int = 1
+    host_updates_every: int = 0
+    """Also call check_host_updates every this many batches (0: only at commits)."""
+    epoch_wait: float = 0.0
+    discovery_wait: float = 3.0
+    """Rank 0 waits up to this for an expected notification at epoch end (<= 0: never)."""
+    wall_clock_base: float = 1.7e9
+    """Added to the run's clock for wall-clock seconds (``int(time.time())`` timestamps)."""
+
+
+def load_knobs(raw: Mapping[str, Any]) -> HorovodKnobs:
+    """Knobs from plain data (process args), nested entries included."""
+    return pydantic.TypeAdapter(HorovodKnobs).validate_python(dict(raw))

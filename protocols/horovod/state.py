@@ -1,0 +1,106 @@
+"""The worker's elastic State (horovod/common/elastic.py, torch/elastic/state.py): save,
+restore, sync, commit = save + check_host_updates, and the queue of host-update
+notifications that rank 0's notification service fills."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from protocols.api import Runtime, TracedGroup
+from protocols.broadcast import broadcast_bytes, broadcast_object
+from protocols.horovod.hosts import HostUpdateResult
+from protocols.static.training import TrainState
+from protocols.sync import Queue
+
+
+class HorovodInternalError(Exception):
+    """A collective failed (peer died or timed out): restore and reset."""
+
+
+class HostsUpdatedInterrupt(Exception):
+    """Rank 0 was told the hosts changed: reset, syncing unless only removals happened."""
+
+    def __init__(self, skip_sync: bool) -> None:
+        super().__init__(f"hosts updated (skip_sync={skip_sync})")
+        self.skip_sync = skip_sync
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The plain attributes of the test script's TorchState."""
+
+    epoch: int = 0
+    batch: int = 0
+    commits: int = 0
+    rendezvous: int = 0
+
+
+class State:
+    """Training progress and model with a saved copy, plus the host-update queue."""
+
+    def __init__(self, rt: Runtime, model: TrainState, state_bytes: int) -> None:
+        self._rt = rt
+        self.progress = Progress()
+        self.model = model
+        self.state_bytes = state_bytes
+        self._saved: tuple[Progress, TrainState] = (self.progress, self.model)
+        self.host_messages: Queue[tuple[int, int]] = Queue(rt)
+        self.last_updated_timestamp = 0
+
+    @property
+    def saved_step(self) -> int:
+        """The model step of the last save."""
+        return self._saved[1].step
+
+    def save(self) -> None:
+        """Snapshot progress and model."""
+        self._saved = (self.progress, self.model)
+
+    def restore(self) -> None:
+        """Go back to the snapshot."""
+        self.progress, self.model = self._saved
+
+    async def sync(self, group: TracedGroup) -> None:
+        """Rank 0's model (as bytes), then its saved plain attributes, to everyone; every
+        rank then holds and has saved rank 0's state."""
+        blob = self.model.to_bytes(self.state_bytes) if group.rank == 0 else None
+        data = await broadcast_bytes(group, blob, 0)
+        nparams = len(self.model.params)
+        model = TrainState.from_bytes(data, nparams)
+        saved = await broadcast_object(group, asdict(self._saved[0]), 0)
+        self.model = model
+        self.progress = Progress(**saved)
+        self.save()
+
+    def on_host_updated(self, timestamp: int, update: int) -> None:
+        """The notification service's listener: queue the message."""
+        self.host_messages.put_nowait((timestamp, update))
+
+    def on_reset(self) -> None:
+        """After a reset: queued notifications are discarded (the timestamp is kept)."""
+        self.host_messages = Queue(self._rt)
+
+    async def commit(self, group: TracedGroup) -> None:
+        """Save, then the collective check for host updates."""
+        self.save()
+        await self.check_host_updates(group)
+
+    async def check_host_updates(self, group: TracedGroup) -> None:
+        """Drain the queue (only strictly newer timestamps count), adopt rank 0's view, and
+        raise :class:`HostsUpdatedInterrupt` on every rank when it saw an update."""
+        prev = last = self.last_updated_timestamp
+        update = HostUpdateResult.no_update
+        while self.host_messages.qsize():
+            ts, upd = self.host_messages.get_nowait()
+            if ts > last:
+                last = ts
+                update |= HostUpdateResult(upd)
+        view: Any = await broadcast_object(group, [prev, last, int(update)], 0)
+        prev, self.last_updated_timestamp, upd_all = int(view[0]), int(view[1]), int(view[2])
+        if self.last_updated_timestamp > prev:
+            raise HostsUpdatedInterrupt(upd_all == HostUpdateResult.removed)
+
+    def advance(self, **changes: int) -> None:
+        """Change plain attributes (epoch, batch, commits, rendezvous)."""
+        self.progress = replace(self.progress, **changes)

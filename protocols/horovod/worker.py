@@ -1,0 +1,283 @@
+"""A Horovod worker process: the test training script under the elastic run wrapper.
+
+First init uses the ranks it was spawned with; every reset is shutdown + init through the
+driver's rank-and-size service (which blocks on the reset barrier), then a new Gloo group
+through the driver's store. Only local rank 0 of each host writes the generic trace events
+(rdzv_done, sync, step, commit, restore, job_done): the checks read one member per host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from protocols.api import (
+    CollectiveError,
+    Future,
+    OperationTimeout,
+    Runtime,
+    Store,
+    StoreError,
+    TracedGroup,
+)
+from protocols.horovod.discovery import epoch_hosts
+from protocols.horovod.hosts import SlotInfo
+from protocols.horovod.settings import ExitMode, HorovodKnobs, load_knobs
+from protocols.horovod.state import HorovodInternalError, HostsUpdatedInterrupt, State
+from protocols.static.settings import Workload
+from protocols.static.training import apply_step, gradients, initial_state
+
+ABORT_EXIT = 134
+"""SIGABRT: Gloo initialisation failed or the slot was removed from the job."""
+FOREVER = 1e12
+POLL = 0.1
+"""The test script's poll period while waiting for an expected notification."""
+
+
+class RemovedFromJob(Exception):
+    """rank_and_size answered -1 (or the driver is gone): the process aborts."""
+
+
+class ScheduledExit(Exception):
+    """The exit schedule's ``exception`` mode (a RuntimeError in the script)."""
+
+
+class Worker:
+    """One worker process (see the module docstring)."""
+
+    def __init__(self, rt: Runtime, args: Mapping[str, Any]) -> None:
+        self.rt = rt
+        self.k: HorovodKnobs = load_knobs(args["knobs"])
+        self.work = Workload(**args["workload"])
+        self.driver = str(args["driver"])
+        self.service = str(args["service"])
+        self.store_addr = str(args["store"])
+        self.slot = SlotInfo.from_json(args["slot"])
+        self.members: list[str] = list(args["members"])
+        self.rid = int(args["rendezvous"])
+        self.start_rank = self.slot.rank
+        self.epochs = self.k.epochs or -(-self.work.steps // self.k.batches_per_epoch)
+        model = initial_state(f"{rt.host}:{self.slot.local_rank}", int(args["seed"]),
+                              self.work.params)
+        self.state = State(rt, model, self.work.state_bytes)
+        self.silent = False
+        self._reply: Future[Mapping[str, Any]] | None = None
+        self.group: TracedGroup | None = None
+        self.store: Store | None = None
+        self.last_commit_step = -1
+
+    @property
+    def lead(self) -> bool:
+        """Whether this process speaks for its host in the generic trace (local rank 0)."""
+        return self.slot.local_rank == 0
+
+    def wall(self) -> float:
+        """Wall-clock seconds on this host."""
+        return self.k.wall_clock_base + self.rt.now()
+
+    # -- messages ----------------------------------------------------------------------
+
+    async def dispatch(self) -> None:
+        """The notification service and the HTTP client's replies."""
+        while True:
+            msg = await self.rt.recv()
+            if self.silent:
+                continue
+            op = msg.body.get("op")
+            if op == "hosts_updated":
+                self.state.on_host_updated(int(msg.body["timestamp"]), int(msg.body["update"]))
+                self.rt.send(msg.src, {"op": "ack", "nid": msg.body["nid"]})
+            elif op == "slot_info" and self._reply is not None and not self._reply.done():
+                self._reply.set_result(msg.body)
+
+    # -- life --------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        """The whole process; its exit code."""
+        self.rt.spawn(self.dispatch(), "notification_service")
+        try:
+            self.store = await self.rt.connect_store(self.store_addr, self.k.gloo_timeout)
+            await self.init_group()
+            return await self.elastic_run()
+        except (RemovedFromJob, StoreError, CollectiveError) as exc:
+            self.rt.record("hvd_abort", error=f"{type(exc).__name__}: {exc}")
+            return ABORT_EXIT
+        except ScheduledExit as exc:
+            self.rt.record("hvd_exit", error=str(exc), code=1)
+            return 1
+        except TimeoutError as exc:
+            self.rt.record("hvd_exit", error=f"TimeoutError: {exc}", code=1)
+            return 1
+
+    async def init_group(self) -> None:
+        """Gloo rendezvous of this round through the driver's store."""
+        assert self.store is not None
+        self.group = await self.rt.new_group(
+            self.store.prefixed(f"hvd/{self.rid}"), f"hvd{self.rid}", self.slot.rank,
+            self.slot.size, self.k.gloo_timeout)
+        if self.lead:
+            self.rt.record("rdzv_done", round=self.rid, members=self.members,
+                           rank=self.slot.rank, world_size=self.slot.size)
+
+    async def elastic_run(self) -> int:
+        """The run wrapper: sync, train; on an internal error restore and reset, on a
+        hosts-updated interrupt reset (skipping sync after removals only)."""
+        self.rt.send(self.driver, {"op": "worker_addresses", "host": self.rt.host,
+                                   "local_rank": self.slot.local_rank})
+        skip_sync = False
+        while True:
+            try:
+                if not skip_sync:
+                    await self.sync()
+                return await self.train()
+            except HorovodInternalError as exc:
+                self.state.restore()
+                if self.lead:
+                    self.rt.record("restore", step=self.state.model.step,
+                                   digest=self.state.model.digest(), reason=str(exc))
+                skip_sync = False
+            except HostsUpdatedInterrupt as exc:
+                self.rt.record("hvd_interrupt", skip_sync=exc.skip_sync)
+                skip_sync = exc.skip_sync
+            await self.reset()
+            self.state.on_reset()
+
+    async def reset(self) -> None:
+        """shutdown + init: leave the group, ask for the new rank (blocks on the barrier)."""
+        if self.group is not None:
+            self.group.abort()
+        fut: Future[Mapping[str, Any]] = self.rt.future()
+        self._reply = fut
+        self.rt.send(self.driver, {"op": "rank_and_size", "host": self.rt.host,
+                                   "local_rank": self.slot.local_rank})
+        reply = await fut
+        if reply.get("stopped"):
+            raise RemovedFromJob("rendezvous server stopped")
+        slot = SlotInfo.from_json(reply["slot"])
+        if slot.rank < 0:
+            raise RemovedFromJob(f"{self.rt.host}[{self.slot.local_rank}] has been removed "
+                                 "from elastic job")
+        self.slot = slot
+        self.rid = int(reply["rendezvous"])
+        self.members = list(reply["members"])
+        await self.init_group()
+
+    async def sync(self) -> None:
+        """Everyone adopts rank 0's state."""
+        group = self._group()
+        try:
+            await self.state.sync(group)
+        except CollectiveError as exc:
+            raise HorovodInternalError(type(exc).__name__) from exc
+        if self.lead:
+            self.rt.record("sync", round=self.rid, rank=self.slot.rank, root=self.members[0],
+                           step=self.state.model.step, digest=self.state.model.digest())
+        self.last_commit_step = self.state.model.step
+
+    def _group(self) -> TracedGroup:
+        assert self.group is not None
+        return self.group
+
+    # -- the training script -----------------------------------------------------------
+
+    async def train(self) -> int:
+        """elastic_torch_main.py's ``train``: epochs of batches, commit every k batches,
+        rank 0 logs each epoch and waits for an expected host change."""
+        st = self.state
+        st.advance(rendezvous=st.progress.rendezvous + 1)
+        bpe, k = self.k.batches_per_epoch, self.k
+        while st.progress.epoch < self.epochs:
+            while st.progress.batch < bpe:
+                await self.check_exit(st.progress.epoch, st.progress.batch)
+                await self.rt.sleep(self.work.step_time)
+                await self.step()
+                st.advance(batch=st.progress.batch + 1)
+                if st.progress.batch % k.batches_per_commit == 0:
+                    st.advance(commits=st.progress.commits + 1)
+                    await self.commit()
+                if k.host_updates_every and st.progress.batch % k.host_updates_every == 0:
+                    await self.collective(st.check_host_updates(self._group()))
+            if self.slot.rank == 0:
+                await self.log_epoch()
+            if k.epoch_wait > 0:
+                await self.rt.sleep(k.epoch_wait)
+            st.advance(epoch=st.progress.epoch + 1, batch=0, commits=st.progress.commits + 1)
+            await self.commit()
+        if self.lead:
+            self.rt.record("job_done", step=st.model.step, digest=st.model.digest())
+        return 0
+
+    async def step(self) -> None:
+        """One batch: the gradient allreduce and the optimiser step."""
+        grads = gradients(self.state.model.step, self.slot.rank, self.work.params)
+        summed = await self.collective(self._group().allreduce(grads))
+        self.state.model = apply_step(self.state.model, summed, self.slot.size)
+        if self.lead:
+            self.rt.record("step", round=self.rid, step=self.state.model.step)
+
+    async def commit(self) -> None:
+        """state.commit(): save, then the collective check for host updates."""
+        st = self.state
+        st.save()
+        if self.lead and st.model.step > self.last_commit_step:
+            self.rt.record("commit", step=st.model.step, digest=st.model.digest())
+        self.last_commit_step = max(self.last_commit_step, st.model.step)
+        await self.collective(st.check_host_updates(self._group()))
+
+    async def collective(self, aw: Any) -> Any:
+        """Await a collective; a failed one is a HorovodInternalError."""
+        try:
+            return await aw
+        except CollectiveError as exc:
+            raise HorovodInternalError(type(exc).__name__) from exc
+
+    async def log_epoch(self) -> None:
+        """Rank 0's log line (the discovery script counts them), then the wait for an
+        expected notification when the schedule changes the hosts at the next epoch."""
+        p = self.state.progress
+        self.rt.record("epoch_log", epoch=p.epoch, batch=p.batch, commits=p.commits,
+                       hostname=self.rt.host, start_rank=self.start_rank, rank=self.slot.rank,
+                       size=self.slot.size, rendezvous=p.rendezvous)
+        self.rt.send(self.driver, {"op": "epoch_logged", "epoch": p.epoch})
+        schedule = self.k.discovery.schedule
+        if self.k.discovery_wait <= 0 or not any(e.epoch is not None for e in schedule):
+            return
+        if epoch_hosts(schedule, p.epoch) == epoch_hosts(schedule, p.epoch + 1):
+            return
+        start = int(self.wall())
+        while not self.state.host_messages.qsize():
+            if int(self.wall()) - start > self.k.discovery_wait:
+                raise TimeoutError("Timed out waiting for notifications from driver.")
+            await self.rt.sleep(POLL)
+
+    async def check_exit(self, epoch: int, batch: int) -> None:
+        """The exit schedule, checked at the top of every batch against the start rank."""
+        for entry in self.k.exit_schedule:
+            if (entry.epoch, entry.batch) == (epoch, batch) and self.start_rank in entry.ranks:
+                await self.leave(entry.mode or self.k.exit_mode, epoch, batch)
+
+    async def leave(self, mode: ExitMode, epoch: int, batch: int) -> None:
+        """Leave the job the scheduled way."""
+        what = (f"check_rank and exit epoch={epoch} batch={batch} start_rank={self.start_rank} "
+                f"rank={self.slot.rank}")
+        self.rt.record("hvd_scheduled_exit", mode=mode, epoch=epoch, batch=batch,
+                       start_rank=self.start_rank)
+        if mode == "exception":
+            raise ScheduledExit(what)
+        if mode == "exit0":
+            raise SystemExit(0)
+        if mode == "kill":
+            self.rt.send(self.service, {"op": "kill_me", "name": self.rt.name})
+        if mode == "silent":
+            self.silent = True
+        await self.rt.sleep(FOREVER)
+
+
+async def worker_main(rt: Runtime, args: Mapping[str, Any]) -> int:
+    """Entry of a worker process started by a host's task service."""
+    try:
+        return await Worker(rt, args).run()
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    except OperationTimeout:
+        return ABORT_EXIT
