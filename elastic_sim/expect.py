@@ -53,6 +53,11 @@ def evaluate(
         hit = [e for e in m.errors if expect.error_contains in e]
         out.append(ExpectationResult("error_contains", repr(expect.error_contains),
                                      "; ".join(m.errors) or "(no error)", bool(hit)))
+    if expect.max_end_s is not None:
+        hung = m.outcome == "hung"
+        out.append(ExpectationResult("max_end_s", f"<= {expect.max_end_s} s",
+                                     "hung" if hung else f"{m.end_time:.3f} s",
+                                     not hung and m.end_time <= expect.max_end_s))
     return out
 
 

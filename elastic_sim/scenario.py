@@ -141,6 +141,8 @@ class ExpectModel(_Strict):
     as many as listed, each matching the fields it names (size, start_rank, rendezvous...)."""
     error_contains: str | None = None
     """Some ``job_failed`` error contains this text (the error the job ends with)."""
+    max_end_s: Pos | None = None
+    """Every process has exited within this many seconds of run time (a hang fails it)."""
 
 
 class Scenario(_Strict):
