@@ -58,6 +58,13 @@ def evaluate(
         out.append(ExpectationResult("max_end_s", f"<= {expect.max_end_s} s",
                                      "hung" if hung else f"{m.end_time:.3f} s",
                                      not hung and m.end_time <= expect.max_end_s))
+    if expect.violated_checks is not None:
+        from reports.checks import run_checks
+
+        failed = sorted(c.name for c in run_checks(events) if not c.ok)
+        wanted = sorted(expect.violated_checks)
+        out.append(ExpectationResult("violated_checks", ", ".join(wanted) or "(none)",
+                                     ", ".join(failed) or "(none)", failed == wanted))
     return out
 
 

@@ -143,6 +143,9 @@ class ExpectModel(_Strict):
     """Some ``job_failed`` error contains this text (the error the job ends with)."""
     max_end_s: Pos | None = None
     """Every process has exited within this many seconds of run time (a hang fails it)."""
+    violated_checks: list[str] | None = None
+    """Safety checks the modelled system is known to break here (upstream's own bugs): the
+    run passes only if exactly these checks report violations."""
 
 
 class Scenario(_Strict):
@@ -374,6 +377,14 @@ def _check_references(sc: Scenario, file: str) -> None:
         if fid in ids:
             raise ScenarioError(file, base + ".id", f"duplicate fault id {fid!r}")
         ids.add(fid)
+    from reports.checks import CHECKS
+
+    check_names = [c.__name__ for c in CHECKS]
+    for i, name in enumerate(sc.expect.violated_checks or ()):
+        if name not in check_names:
+            raise ScenarioError(file, f"expect.violated_checks[{i}]",
+                                f"unknown check {name!r}{suggest(name, check_names)}; "
+                                f"expected one of: {', '.join(check_names)}")
     mn, mx = knobs.get("min_hosts"), knobs.get("max_hosts")
     if isinstance(mn, int) and isinstance(mx, int) and mn > mx:
         raise ScenarioError(

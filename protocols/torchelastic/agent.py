@@ -261,7 +261,6 @@ class ElasticAgent:
             "agent": self.rt.name,
             "checkpoint": self.checkpoint,
             "pg_timeout": self.knobs.pg_timeout,
-            "store_timeout": self.knobs.read_timeout,
         }
         self.procs = []
         for local_rank in range(self.knobs.nproc_per_node):

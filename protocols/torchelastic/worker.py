@@ -40,7 +40,8 @@ async def worker_main(rt: Runtime, args: Mapping[str, Any]) -> int:
     rnd = int(args["round"])
     members = [str(m) for m in args["members"]]
     local_world = int(env["LOCAL_WORLD_SIZE"])
-    store = await bootstrap_store(rt, env, float(args["store_timeout"]))
+    # env:// gives the store client the process-group timeout (default_pg_timeout).
+    store = await bootstrap_store(rt, env, float(args["pg_timeout"]))
     state = load_checkpoint(rt, args, work)
     group = await rt.new_group(store, f"te-round{rnd}", rank, world, float(args["pg_timeout"]))
     state = await sync_state(rt, group, state, work, rnd, members, local_world)
