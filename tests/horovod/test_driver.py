@@ -1,0 +1,161 @@
+"""The elastic driver's behaviours (upstream's test_elastic_driver.py), each observed in the
+trace of a simulated job: assignment stability, failures before the rendezvous, waiting
+for slots and hosts, shutdown on success, whole-host blacklisting, who is notified and
+when, host order, update classification, discovery failures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocols.trace import TraceEvent
+from tests.horovod.util import Run, load, simulate_run
+
+BOTH = ["localhost:2", "127.0.0.1:2"]
+
+
+def ranks(ev: TraceEvent) -> dict[str, int]:
+    out: dict[str, int] = ev.get("ranks")
+    return out
+
+
+def test_surviving_slots_keep_their_ranks_when_hosts_are_added() -> None:
+    first, second, third = simulate_run(load("hosts_added_and_removed")).of("hvd_assign")
+    assert ranks(first) == {"localhost:0": 0, "localhost:1": 1}
+    assert ranks(second) == {"localhost:0": 0, "localhost:1": 1, "127.0.0.1:0": 2,
+                             "127.0.0.1:1": 3}
+    assert second.get("spawn") == ["127.0.0.1:0", "127.0.0.1:1"]
+    # only the removed host's slots go; the survivors are not respawned
+    assert ranks(third) == {"127.0.0.1:0": 0, "127.0.0.1:1": 1} and third.get("spawn") == []
+
+
+def test_a_host_failing_before_its_first_batch_is_dropped_and_ranks_compacted() -> None:
+    sc = load("single_rank_failure", new_host_order="sorted",
+              exit_schedule=[{"epoch": 0, "batch": 0, "ranks": [0, 1]}])
+    run = simulate_run(sc)
+    first, second = run.of("hvd_assign")
+    assert ranks(first) == {"127.0.0.1:0": 0, "127.0.0.1:1": 1, "localhost:0": 2,
+                            "localhost:1": 3}
+    assert ranks(second) == {"localhost:0": 0, "localhost:1": 1}
+    assert [e.get("target") for e in run.of("hvd_blacklist")] == ["127.0.0.1"]
+    assert run.epoch_logs("size", "start_rank") == [(2, 2), (2, 2), (2, 2)]
+
+
+def test_the_job_waits_for_np_slots_before_starting() -> None:
+    sc = load("single_rank_failure", np=4, min_np=4, exit_schedule=[], discovery={
+        "schedule": [{"until_s": 3.0, "hosts": ["localhost:2"]}, {"hosts": BOTH}]})
+    run = simulate_run(sc)
+    (assign,) = run.of("hvd_assign")
+    assert assign.t >= 3.0 and assign.get("world_size") == 4
+    assert run.metrics.outcome == "completed"
+
+
+def test_the_job_waits_for_min_start_hosts_even_with_enough_slots() -> None:
+    sched = {"schedule": [{"until_s": 2.0, "hosts": ["localhost:2"]}, {"hosts": BOTH}]}
+    one = simulate_run(load("single_rank_failure", exit_schedule=[], discovery=sched))
+    two = simulate_run(load("single_rank_failure", exit_schedule=[], discovery=sched,
+                            min_start_hosts=2))
+    assert one.of("hvd_assign")[0].t < 1.0 and one.of("hvd_assign")[0].get("world_size") == 2
+    assert two.of("hvd_assign")[0].t >= 2.0 and two.of("hvd_assign")[0].get("world_size") == 4
+
+
+def test_waiting_for_slots_times_out_after_the_elastic_timeout() -> None:
+    sc = load("single_rank_failure", np=6, min_np=6, elastic_timeout=5, exit_schedule=[])
+    run = simulate_run(sc)
+    (failed,) = run.of("job_failed")
+    assert "Timed out waiting for minimum number of slots" in failed.get("error")
+    assert 5.0 <= failed.t < 6.0 and run.of("hvd_assign") == []
+
+
+def test_the_first_success_stops_the_job_and_the_others_are_killed() -> None:
+    sc = load("single_rank_failure", exit_schedule=[
+        {"epoch": 1, "batch": 0, "ranks": [1], "mode": "exit0"}])
+    run = simulate_run(sc)
+    trip = run.of("hvd_trip")[-1]
+    assert trip.get("decision") == "success"
+    assert sorted(trip.get("states").values()) == ["READY", "READY", "READY", "SUCCESS"]
+    terminated = [e for e in run.of("proc_exit") if e.get("code") == -15]
+    assert len(terminated) == 3
+    (failed,) = run.of("job_failed")
+    assert "non-zero status" in failed.get("error")
+
+
+def test_one_failed_slot_blacklists_and_kills_its_whole_host() -> None:
+    run = simulate_run(load("single_rank_failure"))
+    failed_host = next(e.host for e in run.of("hvd_scheduled_exit"))
+    (bl,) = run.of("hvd_blacklist")
+    assert bl.get("target") == failed_host and bl.get("kill") is True
+    ignored = [e.get("slot") for e in run.of("hvd_exit_ignored")]
+    assert ignored == [f"{failed_host}:1"]
+    assert all(not s.startswith(failed_host) for s in ranks(run.of("hvd_assign")[1]))
+
+
+def rank0_at(run: Run, t: float) -> str:
+    """The process holding rank 0 of the latest world formed by time ``t``."""
+    inits = [e for e in run.of("group_init") if e.t <= t and e.get("rank") == 0]
+    return inits[-1].proc
+
+
+def test_only_the_current_rank_zero_is_notified() -> None:
+    run = simulate_run(load("hosts_added_and_removed"))
+    notes = run.of("hvd_notify")
+    assert [n.get("update") for n in notes] == ["added", "removed"]
+    assert [n.get("to") for n in notes] == [rank0_at(run, n.t) for n in notes]
+    interrupts = run.of("hvd_interrupt")
+    assert len(interrupts) == 2 + 4  # every rank interrupts at the same commit
+
+
+def test_workers_are_notified_even_when_fewer_than_min_np_slots_remain() -> None:
+    run = simulate_run(load("spark_all_hosts_lost"))
+    gone = [e for e in run.of("hvd_discovery") if e.get("hosts") == []]
+    (note,) = run.of("hvd_notify")
+    assert gone and note.t == gone[0].t and note.get("update") == "removed"
+    assert run.of("hvd_resume_failed")
+
+
+def test_no_notification_when_the_assignment_does_not_change() -> None:
+    run = simulate_run(load("spark_unused_hosts_added_and_removed"))
+    assert [e.get("update") for e in run.of("hvd_discovery")] == ["added", "added", "removed"]
+    assert run.of("hvd_notify") == [] and len(run.of("hvd_assign")) == 1
+
+
+def test_updates_are_classified_in_the_trace() -> None:
+    sched: dict[str, Any] = {"schedule": [
+        {"epoch": 0, "hosts": ["h1:1", "h2:1"]}, {"epoch": 1, "hosts": ["h2:1", "h3:1"]},
+        {"hosts": ["h3:1", "h4:1"]}]}
+    sc = load("spark_auto_scale_down_by_discovery", np=2, min_np=2, discovery=sched)
+    data = sc.model_dump()
+    data["cluster"]["hosts"] = ["h1", "h2", "h3", "h4"]
+    data["expect"] = {"outcome": "completed"}
+    from elastic_sim.scenario import parse_scenario
+
+    run = simulate_run(parse_scenario(data))
+    assert [e.get("update") for e in run.of("hvd_discovery")] == ["added", "mixed", "mixed"]
+    assert run.metrics.world_sizes == [2, 2, 2] and run.metrics.outcome == "completed"
+    assert run.epoch_logs("hostname") == [("h1",), ("h2",), ("h3",)]
+
+
+def test_surviving_hosts_keep_their_order_so_rank_zero_stays_put() -> None:
+    run = simulate_run(load("spark_auto_scale_up", new_host_order="random"), seed=5)
+    orders = [list(ranks(e)) for e in run.of("hvd_assign")]
+    assert orders[0] == ["h1:0"] and orders[1][0] == "h1:0" and orders[2][:2] == orders[1]
+
+
+def test_an_initial_discovery_failure_ends_the_job_but_later_ones_are_ignored() -> None:
+    first = simulate_run(load("hosts_added_and_removed", discovery={
+        "schedule": [{"hosts": ["localhost:2"]}], "failures": [{"poll": 1}]}))
+    (failed,) = first.of("job_failed")
+    assert "discovery script failed" in failed.get("error")
+    assert not any("/w" in e.proc for e in first.of("proc_start"))
+    later = simulate_run(load("hosts_added_and_removed", discovery={
+        "schedule": [{"hosts": ["localhost:2"]}], "failures": [{"poll": 3}]}))
+    assert [e.get("first") for e in later.of("hvd_discovery_error")] == [False]
+    assert later.metrics.outcome == "completed" and later.of("job_failed") == []
+
+
+def test_a_hanging_discovery_script_freezes_the_membership() -> None:
+    hung = simulate_run(load("hosts_added_and_removed", discovery_wait=0, discovery={
+        **load("hosts_added_and_removed").knobs()["discovery"],
+        "failures": [{"poll": 100, "mode": "hang", "hang_s": 30.0}]}))
+    assert [e.get("poll") for e in hung.of("hvd_discovery")] == [1]
+    assert hung.epoch_logs("size", "hostname") == [(2, "localhost")] * 3
+    assert hung.metrics.outcome == "completed" and hung.of("hvd_notify") == []
