@@ -48,7 +48,7 @@ def test_scenario_meets_its_expectations_in_sim(tmp_path: Path, name: str) -> No
 
 
 def test_scale_down_membership_and_one_restart_per_survivor(tmp_path: Path) -> None:
-    rc, s, ev = run(tmp_path, "scale_down.yaml")
+    _, s, ev = run(tmp_path, "scale_down.yaml")
     assert membership(s) == [
         (0, ["h0", "h1", "h2"], {"h0": 0, "h1": 1, "h2": 2}),
         (1, ["h0", "h1"], {"h0": 0, "h1": 1}),
@@ -69,7 +69,7 @@ def test_scale_down_membership_and_one_restart_per_survivor(tmp_path: Path) -> N
 def test_worker_crash_keeps_membership_and_spends_the_failed_agents_restart(
     tmp_path: Path,
 ) -> None:
-    rc, s, ev = run(tmp_path, "worker_crash.yaml")
+    _, s, ev = run(tmp_path, "worker_crash.yaml")
     assert membership(s) == [
         (0, ["h0", "h1"], {"h0": 0, "h1": 1}),
         (1, ["h0", "h1"], {"h0": 0, "h1": 1}),
@@ -83,7 +83,7 @@ def test_worker_crash_keeps_membership_and_spends_the_failed_agents_restart(
 
 
 def test_scale_up_restart_for_waiting_nodes_is_free(tmp_path: Path) -> None:
-    rc, s, ev = run(tmp_path, "scale_up_no_shared_store.yaml")
+    _, s, ev = run(tmp_path, "scale_up_no_shared_store.yaml")
     assert membership(s) == [
         (0, ["h0", "h1"], {"h0": 0, "h1": 1}),
         (1, ["h0", "h1", "h2"], {"h0": 0, "h1": 1, "h2": 2}),
@@ -95,7 +95,7 @@ def test_scale_up_restart_for_waiting_nodes_is_free(tmp_path: Path) -> None:
 def test_scale_up_with_the_shared_store_fails_the_newcomer_on_missing_master_addr(
     tmp_path: Path,
 ) -> None:
-    rc, s, ev = run(tmp_path, "scale_up.yaml")
+    _, s, ev = run(tmp_path, "scale_up.yaml")
     assert [r["world_size"] for r in s["metrics"]["rounds"]] == [2, 3]
     failed = {e["host"]: e["data"]["error"] for e in of(ev, "job_failed")}
     assert "MASTER_ADDR" in failed["h2"]  # h0 (rank 0, cached) never published round 1's
@@ -106,7 +106,7 @@ def test_scale_up_with_the_shared_store_fails_the_newcomer_on_missing_master_add
 
 
 def test_store_host_crash_fails_every_survivor_with_a_connection_error(tmp_path: Path) -> None:
-    rc, s, ev = run(tmp_path, "store_host_crash.yaml")
+    _, s, ev = run(tmp_path, "store_host_crash.yaml")
     for host in ("h1", "h2"):
         (failed,) = of(ev, "job_failed", f"{host}/main")
         assert failed["data"]["error"].startswith("RendezvousConnectionError")
@@ -120,7 +120,7 @@ def test_store_host_crash_fails_every_survivor_with_a_connection_error(tmp_path:
 def test_rank0_host_crash_leaves_a_survivor_with_the_dead_hosts_master_addr(
     tmp_path: Path,
 ) -> None:
-    rc, s, ev = run(tmp_path, "rank0_host_crash.yaml")
+    _, s, ev = run(tmp_path, "rank0_host_crash.yaml")
     masters = {e["host"]: e["data"]["master"] for e in of(ev, "rdzv_done")
                if e["data"]["round"] == 1}
     assert masters["h1"].startswith("h1:")  # the new rank 0 hosts a new agent store
@@ -129,7 +129,7 @@ def test_rank0_host_crash_leaves_a_survivor_with_the_dead_hosts_master_addr(
 
 
 def test_hot_spare_never_joins_and_never_causes_a_restart(tmp_path: Path) -> None:
-    rc, s, ev = run(tmp_path, "hot_spare.yaml")
+    _, s, ev = run(tmp_path, "hot_spare.yaml")
     assert membership(s) == [(0, ["h0", "h1"], {"h0": 0, "h1": 1})]
     assert not of(ev, "agent_restart")
     assert not of(ev, "rdzv_done", "h2/main")
@@ -137,7 +137,7 @@ def test_hot_spare_never_joins_and_never_causes_a_restart(tmp_path: Path) -> Non
 
 
 def test_clock_skew_gives_the_skewed_agent_a_different_world_size(tmp_path: Path) -> None:
-    rc, s, ev = run(tmp_path, "clock_skew.yaml")
+    _, s, ev = run(tmp_path, "clock_skew.yaml")
     sizes = {e["host"]: e["data"]["world_size"] for e in of(ev, "rdzv_done")}
     assert sizes == {"h0": 3, "h1": 3, "h2": 1}
     failed = sorted(c["name"] for c in s["checks"] if not c["ok"])
@@ -148,7 +148,7 @@ def test_clock_skew_gives_the_skewed_agent_a_different_world_size(tmp_path: Path
 def test_partition_heals_without_a_restart_and_is_refused_in_real_mode(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    rc, s, ev = run(tmp_path, "partition_heals.yaml")
+    _, s, ev = run(tmp_path, "partition_heals.yaml")
     assert not of(ev, "agent_restart")
     assert membership(s) == [(0, ["h0", "h1", "h2"], {"h0": 0, "h1": 1, "h2": 2})]
     rc = main(["run", str(DIR / "partition_heals.yaml"), "--mode", "real",
