@@ -25,6 +25,17 @@ commit                    step, digest
 restore                   step, digest
 job_done                  step, digest
 job_failed                error
+epoch_log                 epoch, batch, commits, hostname, start_rank, rank, size,
+                          rendezvous (a training script's per-epoch log line, by rank 0)
+hvd_discovery             poll, update ("added"|"removed"|"mixed"), hosts ["host:slots"...]
+hvd_notify / _failed      to, timestamp, update (Horovod driver -> rank 0)
+hvd_interrupt             skip_sync (a Horovod worker leaves training for a reset)
+hvd_trip                  rendezvous, decision, blacklist [host...], states {slot: state}
+hvd_assign                rendezvous, world_size, ranks {"host:local_rank": rank}, spawn
+hvd_blacklist             target, cooldown_end, kill
+hvd_stop / hvd_abort      error (driver stops the job / a worker aborts, exit 134)
+hvd_*                     other Horovod driver and worker events (scheduled exits, ignored
+                          exits, discovery errors, failed resumes)
 ========================  ==============================================================
 """
 
