@@ -13,7 +13,7 @@ run_end                   exit_codes {proc: code}, outcome ("completed"|"failed"
 proc_start / proc_exit    entry / code, reason
 fault                     id, type, target, phase ("start"|"heal"|"skipped"), reason?
 rdzv_join                 round
-rdzv_done                 round, members [host...], rank, world_size
+rdzv_done                 round, members [host...], rank, world_size[, master]
 rdzv_rejected             round
 rdzv_failed               round, error
 group_init/group_ready    group, rank, size
@@ -36,6 +36,15 @@ hvd_blacklist             target, cooldown_end, kill
 hvd_stop / hvd_abort      error (driver stops the job / a worker aborts, exit 134)
 hvd_*                     other Horovod driver and worker events (scheduled exits, ignored
                           exits, discovery errors, failed resumes)
+agent_state               state (torchelastic WorkerState), remaining_restarts
+agent_restart             reason ("FAILED"|"UNHEALTHY"|"nodes_waiting"), remaining_restarts
+agent_signal              signal[, before_workers]
+workers_started           round, base_rank, world_size, restart_count
+exit_barrier_enter        round, world_size
+exit_barrier_done/failed  round / error
+rdzv_shutdown             closed (launch_agent's epilogue closed the rendezvous)
+rdzv_shutdown_failed      error (also rdzv_keep_alive_failed)
+rdzv_graceful_exit        error (a torchelastic spare of a closed rendezvous)
 ========================  ==============================================================
 """
 
