@@ -15,8 +15,17 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from elastic_sim.errors import ScenarioError
+from elastic_sim.fault_schema import (
+    FAULT_MODELS,
+    FAULT_TAGS,
+    FaultModel,
+    ReplayModel,
+    check_fault,
+    expand,
+)
+from elastic_sim.fault_schema import fault_dict as fault_dict
 from elastic_sim.registry import PROTOCOLS, suggest, validate_knobs
-from faults.model import CrashHost, CrashProcess, Fault, HangHost, Partition
+from faults.model import Fault
 from faults.world import HostSpec, LinkSpec
 from protocols.static.settings import Workload
 
@@ -87,46 +96,6 @@ class ProtocolModel(_Strict):
     knobs: dict[str, Any] = {}
 
 
-class _FaultBase(_Strict):
-    id: str | None = None
-    at: NonNeg
-
-
-class CrashModel(_FaultBase):
-    """Kill every process of a host; it stays down."""
-
-    type: Literal["crash"]
-    host: str
-
-
-class CrashProcessModel(_FaultBase):
-    """Kill one process (``host/name``)."""
-
-    type: Literal["crash_process"]
-    proc: str
-
-
-class HangModel(_FaultBase):
-    """Freeze a host for a while."""
-
-    type: Literal["hang"]
-    host: str
-    duration: Pos
-
-
-class PartitionModel(_FaultBase):
-    """Cut the network between groups of hosts for a while."""
-
-    type: Literal["partition"]
-    groups: Annotated[list[Annotated[list[str], Field(min_length=1)]], Field(min_length=2)]
-    duration: Pos
-
-
-FaultModel = Annotated[
-    CrashModel | CrashProcessModel | HangModel | PartitionModel, Field(discriminator="type")
-]
-
-
 class ExpectModel(_Strict):
     """What the user expects; any unmet expectation makes the run exit 1."""
 
@@ -162,18 +131,14 @@ class Scenario(_Strict):
     expect: ExpectModel = ExpectModel()
 
     def fault_objects(self) -> list[Fault]:
-        """The faults as runtime data, each with an id (``f<i>-<type>`` unless named)."""
+        """The faults as runtime data, each with an id (``f<i>-<type>`` unless named);
+        failure-rate models and replayed traces expanded, in schedule order."""
+        hosts = [h.name for h in self.cluster.host_specs()]
         out: list[Fault] = []
         for i, f in enumerate(self.faults):
             fid = f.id or f"f{i}-{f.type}"
-            if isinstance(f, CrashModel):
-                out.append(CrashHost(fid, f.at, f.host))
-            elif isinstance(f, CrashProcessModel):
-                out.append(CrashProcess(fid, f.at, f.proc))
-            elif isinstance(f, HangModel):
-                out.append(HangHost(fid, f.at, f.host, f.duration))
-            else:
-                out.append(Partition(fid, f.at, tuple(tuple(g) for g in f.groups), f.duration))
+            out.extend(expand(f, fid, hosts, self.store_host, None, "<scenario>",
+                              f"faults[{i}]"))
         return out
 
     def knobs(self) -> dict[str, Any]:
@@ -228,11 +193,27 @@ def parse_scenario(raw: dict[str, Any], file: str = "<scenario>") -> Scenario:
     except pydantic.ValidationError as exc:
         raise _from_pydantic(file, exc) from None
     _check_references(sc, file)
+    return _resolve_fault_files(sc, file)
+
+
+def _resolve_fault_files(sc: Scenario, file: str) -> Scenario:
+    """Replayed failure traces: paths made relative to the scenario file, read and checked
+    now (errors name the trace file's row), so a run never fails on them later."""
+    if not any(isinstance(f, ReplayModel) for f in sc.faults):
+        return sc
+    base = Path(file).parent if not file.startswith("<") else Path(".")
+    faults = [f.model_copy(update={"file": str(base / f.file)})
+              if isinstance(f, ReplayModel) else f for f in sc.faults]
+    sc = sc.model_copy(update={"faults": faults})
+    hosts = [h.name for h in sc.cluster.host_specs()]
+    for i, f in enumerate(sc.faults):
+        if isinstance(f, ReplayModel):
+            expand(f, f.id or f"f{i}-replay", hosts, sc.store_host, None, file, f"faults[{i}]")
     return sc
 
 
 _UNION_TAGS = {"str", "int", "float", "bool", "constrained-int", "constrained-float", "HostModel"}
-_FAULT_TAGS = {"crash", "crash_process", "hang", "partition"}
+_FAULT_TAGS = set(FAULT_TAGS)
 
 
 def _is_tag(part: str, prev_int: bool) -> bool:
@@ -261,12 +242,7 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
         if isinstance(part, int) or model is None:
             continue
         if part in _FAULT_TAGS:
-            model = {
-                "crash": CrashModel,
-                "crash_process": CrashProcessModel,
-                "hang": HangModel,
-                "partition": PartitionModel,
-            }[part]
+            model = FAULT_MODELS[part]
             continue
         if _is_tag(str(part), False):
             continue
@@ -307,7 +283,7 @@ def _from_pydantic(file: str, exc: pydantic.ValidationError) -> ScenarioError:
     if err["type"] == "union_tag_invalid":
         got = err.get("input", {})
         kind = got.get("type") if isinstance(got, dict) else None
-        valid = ["crash", "crash_process", "hang", "partition"]
+        valid = list(FAULT_TAGS)
         hint = suggest(str(kind), valid)
         return ScenarioError(
             file, path + ".type", f"unknown fault type {kind!r}{hint}; expected one of: "
@@ -315,7 +291,7 @@ def _from_pydantic(file: str, exc: pydantic.ValidationError) -> ScenarioError:
         )
     if err["type"] == "union_tag_not_found":
         return ScenarioError(file, path + ".type", f"missing fault type; expected one of: "
-                             f"crash, crash_process, hang, partition{more}")
+                             f"{', '.join(FAULT_TAGS)}{more}")
     got = err.get("input")
     shown = "" if err["type"] == "missing" else f" (got {got!r})"
     msg = "required field is missing" if err["type"] == "missing" else err["msg"]
@@ -338,6 +314,10 @@ def _check_references(sc: Scenario, file: str) -> None:
     except ValueError as exc:
         raise ScenarioError(file, "protocol.knobs." + str(exc).split(":", 1)[0],
                             str(exc).split(":", 1)[1].strip()) from None
+    problem = getattr(info.knobs(**knobs), "problem", None)
+    found = problem() if callable(problem) else None
+    if found is not None:
+        raise ScenarioError(file, f"protocol.knobs.{found[0]}", found[1])
     hosts = [h.name for h in sc.cluster.host_specs()]
     seen: set[str] = set()
     for i, h in enumerate(hosts):
@@ -362,17 +342,7 @@ def _check_references(sc: Scenario, file: str) -> None:
     ids: set[str] = set()
     for i, f in enumerate(sc.faults):
         base = f"faults[{i}]"
-        if isinstance(f, (CrashModel, HangModel)):
-            need_host(base + ".host", f.host)
-        elif isinstance(f, CrashProcessModel):
-            host, _, name = f.proc.partition("/")
-            if not name:
-                raise ScenarioError(file, base + ".proc", f"expected 'host/name', got {f.proc!r}")
-            need_host(base + ".proc", host)
-        else:
-            for g, group in enumerate(f.groups):
-                for j, h in enumerate(group):
-                    need_host(f"{base}.groups[{g}][{j}]", h)
+        check_fault(f, base, file, need_host)
         fid = f.id or f"f{i}-{f.type}"
         if fid in ids:
             raise ScenarioError(file, base + ".id", f"duplicate fault id {fid!r}")
@@ -406,21 +376,6 @@ def scenario_dict(sc: Scenario) -> dict[str, Any]:
 def workload_dict(sc: Scenario) -> dict[str, Any]:
     """The workload as the protocol reads it."""
     return dataclasses.asdict(Workload(**sc.workload.model_dump()))
-
-
-def fault_dict(f: Fault) -> dict[str, Any]:
-    """One fault as scenario data (the inverse of :meth:`Scenario.fault_objects`)."""
-    out: dict[str, Any] = {"id": f.id, "type": f.type}
-    for fld in dataclasses.fields(f):
-        if fld.name != "id":
-            out[fld.name] = _plain(getattr(f, fld.name))
-    return out
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, tuple):
-        return [_plain(v) for v in value]
-    return value
 
 
 def with_faults(sc: Scenario, faults: list[Fault], *, seed: int, name: str,

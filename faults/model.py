@@ -89,11 +89,231 @@ class Partition(Fault):
         return ga is not None and gb is not None and ga != gb
 
 
+@dataclass(frozen=True)
+class IsolateHost(Partition):
+    """One host cut off from every other host (``groups`` = it against the rest)."""
+
+    host: str = ""
+
+
+@dataclass(frozen=True)
+class IsolateStore(Partition):
+    """The store host cut off from every other host."""
+
+    host: str = ""
+
+
+@dataclass(frozen=True)
+class Bridge(Partition):
+    """Two sides that cannot talk to each other, and ``bridge`` hosts (in no group) that
+    still talk to both."""
+
+    bridge: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class OneWayPartition(Fault):
+    """Packets from ``src`` hosts to ``dst`` hosts are dropped for ``duration`` seconds; the
+    other direction still works. Connection-based traffic (store, collectives) needs both
+    directions, so it stalls as under a full cut; one-way messages still flow dst -> src."""
+
+    src: tuple[str, ...] = ()
+    dst: tuple[str, ...] = ()
+    duration: float = 0.0
+
+    @property
+    def heals_at(self) -> float | None:
+        return self.at + self.duration
+
+    def hosts(self) -> tuple[str, ...]:
+        return (*self.src, *self.dst)
+
+
+@dataclass(frozen=True)
+class CrashRestart(Fault):
+    """The host crashes, and after ``downtime`` comes back with fresh processes (as a
+    scheduler restarts a pod): its first process starts again, a new incarnation."""
+
+    host: str = ""
+    downtime: float = 0.0
+
+    @property
+    def heals_at(self) -> float | None:
+        return self.at + self.downtime
+
+    def hosts(self) -> tuple[str, ...]:
+        return (self.host,)
+
+
+@dataclass(frozen=True)
+class Straggler(Fault):
+    """The host computes ``factor`` times slower (its sleeps, which model compute, last
+    ``factor`` times longer) for ``duration`` seconds."""
+
+    host: str = ""
+    factor: float = 2.0
+    duration: float = 0.0
+
+    @property
+    def heals_at(self) -> float | None:
+        return self.at + self.duration
+
+    def hosts(self) -> tuple[str, ...]:
+        return (self.host,)
+
+
+@dataclass(frozen=True)
+class Preempt(Fault):
+    """Preemption with notice: SIGTERM to every process of the host, SIGKILL to what is left
+    after ``grace`` seconds; the host is then gone."""
+
+    host: str = ""
+    grace: float = 30.0
+
+    def hosts(self) -> tuple[str, ...]:
+        return (self.host,)
+
+
+@dataclass(frozen=True)
+class LinkFault(Fault):
+    """A bad link between hosts ``a`` and ``b`` (``*``: any host) for ``duration`` seconds:
+    ``delay`` extra one-way seconds; messages lost with probability ``loss``, duplicated with
+    ``duplicate``, and delayed by up to ``reorder`` extra seconds (so they overtake each
+    other). Loss, duplication and reordering apply to messages; connection-based traffic
+    (store, collectives) sees the delay only."""
+
+    a: str = "*"
+    b: str = "*"
+    delay: float = 0.0
+    loss: float = 0.0
+    duplicate: float = 0.0
+    reorder: float = 0.0
+    duration: float = 0.0
+
+    @property
+    def heals_at(self) -> float | None:
+        return self.at + self.duration
+
+    def hosts(self) -> tuple[str, ...]:
+        return tuple(h for h in (self.a, self.b) if h != "*")
+
+    def applies(self, x: str, y: str) -> bool:
+        """Whether traffic between hosts ``x`` and ``y`` (either direction) crosses it."""
+        def end(pat: str, h: str) -> bool:
+            return pat == "*" or pat == h
+        return (end(self.a, x) and end(self.b, y)) or (end(self.a, y) and end(self.b, x))
+
+
+@dataclass(frozen=True)
+class ClockSkew(Fault):
+    """The host's wall clock is ``offset`` seconds off for ``duration`` seconds, then set
+    right again (two steps of the wall clock; the monotonic clock never steps)."""
+
+    host: str = ""
+    offset: float = 0.0
+    duration: float = 0.0
+
+    @property
+    def heals_at(self) -> float | None:
+        return self.at + self.duration
+
+    def hosts(self) -> tuple[str, ...]:
+        return (self.host,)
+
+
+@dataclass(frozen=True)
+class ClockJump(Fault):
+    """The host's wall clock steps by ``delta`` seconds for good (NTP step, ``date -s``)."""
+
+    host: str = ""
+    delta: float = 0.0
+
+    def hosts(self) -> tuple[str, ...]:
+        return (self.host,)
+
+
+@dataclass(frozen=True)
+class StoreCrash(Fault):
+    """The store server on ``host`` dies; the process that hosted it lives on."""
+
+    host: str = ""
+
+    def hosts(self) -> tuple[str, ...]:
+        return (self.host,)
+
+
+@dataclass(frozen=True)
+class StoreFreeze(Fault):
+    """The store server on ``host`` stops answering for ``duration`` seconds (requests
+    wait, and time out on the clients' own timeouts), then serves what waited."""
+
+    host: str = ""
+    duration: float = 0.0
+
+    @property
+    def heals_at(self) -> float | None:
+        return self.at + self.duration
+
+    def hosts(self) -> tuple[str, ...]:
+        return (self.host,)
+
+
+@dataclass(frozen=True)
+class CollectiveFault(Fault):
+    """The next collective a process of ``host`` enters (from ``at`` on) fails at once on that
+    member (``mode`` "fail": it aborts, peers see a dead peer) or never completes (``mode``
+    "hang": every member times out)."""
+
+    host: str = ""
+    mode: str = "fail"
+
+    def hosts(self) -> tuple[str, ...]:
+        return (self.host,)
+
+
+@dataclass(frozen=True)
+class ScaleUp(Fault):
+    """A new agent starts on ``host`` (one not running yet, or gone): the host's first
+    process starts there, as an operator or autoscaler adding a node would."""
+
+    host: str = ""
+
+    def hosts(self) -> tuple[str, ...]:
+        return (self.host,)
+
+
+@dataclass(frozen=True)
+class ScaleDown(Fault):
+    """``host`` is taken out of the job: its processes get SIGTERM, SIGKILL after ``grace``,
+    and the host is gone."""
+
+    host: str = ""
+    grace: float = 0.0
+
+    def hosts(self) -> tuple[str, ...]:
+        return (self.host,)
+
+
 FAULT_TYPES: dict[str, type[Fault]] = {
     "crash": CrashHost,
     "crash_process": CrashProcess,
     "hang": HangHost,
     "partition": Partition,
+    "isolate": IsolateHost,
+    "isolate_store": IsolateStore,
+    "bridge": Bridge,
+    "one_way_partition": OneWayPartition,
+    "crash_restart": CrashRestart,
+    "straggler": Straggler,
+    "preempt": Preempt,
+    "link": LinkFault,
+    "clock_skew": ClockSkew,
+    "clock_jump": ClockJump,
+    "store_crash": StoreCrash,
+    "store_freeze": StoreFreeze,
+    "collective": CollectiveFault,
+    "scale_up": ScaleUp,
+    "scale_down": ScaleDown,
 }
 """Scenario name -> fault class."""
 

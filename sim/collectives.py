@@ -120,6 +120,15 @@ class CollectiveEngine:
         self.groups: dict[tuple[int, str], GroupState] = {}
         self.blocked: dict[int, _Op] = {}
         self._uid = 0
+        self.injected: dict[str, deque[str]] = {}
+        """Collective faults waiting for the next collective entered on a host."""
+
+    def inject(self, host: str, mode: str) -> None:
+        """The next collective a member on ``host`` enters fails there ("fail": it aborts,
+        its peers see it die) or never completes ("hang": every member times out)."""
+        if mode not in ("fail", "hang"):
+            raise ValueError(f"collective fault mode {mode!r}: expected 'fail' or 'hang'")
+        self.injected.setdefault(host, deque()).append(mode)
 
     def _next_uid(self) -> int:
         self._uid += 1
@@ -207,7 +216,25 @@ class CollectiveEngine:
                 self._try(op)
             else:
                 op.state = BROKEN
+        if self.injected:
+            self._apply_injected(m, op)
         return e
+
+    def paths_changed(self) -> None:
+        """Link delays changed: price later collectives on the new paths."""
+        for g in self.groups.values():
+            g.path = None
+
+    def _apply_injected(self, m: Member, op: _Op) -> None:
+        queue = self.injected.get(m.proc.host.name)
+        if not queue:
+            return
+        mode = queue.popleft()
+        if mode == "hang":
+            op.state = BROKEN  # never completes: every member's timeout fires
+            self.blocked.pop(op.uid, None)
+        else:
+            self.k.soon(self.abort, m)
 
     def p2p(self, m: Member, kind: str, peer: int, arg: Any, nbytes: int) -> Entry:
         """Enter a point-to-point send or recv with rank ``peer``."""

@@ -38,6 +38,10 @@ class SimHost:
         self.down = False
         self.paused = 0
         """How many hangs hold it now (it runs when 0)."""
+        self.slowdown = 1.0
+        """How many times longer its compute (sleeps) takes: a straggler."""
+        self.restarts_pending = 0
+        """Crash-restarts under way: the run does not end while one is."""
         self.procs: dict[str, SimProcess] = {}
         """Live processes by name, in start order."""
         self.deferred: list[tuple[SimProcess, Callable[..., object], tuple[Any, ...]]] = []
@@ -182,8 +186,8 @@ class Cluster:
         self.check_end()
 
     def _start_host(self, host: SimHost) -> None:
-        if host.down:
-            return  # crashed before it started (already uncounted)
+        if host.down or host.started:
+            return  # crashed before it started, or started early (already uncounted)
         self.pending_starts -= 1
         host.started = True
         w = self.world
@@ -263,7 +267,8 @@ class Cluster:
 
     def check_end(self) -> None:
         """Stop the run once every process has exited and no host is still to start."""
-        if not self.finished and self.live == 0 and self.pending_starts == 0:
+        if (not self.finished and self.live == 0 and self.pending_starts == 0
+                and not any(h.restarts_pending for h in self.hosts.values())):
             self.finished = True
             self.kernel.stop_after(0.0)
 
@@ -350,6 +355,20 @@ class Cluster:
         for p in list(host.procs.values()):
             self.kill(p, -SIGNAL_NUMBERS["KILL"], "host crashed")
         host.deferred.clear()
+        self.check_end()
+
+    def restart_host(self, host: SimHost) -> None:
+        """Bring a crashed or not yet started host up with fresh processes: its first process
+        starts again (a new incarnation), as a scheduler restarting a pod."""
+        if not host.started and not host.down:
+            self.pending_starts -= 1  # started early: its own start_at is void now
+        host.down = False
+        host.started = True
+        host.deferred.clear()
+        w = self.world
+        name = f"{host.name}/{w.proc_name}"
+        if name not in self.procs:
+            self.start(host, w.proc_name, w.entry, json_copy(w.args, "world.args"), {})
         self.check_end()
 
     def notify_resume(self) -> None:

@@ -10,17 +10,21 @@ paths are computed lazily and cached per host pair. Two processes on the same ho
 over loopback: no latency, the world's default bandwidth.
 
 Partitions are a set of active cuts: ``reachable(a, b)`` is False while any active
-:class:`~faults.model.Partition` separates ``a`` and ``b``.
+:class:`~faults.model.Partition` separates ``a`` and ``b``, or a one-way cut drops packets
+from ``a`` to ``b``. Connection-based traffic (the store, collectives) needs both directions
+(:meth:`Network.connected`). Link faults add delay to every path they cross, and lose,
+duplicate and reorder messages (:meth:`Network.transmit`), drawing from ``rng``.
 """
 
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Iterable, Sequence
 
 import networkx as nx
 
-from faults.model import Partition
+from faults.model import LinkFault, Partition
 from faults.world import World
 
 SWITCH = "switch"
@@ -45,7 +49,11 @@ class Network:
         self.graph.add_nodes_from(self.hosts)
         self._cache: dict[tuple[str, str], Path] = {}
         self._cuts: dict[int, dict[str, int]] = {}
+        self._one_way: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
+        self._links: dict[int, LinkFault] = {}
         self._next_cut = 0
+        self.rng = random.Random(0)
+        """Draws of link faults (loss, duplication, reordering); the run seeds it."""
         if world.topology == "star":
             if SWITCH in self._host_set:
                 raise ValueError(f"a host may not be named {SWITCH!r} in a star topology")
@@ -74,7 +82,14 @@ class Network:
     # -- paths -------------------------------------------------------------------------
 
     def path(self, a: str, b: str) -> Path:
-        """(latency, bandwidth) of the shortest-latency path from host ``a`` to host ``b``."""
+        """(latency, bandwidth) of the shortest-latency path from host ``a`` to host ``b``,
+        with the delay of active link faults."""
+        if self._links and a != b:
+            lat, bw = self._base_path(a, b)
+            return (lat + self.extra_delay(a, b), bw)
+        return self._base_path(a, b)
+
+    def _base_path(self, a: str, b: str) -> Path:
         if a == b:
             return (0.0, self.bandwidth_default)
         if self._star_tree:
@@ -99,6 +114,13 @@ class Network:
         distinct = list(dict.fromkeys(hosts))
         if len(distinct) < 2:
             return (0.0, self.bandwidth_default)
+        if self._links:
+            lat, bw = self._group_base(distinct)
+            extra = max(self.extra_delay(a, b) for a, b in itertools.combinations(distinct, 2))
+            return (lat + extra, bw)
+        return self._group_base(distinct)
+
+    def _group_base(self, distinct: list[str]) -> Path:
         if self._star_tree:
             ups = [self._uplink[h] for h in distinct]
             lats = sorted((u[0] for u in ups), reverse=True)
@@ -172,12 +194,62 @@ class Network:
         return token
 
     def remove_cut(self, token: int) -> None:
-        """Heal the partition started with ``token``."""
+        """Heal the partition, one-way cut or link fault started with ``token``."""
         self._cuts.pop(token, None)
+        self._one_way.pop(token, None)
+        self._links.pop(token, None)
+
+    def add_one_way(self, src: Iterable[str], dst: Iterable[str]) -> int:
+        """Start dropping packets from ``src`` hosts to ``dst`` hosts; a token to remove it."""
+        token = self._next_cut
+        self._next_cut += 1
+        self._one_way[token] = (frozenset(src), frozenset(dst))
+        return token
+
+    def add_link_fault(self, fault: LinkFault) -> int:
+        """Start a link fault; a token for :meth:`remove_cut`."""
+        token = self._next_cut
+        self._next_cut += 1
+        self._links[token] = fault
+        return token
+
+    def extra_delay(self, a: str, b: str) -> float:
+        """Delay the active link faults add between ``a`` and ``b``."""
+        return sum(f.delay for f in self._links.values() if f.applies(a, b))
+
+    def transmit(self, a: str, b: str) -> list[float]:
+        """Delays after which copies of a message from ``a`` reach ``b``: none if it is
+        lost or cut off, one normally, two if duplicated."""
+        if a != b and not self.reachable(a, b):
+            return []
+        lat = self.path(a, b)[0]
+        if not self._links or a == b:
+            return [lat]
+        out = [lat]
+        for f in self._links.values():
+            if not f.applies(a, b):
+                continue
+            if f.loss and self.rng.random() < f.loss:
+                return []
+            if f.duplicate and self.rng.random() < f.duplicate:
+                out.append(out[0])
+            if f.reorder:
+                out = [d + self.rng.uniform(0.0, f.reorder) for d in out]
+        return out
+
+    def connected(self, a: str, b: str) -> bool:
+        """Whether a connection between ``a`` and ``b`` works (both directions)."""
+        return self.reachable(a, b) and (not self._one_way or self.reachable(b, a))
 
     def reachable(self, a: str, b: str) -> bool:
-        """Whether hosts ``a`` and ``b`` can talk now (no active cut between them)."""
-        if not self._cuts or a == b:
+        """Whether packets from host ``a`` reach host ``b`` now (no active cut)."""
+        if a == b:
+            return True
+        if self._one_way:
+            for src, dst in self._one_way.values():
+                if a in src and b in dst:
+                    return False
+        if not self._cuts:
             return True
         for index in self._cuts.values():
             ga = index.get(a)
@@ -188,10 +260,14 @@ class Network:
         return True
 
     def all_reachable(self, hosts: Iterable[str]) -> bool:
-        """Whether every pair of ``hosts`` can talk now."""
-        if not self._cuts:
+        """Whether every pair of ``hosts`` can talk now (both directions)."""
+        if not self._cuts and not self._one_way:
             return True
         hosts = list(hosts)
+        if self._one_way:
+            for src, dst in self._one_way.values():
+                if any(h in src for h in hosts) and any(h in dst for h in hosts):
+                    return False
         for index in self._cuts.values():
             seen: int | None = None
             for h in hosts:

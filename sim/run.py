@@ -39,13 +39,19 @@ class Simulation:
             raise ValueError("world.time_limit must be positive")
         self.world = world
         self.seed = seed
-        self.kernel = Kernel(emit)
+        self._emit = emit
+        self.kernel = Kernel(self._trace)
         self.network = Network(world)
         self.cluster = Cluster(self.kernel, world, self._make_runtime)
         self.stores = StoreRegistry(self.kernel, self.network, store_service_time)
         self.collectives = CollectiveEngine(self.kernel, self.network, world.collectives, seed)
-        self.injector = FaultInjector(self.kernel, self.cluster, self.network)
+        self.injector = FaultInjector(self.kernel, self.cluster, self.network, self.stores,
+                                      self.collectives, seed)
         self.cluster.resume_listeners += [self.stores.retry_all, self.collectives.recheck]
+
+    def _trace(self, ev: TraceEvent) -> None:
+        self._emit(ev)
+        self.injector.observe(ev)  # event triggers of faults
 
     def _make_runtime(self, proc: SimProcess) -> Runtime:
         return SimRuntime(self, proc)

@@ -66,9 +66,9 @@ class SimRuntime(Runtime):
         return self._proc.host.clock.monotonic(self._k.now, self._proc.start_time)
 
     async def sleep(self, seconds: float) -> None:
-        """Suspend this task for ``seconds`` virtual seconds."""
+        """Suspend this task for ``seconds`` virtual seconds (longer on a straggler)."""
         self._alive()
-        await Sleep(self._k, seconds)
+        await Sleep(self._k, seconds * self._proc.host.slowdown)
 
     # -- concurrency -------------------------------------------------------------------
 
@@ -94,11 +94,8 @@ class SimRuntime(Runtime):
         target = self._sim.cluster.procs.get(dst)
         if target is None:
             return
-        net = self._sim.network
-        a, b = proc.host.name, target.host.name
-        if a != b and not net.reachable(a, b):
-            return
-        self._k.call_later(net.latency(a, b), _arrive, target, Message(proc.name, copy))
+        for delay in self._sim.network.transmit(proc.host.name, target.host.name):
+            self._k.call_later(delay, _arrive, target, Message(proc.name, copy))
 
     def recv(self, timeout: float | None = None) -> Coroutine[Any, Any, Message]:
         """Next message of this process's mailbox; OperationTimeout after ``timeout``."""

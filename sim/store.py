@@ -67,13 +67,17 @@ class StoreServer:
         self.pending: dict[int, _Req] = {}
         self.held: list[_Req] = []
         self.busy_until = 0.0
+        self.frozen = 0
+        """How many store-freeze faults hold it now (it answers when 0)."""
         self.on_death: list[Callable[[], None]] = []
         self._k = registry.kernel
         self._net = registry.network
 
     def reachable_from(self, host: SimHost) -> bool:
-        """Whether a client on ``host`` can talk to this server now."""
-        return self.alive and self.owner.runnable and self._net.reachable(host.name, self.host.name)
+        """Whether a client on ``host`` can talk to this server now (a connection: both
+        directions)."""
+        return (self.alive and not self.frozen and self.owner.runnable
+                and self._net.connected(host.name, self.host.name))
 
     # -- requests ----------------------------------------------------------------------
 

@@ -1,0 +1,72 @@
+"""Run the static protocol on four hosts with given faults; read the outcome."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from elastic_sim.runner import RunReport, run_scenario
+from elastic_sim.scenario import parse_scenario
+from protocols.trace import TraceEvent
+
+BASE: dict[str, Any] = {
+    "name": "faults",
+    "time_limit": 600,
+    "protocol": {"name": "static",
+                 "knobs": {"min_hosts": 2, "max_hosts": 4, "last_call": 1.0,
+                           "group_timeout": 30}},
+    "cluster": {"hosts": 4},
+    "workload": {"steps": 60, "step_time": 0.1, "commit_every": 10, "state_bytes": 65536},
+}
+
+
+@dataclass
+class Outcome:
+    """What one run did."""
+
+    report: RunReport
+
+    @property
+    def events(self) -> list[TraceEvent]:
+        """The trace."""
+        return self.report.events
+
+    @property
+    def faults(self) -> dict[str, Any]:
+        """Fault reports by id."""
+        return {f.id: f for f in self.report.result.faults}
+
+    def of(self, kind: str, host: str | None = None) -> list[TraceEvent]:
+        """Events of ``kind`` (on ``host``)."""
+        return [e for e in self.events if e.kind == kind and (host is None or e.host == host)]
+
+    def phases(self, fid: str) -> list[tuple[str, float]]:
+        """(phase, time) of the fault's own events."""
+        return [(e.get("phase"), e.t) for e in self.of("fault") if e.get("id") == fid]
+
+    @property
+    def end(self) -> float:
+        """Run end time."""
+        return self.report.result.end_time
+
+    @property
+    def outcome(self) -> str:
+        """completed / failed / hung."""
+        return self.report.metrics.outcome
+
+    @property
+    def violations(self) -> list[str]:
+        """Names of failed checks."""
+        return [c.name for c in self.report.checks if not c.ok]
+
+
+def run(tmp: Path, faults: list[dict[str, Any]], file: str = "<test>",
+        **over: Any) -> Outcome:
+    """Run the base scenario with ``faults`` (and top-level overrides) in the sim."""
+    raw = copy.deepcopy(BASE)
+    raw.update(over)
+    raw["faults"] = faults
+    sc = parse_scenario(raw, file)
+    return Outcome(run_scenario(sc, seed=0, mode="sim", out_dir=tmp / "run", file=file))
