@@ -57,6 +57,25 @@ class TorchElasticKnobs:
     identical_workers: bool = False
     """``TORCH_ELASTIC_WORKER_IDENTICAL=1``: ranks computed locally, no store traffic."""
 
+    def problem(self) -> tuple[str, str] | None:
+        """The first knob that upstream would reject, as (knob, message), or None."""
+        if self.min_nodes < 1:
+            return "min_nodes", f"must be >= 1, got {self.min_nodes}"
+        if self.max_nodes < self.min_nodes:
+            return "max_nodes", f"must be >= min_nodes ({self.min_nodes}), got {self.max_nodes}"
+        if self.nproc_per_node < 1:
+            return "nproc_per_node", f"must be >= 1, got {self.nproc_per_node}"
+        if not self.run_id:
+            return "run_id", "must not be empty"
+        for name in ("join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout",
+                     "keep_alive_interval", "read_timeout", "monitor_interval", "pg_timeout"):
+            if getattr(self, name) <= 0:
+                return name, f"must be > 0, got {getattr(self, name)}"
+        for name in ("keep_alive_max_attempt", "max_restarts"):
+            if getattr(self, name) < 0:
+                return name, f"must be >= 0, got {getattr(self, name)}"
+        return None
+
     def rendezvous(self) -> RendezvousSettings:
         """The c10d rendezvous settings these knobs imply."""
         return RendezvousSettings(

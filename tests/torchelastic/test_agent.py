@@ -218,3 +218,17 @@ def test_both_rank_paths_give_the_same_world(identical: bool) -> None:
     started = one(events, "workers_started")
     assert (started.get("base_rank"), started.get("world_size")) == (0, 2)
     assert one(events, "job_done").get("step") == 30
+
+
+def test_knobs_upstream_rejects_are_a_scenario_error_naming_the_knob(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from elastic_sim.cli import main
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("protocol: {name: torchelastic, knobs: {min_nodes: 3, max_nodes: 2}}\n"
+                   "cluster: {hosts: 3}\n")
+    assert main(["run", str(bad), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "bad.yaml" in err and "protocol.knobs.max_nodes" in err
+    assert not (tmp_path / "out" / "trace.jsonl").exists()

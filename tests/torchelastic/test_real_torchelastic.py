@@ -1,0 +1,65 @@
+"""Real mode runs the torchelastic agent with real processes (agents, their worker child
+processes, the rendezvous TCPStore in the store host's agent, the agent store in rank 0's,
+Gloo groups) and forms the same rounds, with the same members and ranks, as the sim."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from elastic_sim.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+DIR = ROOT / "scenarios" / "torchelastic"
+
+torch = pytest.importorskip("torch", reason="real mode needs torch (pip install torch==2.13.0)")
+pytestmark = [pytest.mark.real, pytest.mark.slow]
+
+
+def run(tmp_path: Path, name: str, mode: str) -> tuple[int, dict[str, Any], Path]:
+    out = tmp_path / mode
+    rc = main(["run", str(DIR / name), "--mode", mode, "--out", str(out), "--quiet",
+               "--no-report"])
+    return rc, json.loads((out / "summary.json").read_text()), out
+
+
+def membership(summary: dict[str, Any]) -> list[tuple[int, list[str], dict[str, int]]]:
+    return [(r["round"], r["members"], r["ranks"]) for r in summary["metrics"]["rounds"]]
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Live processes whose command line contains ``text``."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if text in cmd:
+            found.append(f"{pid}: {cmd}")
+    return found
+
+
+@pytest.mark.parametrize("name", ["worker_crash.yaml", "scale_down.yaml"])
+def test_real_torchrun_model_forms_the_same_rounds_as_the_sim(tmp_path: Path, name: str) -> None:
+    rc_sim, sim, _ = run(tmp_path, name, "sim")
+    rc_real, real, out = run(tmp_path, name, "real")
+    assert rc_sim == 0
+    unmet = [e for e in real["expectations"] if not e["ok"]]
+    failed = [c["name"] for c in real["checks"] if not c["ok"]]
+    assert (rc_real, unmet, failed) == (0, [], [])
+    assert membership(real) == membership(sim)
+    events = [json.loads(line) for line in (out / "trace.jsonl").open()]
+    # Workers are separate processes of their agents, restarted with a new process.
+    starts = [e["proc"] for e in events if e["kind"] == "proc_start"]
+    assert starts.count("h0/w0") == 2 and starts.count("h0/main") == 1
+    restarted = [e for e in events if e["kind"] == "workers_started"
+                 and e["data"]["restart_count"] == 1]
+    assert {e["host"] for e in restarted} == {"h0", "h1"}
+    assert processes_mentioning(str(out)) == []
