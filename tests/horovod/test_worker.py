@@ -1,0 +1,75 @@
+"""The worker side: the run wrapper's restore/reset/sync rules, the State's notification
+check (integer-second timestamps, strictly newer only), and the exit modes whose effect
+peers see only through the Gloo timeout."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from elastic_sim.scenario import parse_scenario
+from tests.horovod.util import load, simulate_run
+
+
+def with_(name: str, workload: dict[str, Any] | None = None, **top: Any) -> Any:
+    """A shipped scenario with workload fields and top-level fields replaced; no
+    expectations (the tests assert on the trace)."""
+    data = load(name).model_dump()
+    data["workload"].update(workload or {})
+    data.update(top)
+    data["expect"] = {}
+    return data
+
+
+def test_an_internal_error_restores_the_last_commit_before_the_reset() -> None:
+    run = simulate_run(load("single_rank_failure"))
+    restores = run.of("restore")
+    assert restores and all(e.get("reason") in ("CollectiveFailed", "CollectiveTimeout")
+                            for e in restores)
+    assert run.metrics.lost_steps <= 1  # a commit every batch
+    assert run.failed_checks == []
+
+
+def test_after_removals_only_survivors_skip_the_sync_but_added_workers_sync() -> None:
+    run = simulate_run(load("hosts_added_and_removed"))
+    interrupts = [e.get("skip_sync") for e in run.of("hvd_interrupt")]
+    assert interrupts == [False, False, True, True, True, True]
+    assert sorted({e.get("round") for e in run.of("sync")}) == [1, 2]
+
+
+def test_a_second_change_in_the_same_wall_clock_second_is_not_acted_on() -> None:
+    # Upstream compares integer-second timestamps with '>': with epochs shorter than a
+    # second the removal's notification carries the same timestamp as the addition's.
+    data = with_("hosts_added_and_removed", {"step_time": 0.01})
+    data["protocol"]["knobs"]["process_start_latency"] = 0.2
+    run = simulate_run(parse_scenario(data))
+    notes = run.of("hvd_notify")
+    assert [n.get("update") for n in notes] == ["added", "removed"]
+    assert notes[0].get("timestamp") == notes[1].get("timestamp")
+    assert run.epoch_logs("size", "hostname") == [(2, "localhost"), (4, "localhost"),
+                                                  (4, "localhost")]
+    assert run.metrics.outcome == "completed"
+
+
+def test_a_hung_worker_is_seen_only_at_the_gloo_timeout_and_the_barrier_never_trips() -> None:
+    run = simulate_run(load("single_rank_failure", exit_mode="hang"))
+    (leave,) = run.of("hvd_scheduled_exit")
+    fails = run.of("coll_fail")
+    assert len(fails) == 3 and {e.get("error") for e in fails} == {"CollectiveTimeout"}
+    assert all(30.0 <= e.t - leave.t < 31.0 for e in fails)
+    assert run.of("hvd_trip") == [] and run.result.hung
+
+
+def test_a_silent_rank_zero_holds_the_discovery_lock_through_every_notification_try() -> None:
+    hosts = ["localhost:2", "127.0.0.1:2"]
+    data = with_("single_rank_failure", time_limit=600)
+    knobs = data["protocol"]["knobs"]
+    knobs.update(exit_mode="silent", new_host_order="sorted", max_np=None, discovery={
+        "schedule": [{"until_s": 5.0, "hosts": hosts}, {"until_s": 10.0, "hosts": [*hosts, "h3:1"]},
+                     {"hosts": [*hosts, "h3:1", "h4:1"]}]})
+    data["cluster"]["hosts"] = ["localhost", "127.0.0.1", "h3", "h4"]
+    run = simulate_run(parse_scenario(data))
+    note, failed = run.of("hvd_notify")[0], run.of("hvd_notify_failed")[0]
+    assert note.get("to") == failed.get("to") == "127.0.0.1/w0.1"
+    assert failed.t - note.t == 3 * 127.0
+    later = [e for e in run.of("hvd_discovery") if e.t > note.t]
+    assert later and later[0].t > failed.t  # the change at 10 s waited for the lock
