@@ -269,7 +269,8 @@ def _first_model(ann: Any) -> Any:
 def _from_pydantic(file: str, exc: pydantic.ValidationError) -> ScenarioError:
     errors = exc.errors()
     # With unions, the deepest location is the branch the user meant.
-    err = max(errors, key=lambda e: len(e["loc"]))
+    # Among equally deep ones, an unknown key explains a missing one (a typo).
+    err = max(errors, key=lambda e: (len(e["loc"]), e["type"] == "extra_forbidden"))
     loc = tuple(err["loc"])
     path = _loc_path(loc)
     more = ""  # one message: the first problem (union branches would inflate a count)
@@ -355,6 +356,12 @@ def _check_references(sc: Scenario, file: str) -> None:
             raise ScenarioError(file, f"expect.violated_checks[{i}]",
                                 f"unknown check {name!r}{suggest(name, check_names)}; "
                                 f"expected one of: {', '.join(check_names)}")
+    if info.check is not None:
+        try:
+            info.check(knobs, hosts)
+        except ValueError as exc:
+            where, _, msg = str(exc).partition(": ")
+            raise ScenarioError(file, f"protocol.knobs.{where}", msg) from None
     mn, mx = knobs.get("min_hosts"), knobs.get("max_hosts")
     if isinstance(mn, int) and isinstance(mx, int) and mn > mx:
         raise ScenarioError(
