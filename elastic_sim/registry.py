@@ -5,13 +5,13 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pydantic
 
-from protocols.horovod.settings import HorovodKnobs
+from protocols.horovod.settings import HorovodKnobs, check_knobs
 from protocols.static.settings import StaticKnobs
 from protocols.torchelastic.knobs import TorchElasticKnobs
 
@@ -25,6 +25,9 @@ class ProtocolInfo:
     knobs: type[Any]
     """Dataclass of its knobs with upstream's (or its own) defaults."""
     summary: str
+    check: Callable[[Mapping[str, Any], list[str]], None] | None = None
+    """Cross-checks of the validated knobs against the cluster's host names; raises
+    ValueError('<knob path>: <message>')."""
 
 
 PROTOCOLS: dict[str, ProtocolInfo] = {
@@ -45,6 +48,7 @@ PROTOCOLS: dict[str, ProtocolInfo] = {
         knobs=HorovodKnobs,
         summary="horovodrun elastic (Gloo): driver with host discovery, reset barrier and "
         "blacklist, rank 0 notification, State commit/restore/sync run loop",
+        check=check_knobs,
     ),
 }
 

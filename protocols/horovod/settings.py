@@ -9,12 +9,16 @@ from typing import Any, Literal
 
 import pydantic
 
+_STRICT = pydantic.with_config(pydantic.ConfigDict(extra="forbid"))
+"""Nested scenario entries reject unknown keys (a typo is an error, not a default)."""
+
 ExitMode = Literal["exception", "kill", "hang", "exit0", "silent"]
 """How a scheduled worker exit happens: ``exception`` raises (exit 1), ``kill`` SIGKILLs
 itself, ``hang`` blocks forever (peers see the Gloo timeout), ``exit0`` returns early with
 status 0, ``silent`` goes quiet like a host without power (peers see only the timeout)."""
 
 
+@_STRICT
 @dataclass(frozen=True)
 class HostsAt:
     """One entry of a discovery schedule: the hosts (``host:slots`` or bare ``host``) that
@@ -34,6 +38,7 @@ class HostsAt:
             raise ValueError("give at most one of epoch, until_s, until_poll")
 
 
+@_STRICT
 @dataclass(frozen=True)
 class RandomHosts:
     """Ray's random test discovery: every ``every_s`` seconds remove a host or re-add one,
@@ -45,6 +50,7 @@ class RandomHosts:
     every_s: float = 1.0
 
 
+@_STRICT
 @dataclass(frozen=True)
 class DiscoveryFailure:
     """The discovery script fails (non-zero exit) or hangs on its ``poll``-th call (1-based)."""
@@ -55,6 +61,7 @@ class DiscoveryFailure:
     """How long a hang lasts (None: forever)."""
 
 
+@_STRICT
 @dataclass(frozen=True)
 class Discovery:
     """Where the driver's host list comes from: a fixed list (``-H``), a schedule, or a
@@ -69,6 +76,7 @@ class Discovery:
     """Seconds one run of the discovery script takes (the lock is held meanwhile)."""
 
 
+@_STRICT
 @dataclass(frozen=True)
 class ExitAt:
     """Workers started with one of ``ranks`` leave at the top of batch (epoch, batch)."""
@@ -134,3 +142,36 @@ class HorovodKnobs:
 def load_knobs(raw: Mapping[str, Any]) -> HorovodKnobs:
     """Knobs from plain data (process args), nested entries included."""
     return pydantic.TypeAdapter(HorovodKnobs).validate_python(dict(raw))
+
+
+def check_knobs(raw: Mapping[str, Any], hosts: list[str]) -> None:
+    """Cross-checks a type cannot express: hosts named by the knobs exist in the cluster,
+    min_np <= max_np, the cooldown range is upstream's valid range. Raises
+    ``ValueError('<knob path>: <message>')``."""
+    k = load_knobs(raw)
+    known = set(hosts)
+
+    def need(path: str, entry: str) -> None:
+        host = entry.partition(":")[0]
+        if host not in known:
+            raise ValueError(f"{path}: host {host!r} is not a cluster host; expected one of: "
+                             + ", ".join(hosts))
+
+    if k.driver_host is not None:
+        need("driver_host", k.driver_host)
+    for i, h in enumerate(k.discovery.hosts):
+        need(f"discovery.hosts[{i}]", h)
+    for i, at in enumerate(k.discovery.schedule):
+        for j, h in enumerate(at.hosts):
+            need(f"discovery.schedule[{i}].hosts[{j}]", h)
+    if k.discovery.random is not None:
+        for i, h in enumerate(k.discovery.random.hosts):
+            need(f"discovery.random.hosts[{i}]", h)
+    min_np = k.np if k.min_np is None else k.min_np
+    if k.max_np is not None and min_np > k.max_np:
+        raise ValueError(f"min_np: must be <= max_np ({k.max_np}), got {min_np}")
+    if k.cooldown_range is not None:
+        lower, upper = k.cooldown_range
+        if not 1 <= lower <= upper <= 3600:
+            raise ValueError(f"cooldown_range: expected 1 <= lower <= upper <= 3600, got "
+                             f"[{lower}, {upper}]")
