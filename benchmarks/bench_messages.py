@@ -75,7 +75,10 @@ def run_bare_simpy(n: int, rounds: int) -> float:
 
         def deliver(dst: int, msg: dict[str, int]) -> None:
             ev = env.timeout(LATENCY)
-            ev.callbacks.append(lambda _e: boxes[dst].put(msg))
+            def put(_: simpy.Event) -> None:
+                boxes[dst].put(msg)
+
+            ev.callbacks.append(put)
 
         def proc(i: int) -> Any:
             nxt = (i + 1) % n
