@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from elastic_sim.scenario import parse_scenario
 from protocols.trace import TraceEvent
-from tests.horovod.util import Run, load, simulate_run
+from tests.horovod.util import Run, load, raw, simulate_run
 
 BOTH = ["localhost:2", "127.0.0.1:2"]
 
@@ -59,7 +60,8 @@ def test_the_job_waits_for_min_start_hosts_even_with_enough_slots() -> None:
 
 
 def test_waiting_for_slots_times_out_after_the_elastic_timeout() -> None:
-    sc = load("single_rank_failure", np=6, min_np=6, elastic_timeout=5, exit_schedule=[])
+    sc = load("single_rank_failure", np=6, min_np=6, max_np=None, elastic_timeout=5,
+              exit_schedule=[])
     run = simulate_run(sc)
     (failed,) = run.of("job_failed")
     assert "Timed out waiting for minimum number of slots" in failed.get("error")
@@ -122,12 +124,10 @@ def test_updates_are_classified_in_the_trace() -> None:
     sched: dict[str, Any] = {"schedule": [
         {"epoch": 0, "hosts": ["h1:1", "h2:1"]}, {"epoch": 1, "hosts": ["h2:1", "h3:1"]},
         {"hosts": ["h3:1", "h4:1"]}]}
-    sc = load("spark_auto_scale_down_by_discovery", np=2, min_np=2, discovery=sched)
-    data = sc.model_dump()
+    data = raw("spark_auto_scale_down_by_discovery")
+    data["protocol"]["knobs"].update(np=2, min_np=2, discovery=sched)
     data["cluster"]["hosts"] = ["h1", "h2", "h3", "h4"]
     data["expect"] = {"outcome": "completed"}
-    from elastic_sim.scenario import parse_scenario
-
     run = simulate_run(parse_scenario(data))
     assert [e.get("update") for e in run.of("hvd_discovery")] == ["added", "mixed", "mixed"]
     assert run.metrics.world_sizes == [2, 2, 2] and run.metrics.outcome == "completed"
@@ -159,3 +159,29 @@ def test_a_hanging_discovery_script_freezes_the_membership() -> None:
     assert [e.get("poll") for e in hung.of("hvd_discovery")] == [1]
     assert hung.epoch_logs("size", "hostname") == [(2, "localhost")] * 3
     assert hung.metrics.outcome == "completed" and hung.of("hvd_notify") == []
+
+
+def test_a_change_before_rank_zero_registers_is_never_delivered() -> None:
+    # Rank 0 registers its notification service when it enters the run wrapper, after the
+    # start-up latency; a change seen before that is skipped and never re-sent, so a later
+    # removal of the only old host leaves no host to broadcast the state from.
+    run = simulate_run(load("ray_poll_schedule", discovery={"schedule": [
+        {"until_poll": 10, "hosts": ["h1:2"]},
+        {"until_poll": 30, "hosts": ["h1:2", "h2:1", "h3:1"]}, {"hosts": ["h2:1"]}]}))
+    added = run.of("hvd_discovery")[1]
+    registered = run.of("group_ready")[0]
+    assert added.get("update") == "added" and added.t < registered.t
+    assert [n.get("update") for n in run.of("hvd_notify")] == ["removed"]
+    (failed,) = run.of("hvd_resume_failed")
+    assert "No hosts from previous set remaining" in failed.get("error")
+    assert run.metrics.outcome == "failed"
+
+
+def test_random_discovery_keeps_every_world_within_its_bounds() -> None:
+    for seed in range(3):
+        run = simulate_run(load("ray_random_discovery"), seed)
+        sizes = run.metrics.world_sizes
+        assert all(2 <= s <= 4 for s in sizes) and len(sizes) >= 3
+        assert all(2 <= len(e.get("hosts")) <= 4 for e in run.of("hvd_discovery"))
+        assert len(run.of("hvd_assign")) == len(sizes)
+        assert run.metrics.outcome == "completed" and run.failed_checks == []

@@ -40,7 +40,9 @@ def test_scenario_meets_upstreams_assertions_in_the_sim(tmp_path: Path, name: st
     unmet = [e for e in summary["expectations"] if not e["ok"]]
     assert (rc, failed, unmet) == (0, [], [])
     assert not summary["hung"]
-    assert {e["name"] for e in summary["expectations"]} >= {"outcome", "epoch_logs"}
+    asserted = {e["name"] for e in summary["expectations"]}
+    # the ported integration tests assert on the epoch log; Ray's on the world only
+    assert asserted >= ({"outcome"} if name.startswith("ray_") else {"outcome", "epoch_logs"})
 
 
 def test_hosts_added_and_removed_epoch_by_epoch() -> None:
