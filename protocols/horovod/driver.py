@@ -346,7 +346,13 @@ class ElasticDriver:
         if self.finished():
             self.rt.send(src, {"op": "slot_info", "stopped": True})
             return
-        await self.registry.record(host, local_rank, WorkerState.READY)
+        try:
+            await self.registry.record(host, local_rank, WorkerState.READY)
+        except RuntimeError as exc:  # the handler thread dies; the client sees an HTTP error
+            self.rt.record("hvd_rank_and_size_error", slot=f"{host}:{local_rank}",
+                           error=str(exc))
+            self.rt.send(src, {"op": "slot_info", "stopped": True})
+            return
         slot = self.get_slot_info(host, local_rank)
         self.rt.send(src, {"op": "slot_info", "slot": slot.to_json(),
                            "rendezvous": self.registry.rendezvous_id, "members": self.members()})

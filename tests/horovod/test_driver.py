@@ -185,3 +185,42 @@ def test_random_discovery_keeps_every_world_within_its_bounds() -> None:
         assert all(2 <= len(e.get("hosts")) <= 4 for e in run.of("hvd_discovery"))
         assert len(run.of("hvd_assign")) == len(sizes)
         assert run.metrics.outcome == "completed" and run.failed_checks == []
+
+
+def hung_rank0(*faults: dict[str, Any]) -> Run:
+    """single_rank_failure with rank 0 (on 127.0.0.1, sorted order) hanging at (1, 0)."""
+    data = raw("single_rank_failure")
+    data["protocol"]["knobs"].update(exit_mode="hang", new_host_order="sorted")
+    data.update(expect={}, faults=list(faults), time_limit=200)
+    return simulate_run(parse_scenario(data))
+
+
+def test_killing_a_hung_worker_lets_the_barrier_trip() -> None:
+    run = hung_rank0({"type": "crash_process", "proc": "127.0.0.1/w0.1", "at": 40.0})
+    trip = run.of("hvd_trip")[0]
+    assert 40.0 <= trip.t < 40.01 and trip.get("decision") == "reset"
+    assert trip.get("states") == {"localhost:0": "READY", "localhost:1": "READY",
+                                  "127.0.0.1:1": "READY", "127.0.0.1:0": "FAILURE"}
+    assert run.epoch_logs("size", "start_rank") == [(4, 0), (2, 2), (2, 2)]
+
+
+def test_a_failure_overrides_a_waiting_ready_and_breaks_the_barrier() -> None:
+    run = hung_rank0({"type": "crash_process", "proc": "localhost/w0.3", "at": 40.0},
+                     {"type": "crash_process", "proc": "127.0.0.1/w0.1", "at": 45.0})
+    (err,) = run.of("hvd_rank_and_size_error")
+    assert 40.0 <= err.t < 40.01 and err.get("error") == "State READY overridden by FAILURE"
+    (trip,) = run.of("hvd_trip")
+    assert 45.0 <= trip.t < 45.01 and trip.get("decision") == "all_blacklisted"
+    assert trip.get("states")["localhost:0"] == "FAILURE"
+
+
+def test_a_crashed_worker_host_never_reaches_the_barrier_and_the_job_hangs() -> None:
+    # No heartbeats: a host that dies takes its task service and workers with it; their
+    # exits are never reported, so the reset barrier waits for them forever.
+    data = raw("single_rank_failure")
+    data["protocol"]["knobs"]["exit_schedule"] = []
+    data.update(expect={}, time_limit=200,
+                faults=[{"type": "crash", "host": "127.0.0.1", "at": 3.0}])
+    run = simulate_run(parse_scenario(data))
+    assert {e.proc for e in run.of("coll_fail")} == {"localhost/w0.3", "localhost/w1.4"}
+    assert run.of("hvd_trip") == [] and run.result.hung
