@@ -18,10 +18,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocols.api import JSON, Cancelled, OperationTimeout, Proc, Runtime, Store
+from protocols.api import JSON, Cancelled, OperationTimeout, Proc, Runtime, Store, Task
 from protocols.torchelastic.agent_ranks import AgentRanks, assign_ranks
 from protocols.torchelastic.handler import DynamicRendezvousHandler, RendezvousInfo
 from protocols.torchelastic.knobs import TorchElasticKnobs
+from protocols.torchelastic.ops import RendezvousGracefulExitError
 
 WORKER_ENTRY = "protocols.torchelastic.worker:worker_main"
 TERMINAL_STATE_KEY = "torchelastic/agent/terminal_state"
@@ -152,7 +153,7 @@ class ElasticAgent:
         self.workers_started = False
         self.shutdown_called = False
         self._signal: str | None = None
-        self._main: Any = None
+        self._main: Task[RunResult] | None = None
 
     # -- the control loop ------------------------------------------------------------
 
@@ -172,11 +173,9 @@ class ElasticAgent:
             disk.cancel()
 
     async def _invoke_run_interruptible(self) -> RunResult | None:
-        from protocols.torchelastic.ops import RendezvousGracefulExitError
-
         self._main = self.rt.spawn(self._invoke_run(), "agent.invoke_run")
         try:
-            return await self._main  # type: ignore[no-any-return]
+            return await self._main
         except Cancelled:
             if self._signal is None:
                 raise
