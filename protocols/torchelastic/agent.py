@@ -281,7 +281,7 @@ class ElasticAgent:
         if state is WorkerState.FAILED:
             base = int(self._base_rank())
             failures = {base + i: c for i, c in enumerate(codes) if c is not None and c != 0}
-            await self._close_workers()  # upstream's poll closes the rest at once
+            await self.close_workers()  # upstream's poll closes the rest at once
         return RunResult(state, failures)
 
     def _base_rank(self) -> int:
@@ -293,13 +293,13 @@ class ElasticAgent:
         await self._initialize_workers()
 
     async def _stop_workers(self) -> None:
-        await self._close_workers()
+        await self.close_workers()
 
     async def _shutdown(self) -> None:
         self.shutdown_called = True
-        await self._close_workers()
+        await self.close_workers()
 
-    async def _close_workers(self) -> None:
+    async def close_workers(self) -> None:
         """SIGTERM every live worker, SIGKILL those still alive after shutdown_timeout."""
         live = [p for p in self.procs if p.poll() is None]
         if not live:

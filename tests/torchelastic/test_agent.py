@@ -232,3 +232,42 @@ def test_knobs_upstream_rejects_are_a_scenario_error_naming_the_knob(
     err = capsys.readouterr().err
     assert "bad.yaml" in err and "protocol.knobs.max_nodes" in err
     assert not (tmp_path / "out" / "trace.jsonl").exists()
+
+
+async def stubborn_worker(rt: Runtime, args: Mapping[str, Any]) -> int:
+    """A worker that ignores SIGTERM (as a training script stuck in a collective can)."""
+    rt.on_signal("TERM", lambda: rt.record("term_ignored"))
+    await rt.sleep(1000.0)
+    return 0
+
+
+async def polite_worker(rt: Runtime, args: Mapping[str, Any]) -> int:
+    """A worker with SIGTERM's default action (it dies)."""
+    await rt.sleep(1000.0)
+    return 0
+
+
+async def stop_parent(rt: Runtime, args: Mapping[str, Any]) -> int:
+    """An agent stops one polite and one stubborn worker."""
+    from protocols.torchelastic.agent import ElasticAgent
+
+    knobs = TorchElasticKnobs(shutdown_timeout=float(args["grace"]))
+    agent = ElasticAgent(rt, None, knobs, {}, 0)  # type: ignore[arg-type]
+    agent.procs = [
+        await rt.start_process("w0", "tests.torchelastic.test_agent:stubborn_worker", {}),
+        await rt.start_process("w1", "tests.torchelastic.test_agent:polite_worker", {}),
+    ]
+    await rt.sleep(0.5)
+    start = rt.monotonic()
+    await agent.close_workers()
+    rt.record("stopped", after=rt.monotonic() - start, codes=[p.poll() for p in agent.procs])
+    return 0
+
+
+def test_stopping_workers_is_sigterm_then_sigkill_after_the_grace() -> None:
+    events = run_sim("tests.torchelastic.test_agent:stop_parent", {"grace": 3.0})
+    assert [e.proc for e in events if e.kind == "term_ignored"] == ["h0/w0"]
+    stopped = one(events, "stopped")
+    # w1 dies of the SIGTERM at once; w0 ignores it and is SIGKILLed when the grace ends.
+    assert stopped.get("codes") == [-9, -15]
+    assert stopped.get("after") == pytest.approx(3.0)
