@@ -353,6 +353,9 @@ class ElasticDriver:
                            error=str(exc))
             self.rt.send(src, {"op": "slot_info", "stopped": True})
             return
+        if self.finished():  # the server stopped meanwhile: the client's next request fails
+            self.rt.send(src, {"op": "slot_info", "stopped": True})
+            return
         slot = self.get_slot_info(host, local_rank)
         self.rt.send(src, {"op": "slot_info", "slot": slot.to_json(),
                            "rendezvous": self.registry.rendezvous_id, "members": self.members()})
