@@ -73,3 +73,20 @@ def test_a_silent_rank_zero_holds_the_discovery_lock_through_every_notification_
     assert failed.t - note.t == 3 * 127.0
     later = [e for e in run.of("hvd_discovery") if e.t > note.t]
     assert later and later[0].t > failed.t  # the change at 10 s waited for the lock
+
+
+def test_a_blacklisted_host_returns_after_its_cooldown_and_backs_off_twice_as_long() -> None:
+    data = with_("resurrecting_blacklisted_hosts", {"steps": 100})
+    data["protocol"]["knobs"].update(
+        epochs=10, epoch_wait=1.0, new_host_order="sorted", cooldown_range=[1, 10],
+        exit_schedule=[{"epoch": 1, "batch": 0, "ranks": [3]},
+                       {"epoch": 4, "batch": 5, "ranks": [3]}])
+    run = simulate_run(parse_scenario(data))
+    first, second = run.of("hvd_blacklist")
+    assert first.get("target") == second.get("target") == "localhost"
+    d1, d2 = first.get("cooldown_end") - first.t, second.get("cooldown_end") - second.t
+    assert 2.0 <= d1 < 3.0 and 4.0 <= d2 < 5.0  # lower * 2**n + jitter * lower
+    back = [e for e in run.of("hvd_discovery") if e.get("update") == "added"][1]
+    assert first.get("cooldown_end") <= back.t < first.get("cooldown_end") + 0.05
+    assert run.metrics.world_sizes == [4, 2, 4, 2, 4]
+    assert run.metrics.outcome == "completed" and run.failed_checks == []
