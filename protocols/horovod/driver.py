@@ -98,8 +98,8 @@ class ElasticDriver:
         hs, kill = blacklist(self._state(host), self.wall(), self.k.cooldown_range,
                              self.rng.random())
         self.host_states[host] = hs
-        self.rt.record("hvd_blacklist", target=host, cooldown_end=hs.cooldown_end - self.k.
-                       wall_clock_base if hs.cooldown_end else None, kill=kill)
+        until = hs.cooldown_end - self.k.wall_clock_base if hs.cooldown_end else None
+        self.rt.record("hvd_blacklist", target=host, cooldown_end=until, kill=kill)
         if kill:
             self._kill(host)
 
