@@ -11,7 +11,7 @@ Simplified or left out (each would need its own knob to add): only the global Gl
 is built (not the local and cross ones); HTTP retries and the 10 ms key poll are folded into
 the store's own waits; registering a worker's notification service does not probe it;
 ``shutdown()`` does not wait for a background thread stuck in a collective; a dead worker
-host is never reported by its spawner (no ssh failure, so the barrier waits, as with
-OpenSSH's defaults); the ElasticSampler, the TensorFlow wrapper and stall warnings are not
+host is never reported by its spawner, so the barrier waits (upstream's ssh client would
+notice only through TCP keepalive, if at all); the ElasticSampler, the TensorFlow wrapper and stall warnings are not
 modelled. A kill is modelled by SIGTERM then SIGKILL after ``kill_grace``.
 """
