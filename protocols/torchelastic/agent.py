@@ -281,7 +281,8 @@ class ElasticAgent:
         if state is WorkerState.FAILED:
             base = int(self._base_rank())
             failures = {base + i: c for i, c in enumerate(codes) if c is not None and c != 0}
-            await self.close_workers()  # upstream's poll closes the rest at once
+            # upstream's poll closes the rest at once, with the fixed grace
+            await self.close_workers(self.knobs.stop_timeout)
         return RunResult(state, failures)
 
     def _base_rank(self) -> int:
@@ -293,20 +294,20 @@ class ElasticAgent:
         await self._initialize_workers()
 
     async def _stop_workers(self) -> None:
-        await self.close_workers()
+        await self.close_workers(self.knobs.stop_timeout)
 
     async def _shutdown(self) -> None:
         self.shutdown_called = True
-        await self.close_workers()
+        await self.close_workers(self.knobs.shutdown_timeout)
 
-    async def close_workers(self) -> None:
-        """SIGTERM every live worker, SIGKILL those still alive after shutdown_timeout."""
+    async def close_workers(self, grace: float) -> None:
+        """SIGTERM every live worker, SIGKILL those still alive after ``grace`` seconds."""
         live = [p for p in self.procs if p.poll() is None]
         if not live:
             return
         for p in live:
             p.signal("TERM")
-        deadline = self.rt.monotonic() + self.knobs.shutdown_timeout
+        deadline = self.rt.monotonic() + grace
         for p in live:
             left = deadline - self.rt.monotonic()
             try:

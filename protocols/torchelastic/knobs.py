@@ -44,7 +44,12 @@ class TorchElasticKnobs:
     max_restarts: int = 0
     """``--max-restarts``: torchrun CLI default 0 (``LaunchConfig``'s default is 3)."""
     shutdown_timeout: float = 30.0
-    """SIGTERM -> SIGKILL grace when stopping workers (``TORCH_ELASTIC_SHUTDOWN_TIMEOUT``)."""
+    """SIGTERM -> SIGKILL grace when the agent shuts down (a death signal, or leaving
+    ``run()``): ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT``."""
+    stop_timeout: float = 30.0
+    """SIGTERM -> SIGKILL grace when stopping workers for a restart, or the rest of the
+    group after one failed: fixed at 30 s upstream (``PContext.close``'s default), not
+    affected by ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT``."""
     exit_barrier_timeout: float = 300.0
     """How long a succeeded agent waits for the others before exiting anyway."""
     pg_timeout: float = 1800.0
@@ -71,7 +76,8 @@ class TorchElasticKnobs:
                      "keep_alive_interval", "read_timeout", "monitor_interval", "pg_timeout"):
             if getattr(self, name) <= 0:
                 return name, f"must be > 0, got {getattr(self, name)}"
-        for name in ("keep_alive_max_attempt", "max_restarts"):
+        for name in ("shutdown_timeout", "stop_timeout", "exit_barrier_timeout",
+                     "keep_alive_max_attempt", "max_restarts"):
             if getattr(self, name) < 0:
                 return name, f"must be >= 0, got {getattr(self, name)}"
         return None

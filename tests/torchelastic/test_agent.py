@@ -114,8 +114,8 @@ def test_worker_environment_is_upstreams() -> None:
 
 def test_knob_defaults_are_torchruns() -> None:
     k = TorchElasticKnobs()
-    assert (k.max_restarts, k.monitor_interval, k.shutdown_timeout, k.exit_barrier_timeout) == (
-        0, 0.1, 30.0, 300.0)
+    assert (k.max_restarts, k.monitor_interval, k.shutdown_timeout, k.stop_timeout,
+            k.exit_barrier_timeout) == (0, 0.1, 30.0, 30.0, 300.0)
     s = k.rendezvous()
     assert (s.join_timeout, s.last_call_timeout, s.close_timeout, s.heartbeat_timeout,
             s.keep_alive_interval, s.keep_alive_max_attempt) == (600.0, 30.0, 30.0, 5.0, 5.0, 3)
@@ -251,15 +251,14 @@ async def stop_parent(rt: Runtime, args: Mapping[str, Any]) -> int:
     """An agent stops one polite and one stubborn worker."""
     from protocols.torchelastic.agent import ElasticAgent
 
-    knobs = TorchElasticKnobs(shutdown_timeout=float(args["grace"]))
-    agent = ElasticAgent(rt, None, knobs, {}, 0)  # type: ignore[arg-type]
+    agent = ElasticAgent(rt, None, TorchElasticKnobs(), {}, 0)  # type: ignore[arg-type]
     agent.procs = [
         await rt.start_process("w0", "tests.torchelastic.test_agent:stubborn_worker", {}),
         await rt.start_process("w1", "tests.torchelastic.test_agent:polite_worker", {}),
     ]
     await rt.sleep(0.5)
     start = rt.monotonic()
-    await agent.close_workers()
+    await agent.close_workers(float(args["grace"]))
     rt.record("stopped", after=rt.monotonic() - start, codes=[p.poll() for p in agent.procs])
     return 0
 
