@@ -47,6 +47,7 @@ def epoch_logs(out: Path) -> list[tuple[Any, ...]]:
 @pytest.mark.parametrize(("name", "logs"), [
     ("hosts_added_and_removed", [(2, 0, 1), (4, 0, 2), (2, 2, 3)]),
     ("single_rank_failure", [(4, 0, 1), (2, 2, 2), (2, 2, 2)]),
+    ("single_rank_failure_kill", [(4, 0, 1), (2, 2, 2), (2, 2, 2)]),
 ])
 def test_upstream_assertions_hold_in_real_mode(
     tmp_path: Path, name: str, logs: list[tuple[int, int, int]]
