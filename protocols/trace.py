@@ -33,6 +33,7 @@ hvd_interrupt             skip_sync (a Horovod worker leaves training for a rese
 hvd_trip                  rendezvous, decision, blacklist [host...], states {slot: state}
 hvd_assign                rendezvous, world_size, ranks {"host:local_rank": rank}, spawn
 hvd_blacklist             target, cooldown_end, kill
+hvd_lock_held             lock, owner, held_s (a driver lock held for a second or more)
 hvd_stop / hvd_abort      error (driver stops the job / a worker aborts, exit 134)
 hvd_*                     other Horovod driver and worker events (scheduled exits, ignored
                           exits, discovery errors, failed resumes)

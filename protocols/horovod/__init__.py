@@ -12,6 +12,6 @@ is built (not the local and cross ones); HTTP retries and the 10 ms key poll are
 the store's own waits; registering a worker's notification service does not probe it;
 ``shutdown()`` does not wait for a background thread stuck in a collective; a dead worker
 host is never reported by its spawner, so the barrier waits (upstream's ssh client would
-notice only through TCP keepalive, if at all); the ElasticSampler, the TensorFlow wrapper and stall warnings are not
-modelled. A kill is modelled by SIGTERM then SIGKILL after ``kill_grace``.
+notice only through TCP keepalive, if at all); the ElasticSampler, the TensorFlow wrapper
+and stall warnings are not modelled. A kill is SIGTERM, then SIGKILL after ``kill_grace``.
 """

@@ -33,6 +33,8 @@ from protocols.sync import Condition, Event, Lock
 
 NON_ZERO_EXIT_MESSAGE = "Horovod detected that one or more processes exited with non-zero status"
 SHUTDOWN_MESSAGE = "Job has been shutdown, see above error messages for details."
+LONG_HOLD = 1.0
+"""A hold of ``wait_hosts_cond`` at least this long is traced (``hvd_lock_held``)."""
 FOREVER = 1e12
 """A hang without an end (the run's time limit ends it first)."""
 
@@ -155,7 +157,7 @@ class ElasticDriver:
                     self.wait_hosts_cond.notify_all()
                     return
             finally:
-                self.wait_hosts_cond.lock.release()
+                self._release_wait_hosts()
             first = False
             try:
                 await self.shutdown.wait(self.k.discovery_period)
@@ -222,7 +224,16 @@ class ElasticDriver:
                         f"Please check that you have enough resources to run at least {min_np} "
                         "Horovod processes.")
         finally:
-            self.wait_hosts_cond.lock.release()
+            self._release_wait_hosts()
+
+    def _release_wait_hosts(self) -> None:
+        """Release ``wait_hosts_cond``, tracing holds long enough to stall the driver."""
+        lock = self.wait_hosts_cond.lock
+        held = self.rt.monotonic() - (lock.held_since or 0.0)
+        if held >= LONG_HOLD:
+            self.rt.record("hvd_lock_held", lock="wait_hosts_cond", owner=lock.owner,
+                           held_s=round(held, 6))
+        lock.release()
 
     async def activate_workers(self, n: int) -> None:
         """Wait for ``n`` slots, reassign, reset the barrier, spawn the new slots."""

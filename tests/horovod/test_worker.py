@@ -71,6 +71,8 @@ def test_a_silent_rank_zero_holds_the_discovery_lock_through_every_notification_
     note, failed = run.of("hvd_notify")[0], run.of("hvd_notify_failed")[0]
     assert note.get("to") == failed.get("to") == "127.0.0.1/w0.1"
     assert failed.t - note.t == 3 * 127.0
+    held = run.of("hvd_lock_held")[0]
+    assert held.get("owner") == "discovery" and held.get("held_s") >= 3 * 127.0
     later = [e for e in run.of("hvd_discovery") if e.t > note.t]
     assert later and later[0].t > failed.t  # the change at 10 s waited for the lock
 
