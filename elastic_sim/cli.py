@@ -70,6 +70,11 @@ def _add_explore(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                     help="longest hang or partition, seconds")
     ex.add_argument("--spare", default="", metavar="HOST,...",
                     help="hosts never crashed (e.g. the store host)")
+    ex.add_argument("--max-crashes", type=_nonneg_int, default=None,
+                    help="most hosts one schedule crashes for good (the protocol's contract)")
+    ex.add_argument("--ignore", default=None, metavar="CHECK,...",
+                    help="checks not to report (default: the scenario's "
+                         "expect.violated_checks)")
 
 
 def _pos_int(text: str) -> int:
@@ -167,15 +172,24 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
     if args.max_duration <= 0:
         raise ScenarioError("--max-duration", "", f"expected a positive number, got "
                             f"{args.max_duration}")
+    from reports.checks import CHECKS
+
+    ignore = None if args.ignore is None else tuple(c for c in args.ignore.split(",") if c)
+    names = [c.__name__ for c in CHECKS]
+    for c in ignore or ():
+        if c not in names:
+            raise ScenarioError("--ignore", "", f"unknown check {c!r}; expected some of: "
+                                + ", ".join(names))
     space = space_for(sc, types=types, max_faults=args.max_faults,
-                      max_duration=args.max_duration, spare=spare)
+                      max_duration=args.max_duration, spare=spare,
+                      max_crashes=args.max_crashes)
     out = args.out or Path("runs") / f"explore-{sc.name}-s{args.seed}"
     with Progress(TextColumn("exploring {task.description}"), BarColumn(),
                   MofNCompleteColumn(), TextColumn("{task.fields[found]} violations"),
                   TimeElapsedColumn(), console=console, transient=True) as bar:
         task = bar.add_task(sc.name, total=args.budget, found=0)
         res = explore(sc, space, seed=args.seed, budget=args.budget, time_s=args.time_s,
-                      workers=args.workers, out_dir=out,
+                      workers=args.workers, out_dir=out, ignore=ignore,
                       progress=lambda done, found: bar.update(task, completed=done,
                                                               found=found))
     console.print(f"{res.cases} schedules in {res.wall_s:.1f} s ({res.per_minute:.0f}/min), "

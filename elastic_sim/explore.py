@@ -15,7 +15,7 @@ import itertools
 import json
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import get_context
@@ -96,6 +96,8 @@ class Exploration:
     cases: int = 0
     wall_s: float = 0.0
     findings: list[Finding] = field(default_factory=list)
+    ignored: tuple[str, ...] = ()
+    """Checks not reported (known violations)."""
 
     @property
     def per_minute(self) -> float:
@@ -103,27 +105,37 @@ class Exploration:
         return 60.0 * self.cases / self.wall_s if self.wall_s > 0 else 0.0
 
 
-def signatures_of(checks: Sequence[CheckResult]) -> dict[Signature, str]:
-    """Every distinct violation signature of one run, with its first message."""
+def signatures_of(checks: Sequence[CheckResult],
+                  ignore: Collection[str] = ()) -> dict[Signature, str]:
+    """Every distinct violation signature of one run, with its first message (checks named
+    in ``ignore`` left out)."""
     out: dict[Signature, str] = {}
     for c in checks:
+        if c.name in ignore:
+            continue
         for v in c.violations:
             sig = Signature(c.name, ",".join(ev.kind for ev in v.witness))
             out.setdefault(sig, v.message)
     return out
 
 
-def run_case(sc: Scenario, case: Case) -> Outcome:
+def known_violations(sc: Scenario) -> tuple[str, ...]:
+    """Checks the scenario says the modelled system breaks anyway (upstream's own bugs):
+    a search does not report them again."""
+    return tuple(sc.expect.violated_checks or ())
+
+
+def run_case(sc: Scenario, case: Case, ignore: Collection[str] = ()) -> Outcome:
     """Run one case in the sim (in memory) and check it."""
     run = with_faults(sc, list(case.faults), seed=case.seed, name=sc.name)
     events, _, result = simulate(run, case.seed)
-    sigs = signatures_of(run_checks(events))
+    sigs = signatures_of(run_checks(events), ignore)
     return Outcome(case, sorted(sigs), sigs, result.hung)
 
 
 def space_for(sc: Scenario, *, types: Sequence[str] = DEFAULT_TYPES, max_faults: int = 3,
               max_duration: float = 60.0, spare: Sequence[str] = (),
-              horizon: float | None = None) -> FaultSpace:
+              horizon: float | None = None, max_crashes: int | None = None) -> FaultSpace:
     """The schedules around ``sc``: its hosts, faults within its fault-free run time."""
     if horizon is None:
         _, _, base = simulate(with_faults(sc, [], seed=sc.seed, name=sc.name), sc.seed)
@@ -135,6 +147,7 @@ def space_for(sc: Scenario, *, types: Sequence[str] = DEFAULT_TYPES, max_faults:
         max_faults=max_faults,
         max_duration=max_duration,
         spare=tuple(spare),
+        max_crashes=max_crashes,
     )
 
 
@@ -147,37 +160,40 @@ def make_case(seed: int, index: int, space: FaultSpace) -> Case:
 
 # -- running many cases, in order, on one or more processes ----------------------------
 
-_WORKER_SCENARIO: Scenario | None = None
+_WORKER: tuple[Scenario, tuple[str, ...]] | None = None
 
 
-def _init_worker(sc: Scenario, protocols: dict[str, ProtocolInfo]) -> None:
-    global _WORKER_SCENARIO
+def _init_worker(sc: Scenario, ignore: tuple[str, ...],
+                 protocols: dict[str, ProtocolInfo]) -> None:
+    global _WORKER
     PROTOCOLS.update(protocols)  # variants registered at run time by elastic_sim.testing
-    _WORKER_SCENARIO = sc
+    _WORKER = (sc, ignore)
 
 
 def _run_cases(cases: list[Case]) -> list[Outcome]:
-    assert _WORKER_SCENARIO is not None
-    return [run_case(_WORKER_SCENARIO, c) for c in cases]
+    assert _WORKER is not None
+    sc, ignore = _WORKER
+    return [run_case(sc, c, ignore) for c in cases]
 
 
 class CaseRunner:
     """Runs batches of cases and returns their outcomes in case order."""
 
-    def __init__(self, sc: Scenario, workers: int) -> None:
+    def __init__(self, sc: Scenario, workers: int, ignore: Collection[str] = ()) -> None:
         self.sc = sc
         self.workers = workers
+        self.ignore = tuple(ignore)
         self.pool: Executor | None = None
         if workers > 1:
             self.pool = ProcessPoolExecutor(
                 workers, mp_context=get_context("spawn"), initializer=_init_worker,
-                initargs=(sc, dict(PROTOCOLS)),
+                initargs=(sc, self.ignore, dict(PROTOCOLS)),
             )
 
     def run(self, cases: list[Case]) -> list[Outcome]:
         """Outcomes of ``cases``, in order."""
         if self.pool is None:
-            return [run_case(self.sc, c) for c in cases]
+            return [run_case(self.sc, c, self.ignore) for c in cases]
         n = max(1, -(-len(cases) // (self.workers * 2)))
         chunks = [cases[i:i + n] for i in range(0, len(cases), n)]
         return [o for part in self.pool.map(_run_cases, chunks) for o in part]
@@ -240,14 +256,17 @@ def explore(
     workers: int = 1,
     out_dir: Path | None = None,
     progress: Progress | None = None,
+    ignore: Collection[str] | None = None,
 ) -> Exploration:
     """Run up to ``budget`` cases (or for ``time_s`` seconds); shrink each new violation and,
     with ``out_dir``, write its reproducer ``<out_dir>/<name>.yaml`` and its run
-    ``<out_dir>/<name>/`` (trace, summary, report)."""
+    ``<out_dir>/<name>/`` (trace, summary, report). Checks in ``ignore`` (default: the
+    scenario's known violations) are not reported."""
     if budget is None and time_s is None:
         raise ValueError("explore needs a budget or a time limit")
     res = Exploration(sc.name, seed, space)
-    runner = CaseRunner(sc, workers)
+    res.ignored = tuple(known_violations(sc) if ignore is None else ignore)
+    runner = CaseRunner(sc, workers, res.ignored)
     started = time.perf_counter()
     batch = max(8, workers * 16)
     seen: set[Signature] = set()
@@ -317,9 +336,11 @@ def exploration_json(res: Exploration) -> dict[str, Any]:
         "cases": res.cases,
         "wall_s": round(res.wall_s, 3),
         "schedules_per_minute": round(res.per_minute, 1),
+        "ignored_checks": list(res.ignored),
         "space": {"hosts": list(res.space.hosts), "horizon": res.space.horizon,
                   "types": list(res.space.types), "max_faults": res.space.max_faults,
-                  "max_duration": res.space.max_duration, "spare": list(res.space.spare)},
+                  "max_duration": res.space.max_duration, "spare": list(res.space.spare),
+                  "max_crashes": res.space.max_crashes},
         "violations": [
             {
                 "check": f.signature.check,

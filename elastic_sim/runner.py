@@ -166,7 +166,8 @@ def _record(
             writer.write(ev)
 
         emit(TraceEvent(0.0, "*", "elastic-sim", "run_start",
-                        {"scenario": sc.name, "seed": seed, "mode": mode}))
+                        {"scenario": sc.name, "seed": seed, "mode": mode,
+                         "knobs": dict(world.args["knobs"])}))
         result = _run_runtime(world, faults, seed, mode, out_dir, emit, progress)
         metrics = compute(events, sc.workload.steps, result.exit_codes, result.hung,
                           result.end_time, sc.workload.batch_size)

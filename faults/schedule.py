@@ -55,6 +55,8 @@ class FaultSpace:
     min_duration: float = 0.001
     spare: tuple[str, ...] = ()
     """Hosts never crashed (e.g. the store host, whose loss ends a job by design)."""
+    max_crashes: int | None = None
+    """Most hosts one schedule crashes for good (keep ``min_hosts`` alive: the contract)."""
 
     def __post_init__(self) -> None:
         if not self.hosts:
@@ -115,10 +117,15 @@ def draw_schedule(c: Chooser, space: FaultSpace) -> tuple[Fault, ...]:
     """A schedule of 0..max_faults faults, in time order; ids ``x<i>-<type>``."""
     n = c.integer(0, space.max_faults)
     out: list[Fault] = []
+    crashed: set[str] = set()
     for i in range(n):
         kind = _pick(c, space.types)
         at = _ms(c, 0.0, space.horizon)
         f = GENERATORS[kind](c, space, f"x{i}-{kind}", at)
+        if isinstance(f, CrashHost) and space.max_crashes is not None:
+            if f.host not in crashed and len(crashed) >= space.max_crashes:
+                continue  # beyond the contract: the draw is spent, the fault dropped
+            crashed.add(f.host)
         if f is not None:
             out.append(f)
     return tuple(sorted(out, key=lambda f: f.at))

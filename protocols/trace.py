@@ -8,7 +8,7 @@ microsecond) so that the same (scenario, seed) gives a byte-identical file.
 Event kinds (``kind``) and their ``data`` fields:
 
 ========================  ==============================================================
-run_start                 scenario, seed, mode
+run_start                 scenario, seed, mode, knobs (the protocol's, for the limits check)
 run_end                   exit_codes {proc: code}, outcome ("completed"|"failed"|"hung")
 proc_start / proc_exit    entry / code, reason
 fault                     id, type, target, phase ("start"|"heal"|"skipped"), reason?

@@ -5,36 +5,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 from protocols.trace import TraceEvent
+from reports.verdict import CheckResult as CheckResult
+from reports.verdict import Violation as Violation
 
 MAX_VIOLATIONS = 5
 """Violations kept per check: the first ones are the ones that matter."""
-
-
-@dataclass
-class Violation:
-    """One breach of a property, with its witnesses."""
-
-    message: str
-    witness: list[TraceEvent]
-
-
-@dataclass
-class CheckResult:
-    """The verdict of one check."""
-
-    name: str
-    description: str
-    violations: list[Violation] = field(default_factory=list)
-    checked: int = 0
-    """How many instances (rounds, groups, hosts) the check looked at."""
-
-    @property
-    def ok(self) -> bool:
-        """No violation."""
-        return not self.violations
 
 
 Check = Callable[[Sequence[TraceEvent]], CheckResult]
@@ -178,13 +155,36 @@ def committed_progress(events: Sequence[TraceEvent]) -> CheckResult:
     return res
 
 
+# Checks v2 live in their own modules (one concept each); imported here so that CHECKS is
+# the one list of every check.
+from reports.check_limits import limits, rendezvous_closed_by_job_end  # noqa: E402
+from reports.check_liveness import (  # noqa: E402
+    no_restart_loop,
+    progress_after_faults,
+    terminates,
+)
+from reports.check_rounds import (  # noqa: E402
+    epoch_isolation,
+    master_agreement,
+    members_alive_at_completion,
+)
+
 CHECKS: tuple[Check, ...] = (
     membership_agreement,
     rank_validity,
     collective_sequence,
     state_agreement,
     committed_progress,
+    members_alive_at_completion,
+    master_agreement,
+    epoch_isolation,
+    limits,
+    rendezvous_closed_by_job_end,
+    terminates,
+    progress_after_faults,
+    no_restart_loop,
 )
+"""Every check, safety first, then liveness."""
 
 
 def run_checks(events: Sequence[TraceEvent]) -> list[CheckResult]:

@@ -6,13 +6,22 @@ from __future__ import annotations
 from typing import Any
 
 from protocols.trace import TraceEvent
+from reports.check_liveness import LOOP_ROUNDS, PROGRESS_BOUND
 from reports.checks import (
     collective_sequence,
     committed_progress,
+    epoch_isolation,
+    limits,
+    master_agreement,
+    members_alive_at_completion,
     membership_agreement,
+    no_restart_loop,
+    progress_after_faults,
     rank_validity,
+    rendezvous_closed_by_job_end,
     run_checks,
     state_agreement,
+    terminates,
 )
 
 
@@ -22,25 +31,46 @@ def ev(t: float, host: str, kind: str, **data: Any) -> TraceEvent:
 
 def formed(rnd: int, members: list[str], t: float = 1.0) -> list[TraceEvent]:
     return [
-        ev(t, h, "rdzv_done", round=rnd, members=members, rank=i, world_size=len(members))
+        ev(t, h, "rdzv_done", round=rnd, members=members, rank=i, world_size=len(members),
+           master=f"{members[0]}:29500")
         for i, h in enumerate(members)
     ]
 
 
+def run_start(**knobs: Any) -> TraceEvent:
+    return TraceEvent(0.0, "*", "elastic-sim", "run_start",
+                      {"scenario": "t", "seed": 0, "mode": "sim",
+                       "knobs": {"min_hosts": 1, "max_hosts": 4, "max_restarts": 1, **knobs}})
+
+
+def run_end(t: float, outcome: str = "completed") -> TraceEvent:
+    return TraceEvent(t, "*", "elastic-sim", "run_end", {"outcome": outcome})
+
+
 def good_history() -> list[TraceEvent]:
-    h = formed(0, ["a", "b", "c"])
+    """Three hosts train; c crashes at 2.4 s; a and b restore, re-form and finish."""
+    h = [run_start()] + [ev(0.0, x, "proc_start", entry="e") for x in "abc"]
+    h += formed(0, ["a", "b", "c"])
     h += [ev(1.1, x, "sync", round=0, rank=i, root="a", step=0, digest="d0")
           for i, x in enumerate("abc")]
     for seq, op in enumerate(["allreduce", "broadcast"]):
         h += [ev(1.2 + seq, x, "coll_enter", group="round0", seq=seq, op=op, nbytes=8)
               for x in "abc"]
     h += [ev(2.0, x, "commit", step=10, digest="d10") for x in "abc"]
+    h += [ev(2.4, "c", "fault", id="crash-c", type="crash", target="c", phase="start"),
+          ev(2.4, "c", "proc_exit", code=-9, reason="host crashed")]
+    h += [ev(2.4, "a", "agent_restart", reason="FAILED", remaining_restarts=0)]
     h += [ev(2.5, x, "restore", step=10, digest="d10") for x in "ab"]
     h += formed(1, ["a", "b"], 3.0)
     h += [ev(3.1, x, "sync", round=1, rank=i, root="a", step=10, digest="d10")
           for i, x in enumerate("ab")]
+    h += [ev(3.2 + seq, x, "coll_enter", group="round1", seq=seq, op="allreduce", nbytes=8)
+          for seq in range(2) for x in "ab"]
     h += [ev(4.0, x, "commit", step=20, digest="d20") for x in "ab"]
-    return h
+    h += [ev(4.5, x, "job_done", step=20, digest="d20") for x in "ab"]
+    h += [ev(4.6, "a", "rdzv_shutdown", closed=True)]
+    h += [ev(4.7, x, "proc_exit", code=0, reason="returned") for x in "ab"]
+    return [*h, run_end(4.7)]
 
 
 def test_a_correct_history_passes_every_check() -> None:
@@ -107,3 +137,79 @@ def test_restoring_something_other_than_the_last_commit_is_caught() -> None:
     res = committed_progress(h)
     assert not res.ok
     assert "restored step 0, but its last commit was step 10" in res.violations[0].message
+
+
+def test_a_member_that_died_before_its_round_completed_is_caught() -> None:
+    h = good_history()
+    i = next(i for i, e in enumerate(h) if e.kind == "proc_exit" and e.host == "c")
+    # c's crash moved before round 1 completes, and round 1 wrongly lists c.
+    h = [e for e in h if not (e.kind == "rdzv_done" and e.get("round") == 1)]
+    j = next(k for k, e in enumerate(h) if e.kind == "sync" and e.get("round") == 1)
+    h[j:j] = formed(1, ["a", "b", "c"], 3.0)[:2]
+    res = members_alive_at_completion(h)
+    assert not res.ok
+    assert "round 1 completed with c as a member" in res.violations[0].message
+    assert [e.kind for e in res.violations[0].witness] == ["proc_exit", "rdzv_done"]
+    assert res.violations[0].witness[0] == h[i]
+
+
+def test_workers_told_different_master_addresses_are_caught() -> None:
+    h = good_history()
+    i = next(i for i, e in enumerate(h) if e.kind == "rdzv_done" and e.host == "b")
+    h[i] = ev(1.0, "b", "rdzv_done", round=0, members=["a", "b", "c"], rank=1, world_size=3,
+              master="c:29500")
+    res = master_agreement(h)
+    assert not res.ok and "b was told c:29500" in res.violations[0].message
+
+
+def test_a_process_of_an_older_round_in_a_newer_collective_is_caught() -> None:
+    h = good_history()
+    # b never completed round 1 but enters round 1's collective from round 0.
+    h = [e for e in h if not (e.kind == "rdzv_done" and e.host == "b" and e.get("round") == 1)]
+    res = epoch_isolation(h)
+    assert not res.ok
+    assert "a entered it in round 1, b in round 0" in res.violations[0].message
+
+
+def test_world_sizes_and_restarts_beyond_the_knobs_are_caught() -> None:
+    h = good_history()
+    assert limits(h).ok
+    h[0] = run_start(min_hosts=3)
+    assert "world size 2 outside [3, 4]" in limits(h).violations[0].message
+    h = good_history()
+    h.insert(-1, ev(4.6, "a", "agent_restart", reason="FAILED", remaining_restarts=-1))
+    assert "restarted its workers 2 times, max_restarts is 1" in (
+        limits(h).violations[0].message)
+
+
+def test_closing_the_rendezvous_before_the_job_ended_is_caught() -> None:
+    h = good_history()
+    i = next(i for i, e in enumerate(h) if e.kind == "rdzv_shutdown")
+    h.insert(2, h.pop(i))
+    res = rendezvous_closed_by_job_end(h)
+    assert not res.ok and "a/main closed the rendezvous" in res.violations[0].message
+
+
+def test_a_hung_run_is_caught_with_its_last_progress() -> None:
+    h = [*good_history()[:-1], run_end(600.0, "hung")]
+    res = terminates(h)
+    assert not res.ok and "time limit (600 s)" in res.violations[0].message
+    assert [e.kind for e in res.violations[0].witness] == ["job_done", "run_end"]
+
+
+def test_no_progress_long_after_the_last_fault_is_caught() -> None:
+    h = good_history()
+    late = PROGRESS_BOUND + 10
+    h = [e for e in h if e.kind not in ("commit", "job_done", "run_end")
+         or e.t < 2.4] + [run_end(2.4 + late, "hung")]
+    res = progress_after_faults(h)
+    assert not res.ok and "after the last fault (crash-c)" in res.violations[0].message
+
+
+def test_rounds_in_a_row_without_progress_are_a_restart_loop() -> None:
+    h = good_history()[:-1]
+    h += [ev(5.0 + r, "a", "rdzv_done", round=2 + r, members=["a"], rank=0, world_size=1)
+          for r in range(LOOP_ROUNDS + 1)]
+    res = no_restart_loop([*h, run_end(100.0)])
+    assert not res.ok and f"{LOOP_ROUNDS + 1} rounds in a row" in res.violations[0].message
+    assert no_restart_loop(good_history()).ok

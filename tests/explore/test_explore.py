@@ -74,8 +74,20 @@ def test_the_same_search_seed_finds_the_same_violations_with_any_number_of_worke
 def test_static_protocol_shows_no_violation_under_faults_within_its_contract(
     tmp_path: Path,
 ) -> None:
-    rc, res = explore_cli(tmp_path, "scale_down.yaml", "--budget", "120", "--workers", "2")
+    # Its contract: min_hosts (2 of 4) survive; a host dying after it joined a round stays
+    # in that round until group creation fails (alive-at-completion is not promised).
+    rc, res = explore_cli(tmp_path, "scale_down.yaml", "--budget", "120", "--workers", "2",
+                          "--max-crashes", "2", "--ignore", "members_alive_at_completion")
     assert (rc, res["cases"], res["violations"]) == (0, 120, [])
+    assert res["ignored_checks"] == ["members_alive_at_completion"]
+
+
+def test_outside_its_contract_the_static_protocol_admits_a_dead_member(tmp_path: Path) -> None:
+    rc, res = explore_cli(tmp_path, "scale_down.yaml", "--budget", "60")
+    assert rc == 1
+    found = {v["check"]: v for v in res["violations"]}
+    v = found["members_alive_at_completion"]
+    assert len(v["faults"]) == 1 and v["faults"][0]["type"] == "crash" and v["reproduced"]
 
 
 @pytest.mark.parametrize("args,needle", [

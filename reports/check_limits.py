@@ -1,0 +1,69 @@
+"""Safety checks of configured limits and of how a job ends: world sizes within the
+protocol's [min, max], restarts within max_restarts, and the rendezvous closed only by a
+terminal event of the job."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from protocols.trace import TraceEvent
+from reports.verdict import CheckResult, Violation
+
+TERMINAL = ("job_done", "job_failed")
+
+
+def _bounds(knobs: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(min, max) world size in hosts, for protocols whose rounds count hosts."""
+    for lo, hi in (("min_nodes", "max_nodes"), ("min_hosts", "max_hosts")):
+        if lo in knobs and hi in knobs and "reset_limit" not in knobs:
+            return int(knobs[lo]), int(knobs[hi])
+    return None
+
+
+def limits(events: Sequence[TraceEvent]) -> CheckResult:
+    """Configured limits hold: every round's world size within [min, max] (min/max_nodes
+    or min/max_hosts), and no agent restarts its workers more than max_restarts times. The
+    limits are the protocol's knobs, as ``run_start`` records them."""
+    res = CheckResult("limits", "world sizes within [min, max]; restarts within max_restarts")
+    start = next((e for e in events if e.kind == "run_start"), None)
+    knobs: Mapping[str, Any] = (start.get("knobs") or {}) if start is not None else {}
+    bounds = _bounds(knobs)
+    max_restarts = knobs.get("max_restarts")
+    restarts: dict[str, list[TraceEvent]] = {}
+    for ev in events:
+        if ev.kind == "rdzv_done" and bounds is not None:
+            res.checked += 1
+            size = ev.get("world_size")
+            if isinstance(size, int) and not bounds[0] <= size <= bounds[1]:
+                res.violations.append(Violation(
+                    f"round {ev.get('round')}: world size {size} outside "
+                    f"[{bounds[0]}, {bounds[1]}]", [ev]))
+        elif ev.kind == "agent_restart" and ev.get("reason") != "nodes_waiting":
+            res.checked += 1
+            mine = restarts.setdefault(ev.proc, [])
+            mine.append(ev)
+            left = ev.get("remaining_restarts")
+            if (isinstance(left, int) and left < 0) or (
+                    isinstance(max_restarts, int) and len(mine) > max_restarts):
+                res.violations.append(Violation(
+                    f"{ev.proc} restarted its workers {len(mine)} times, max_restarts is "
+                    f"{max_restarts}", mine[-2:] if len(mine) > 1 else mine))
+    return res
+
+
+def rendezvous_closed_by_job_end(events: Sequence[TraceEvent]) -> CheckResult:
+    """The rendezvous is closed only by a terminal event of the job: a process that closes
+    it has recorded the job's end (done or failed) first."""
+    res = CheckResult("rendezvous_closed_by_job_end",
+                      "the rendezvous is closed only after a terminal event of the job")
+    ended: set[str] = set()
+    for ev in events:
+        if ev.kind in TERMINAL:
+            ended.add(ev.proc)
+        elif ev.kind == "rdzv_shutdown" and ev.get("closed"):
+            res.checked += 1
+            if ev.proc not in ended:
+                res.violations.append(Violation(
+                    f"{ev.proc} closed the rendezvous before the job ended", [ev]))
+    return res
