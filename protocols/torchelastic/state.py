@@ -108,8 +108,20 @@ class RendezvousState:
 
     def encode(self) -> bytes:
         """Bytes stored in the backend (JSON; upstream pickles, which this project never
-        reads off the network)."""
-        return json.dumps(self.to_json(), separators=(",", ":")).encode()
+        reads off the network): exactly ``json.dumps(self.to_json(), separators=(",", ":"))``.
+
+        Built from per-node JSON fragments instead, since every compare-and-set of every
+        node encodes the whole state: in a large round this is the simulator's hot path."""
+        parts = _entries(self.participants)
+        waiting = ",".join(map(_MEMBERS.__getitem__, sorted(self.wait_list)))
+        spares = ",".join(map(_MEMBERS.__getitem__, sorted(self.redundancy_list)))
+        beats = _entries(self.last_heartbeats)
+        return (
+            f'{{"round":{_json(self.round)},"complete":{_json(self.complete)},'
+            f'"deadline":{_json(self.deadline)},"closed":{_json(self.closed)},'
+            f'"participants":[{parts}],"wait_list":[{waiting}],'
+            f'"redundancy_list":[{spares}],"last_heartbeats":[{beats}]}}'
+        ).encode()
 
     @staticmethod
     def decode(data: bytes) -> RendezvousState:
@@ -130,6 +142,35 @@ class RendezvousState:
 
 _DECODE_CACHE_SIZE = 256
 _DECODED: OrderedDict[bytes, RendezvousState] = OrderedDict()
+_JSON_CACHE_SIZE = 1 << 17
+
+
+class _JsonCache(dict[Any, str]):
+    """Memoised JSON of a node (``["addr",pid,local_id]``) or of a (node, int) entry
+    (``["addr",pid,local_id,value]``): a hit is one C-level dict lookup."""
+
+    def __missing__(self, key: Any) -> str:
+        if len(self) >= _JSON_CACHE_SIZE:
+            self.clear()
+        flat = [*key[0], key[1]] if isinstance(key[0], tuple) else list(key)
+        text = self[key] = json.dumps(flat, separators=(",", ":"))
+        return text
+
+
+_MEMBERS = _JsonCache()
+_ENTRIES = _JsonCache()
+
+
+def _json(value: object) -> str:
+    return json.dumps(value)
+
+
+def _entries(mapping: dict[NodeDesc, int]) -> str:
+    """``[addr,pid,local_id,value]`` for every node, in node order, comma-separated (sorts
+    the keys alone: comparing (node, value) pairs costs twice as much)."""
+    keys = sorted(mapping)
+    values = map(mapping.__getitem__, keys)
+    return ",".join(map(_ENTRIES.__getitem__, zip(keys, values, strict=True)))
 
 
 def _decode(data: bytes) -> RendezvousState:
@@ -171,7 +212,10 @@ def sanitize(state: RendezvousState, settings: RendezvousSettings, now_us: int) 
     """Drop nodes whose last heartbeat is older than interval x max_attempt by the
     OBSERVER's clock ``now_us``; local only. Returns the dead nodes."""
     expire = now_us - settings.keep_alive_interval_us * settings.keep_alive_max_attempt
-    dead = [n for n, hb in state.last_heartbeats.items() if hb < expire]
+    beats = state.last_heartbeats
+    if not beats or min(beats.values()) >= expire:  # the usual case, without a Python loop
+        return []
+    dead = [n for n, hb in beats.items() if hb < expire]
     removed = False
     for node in dead:
         del state.last_heartbeats[node]

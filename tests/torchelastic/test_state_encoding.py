@@ -1,0 +1,61 @@
+"""The stored form of the rendezvous state: the fast encoder writes exactly the canonical
+JSON of ``to_json``, decoding gives the state back, and the sweep's shortcut removes
+exactly the nodes the plain rule removes."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocols.torchelastic.state import NodeDesc, RendezvousSettings, RendezvousState, sanitize
+
+NODES = st.builds(
+    NodeDesc,
+    st.sampled_from(["node1", "node10", "node2", 'quo"te', "back\\slash", "nöde", ""]),
+    st.integers(0, 2**31),
+    st.integers(0, 3),
+)
+TIMES = st.integers(-(10**6), 10**16)
+
+
+@st.composite
+def states(draw: st.DrawFn) -> RendezvousState:
+    return RendezvousState(
+        round=draw(st.integers(0, 10**6)),
+        complete=draw(st.booleans()),
+        deadline=draw(st.one_of(st.none(), TIMES)),
+        closed=draw(st.booleans()),
+        participants=draw(st.dictionaries(NODES, st.integers(0, 10**4), max_size=12)),
+        wait_list=draw(st.sets(NODES, max_size=6)),
+        redundancy_list=draw(st.sets(NODES, max_size=6)),
+        last_heartbeats=draw(st.dictionaries(NODES, TIMES, max_size=16)),
+    )
+
+
+@settings(max_examples=500, deadline=None)
+@given(states())
+def test_encode_writes_the_canonical_json_and_decodes_back(state: RendezvousState) -> None:
+    data = state.encode()
+    assert data == json.dumps(state.to_json(), separators=(",", ":")).encode()
+    assert RendezvousState.decode(data) == state
+
+
+@settings(max_examples=500, deadline=None)
+@given(states(), TIMES, st.integers(1, 10**7), st.integers(1, 4), st.integers(1, 3))
+def test_sweep_removes_exactly_the_expired_nodes(state: RendezvousState, now: int,
+                                                 interval_us: int, attempts: int,
+                                                 min_nodes: int) -> None:
+    s = RendezvousSettings(min_nodes=min_nodes, max_nodes=min_nodes + 2,
+                           keep_alive_interval=interval_us / 1e6,
+                           keep_alive_max_attempt=attempts)
+    expire = now - s.keep_alive_interval_us * attempts
+    expected_dead = sorted(n for n, hb in state.last_heartbeats.items() if hb < expire)
+    swept = state.copy()
+    dead = sanitize(swept, s, now)
+    assert sorted(dead) == expected_dead
+    assert set(swept.last_heartbeats) == set(state.last_heartbeats) - set(dead)
+    assert set(swept.participants) == set(state.participants) - set(dead)
+    assert swept.wait_list == state.wait_list - set(dead)
+    assert swept.redundancy_list == state.redundancy_list - set(dead)
