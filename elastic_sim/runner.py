@@ -15,7 +15,7 @@ from elastic_sim.errors import ScenarioError
 from elastic_sim.expect import ExpectationResult, evaluate
 from elastic_sim.registry import PROTOCOLS
 from elastic_sim.scenario import Scenario, scenario_dict, workload_dict
-from faults.model import Fault, Partition
+from faults.model import Fault
 from faults.world import RunResult, World
 from protocols.trace import TraceEvent, TraceWriter, encode
 from reports.checks import CheckResult, run_checks
@@ -85,17 +85,27 @@ def _free_port() -> int:
 
 
 def refuse_unsupported(sc: Scenario, faults: list[Fault], mode: Mode, file: str) -> None:
-    """Real mode cannot fake what it cannot do: refuse before anything starts."""
+    """Real mode cannot fake what it cannot do: refuse before anything starts, naming the
+    scenario's fault entry (a failure-rate model or a replayed trace by the entry that
+    expands into the fault)."""
     if mode != "real":
         return
-    for i, f in enumerate(faults):
-        if isinstance(f, Partition):
-            raise ScenarioError(
-                file,
-                f"faults[{i}]",
-                f"fault {f.id!r}: partitions need a real network cut (per-host network "
-                "namespaces), which real mode does not set up yet; run with --mode sim",
-            )
+    from real.injector import why_unsupported
+
+    for f in faults:
+        why = why_unsupported(f)
+        if why:
+            raise ScenarioError(file, _entry_path(sc, f),
+                                f"fault {f.id!r} ({f.type}): {why}; run with --mode sim")
+
+
+def _entry_path(sc: Scenario, f: Fault) -> str:
+    """``faults[i]`` of the scenario entry that gave fault ``f``."""
+    ids = [m.id or f"f{i}-{m.type}" for i, m in enumerate(sc.faults)]
+    if f.id in ids:
+        return f"faults[{ids.index(f.id)}]"
+    expanded = [i for i, fid in enumerate(ids) if f.id.startswith(fid + "-")]
+    return f"faults[{expanded[0]}]" if expanded else "faults"
 
 
 def run_scenario(

@@ -1,8 +1,12 @@
 """The fault injector of real mode: the fault vocabulary turned into signals.
 
 ``CrashHost`` SIGKILLs the host's process group, ``CrashProcess`` one process,
-``HangHost`` SIGSTOPs the group and SIGCONTs it after ``duration``. Faults that need what
-real mode does not set up (a network cut) are refused before a run starts, never faked.
+``HangHost`` SIGSTOPs the group and SIGCONTs it after ``duration``. ``Preempt`` and
+``ScaleDown`` SIGTERM the group and SIGKILL what is left after ``grace``. ``Straggler``
+slows the group down for real by duty-cycling it: in every :data:`STRAGGLE_PERIOD` it runs
+``1/factor`` of the time and is SIGSTOPped for the rest. Faults that need what real mode
+does not set up (a network cut, link shaping, a clock step, restarting a host, reaching
+into the store or the collectives) are refused before a run starts, never faked.
 """
 
 from __future__ import annotations
@@ -13,7 +17,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from faults.model import CrashHost, CrashProcess, Fault, HangHost, Partition
+from faults.model import (
+    ClockJump,
+    ClockSkew,
+    CollectiveFault,
+    CrashHost,
+    CrashProcess,
+    CrashRestart,
+    Fault,
+    HangHost,
+    LinkFault,
+    OneWayPartition,
+    Partition,
+    Preempt,
+    ScaleDown,
+    ScaleUp,
+    StoreCrash,
+    StoreFreeze,
+    Straggler,
+)
+from faults.triggers import Triggered
 from faults.world import FaultReport, World
 from real.tracefile import TraceFile
 
@@ -25,19 +48,47 @@ class UnsupportedInRealMode(ValueError):
     """A scheduled fault cannot be injected for real; raised before anything starts."""
 
 
+SUPPORTED = (CrashHost, CrashProcess, HangHost, Preempt, ScaleDown, Straggler)
+"""Fault types real mode injects (by signals)."""
+
+STRAGGLE_PERIOD = 0.5
+"""Seconds of one run/stop cycle of a real straggler."""
+
+_WHY_NOT: tuple[tuple[tuple[type[Fault], ...], str], ...] = (
+    ((Partition, OneWayPartition),
+     "partition faults need a real network cut (per-host network namespaces), which real "
+     "mode does not set up yet"),
+    ((LinkFault,), "link faults need traffic shaping (tc netem in per-host network "
+     "namespaces), which real mode does not set up yet"),
+    ((ClockSkew, ClockJump), "clock faults need a per-host clock (time namespaces or "
+     "libfaketime), which real mode does not set up yet"),
+    ((CrashRestart, ScaleUp), "starting a host's process again during a run is not "
+     "supported by the real launcher yet"),
+    ((StoreCrash, StoreFreeze), "the store server runs inside a host's process; real mode "
+     "cannot crash or freeze it alone"),
+    ((CollectiveFault,), "real mode cannot make one Gloo collective fail or hang on purpose"),
+    ((Triggered,), "faults triggered by trace events need the injector to follow the "
+     "merged trace live, which real mode does not do yet (use a time 'at')"),
+)
+
+
+def why_unsupported(fault: Fault) -> str:
+    """Why real mode cannot inject ``fault`` ("" if it can)."""
+    if isinstance(fault, SUPPORTED):
+        return ""
+    for types, why in _WHY_NOT:
+        if isinstance(fault, types):
+            return why
+    return f"real mode cannot inject {type(fault).__name__} faults"
+
+
 def check_supported(world: World, faults: Sequence[Fault]) -> None:
     """Refuse faults real mode cannot inject, and faults naming hosts that do not exist."""
     for fault in faults:
-        if isinstance(fault, Partition):
+        why = why_unsupported(fault)
+        if why:
             raise UnsupportedInRealMode(
-                f"fault {fault.id!r}: partition faults need a real network cut (per-host "
-                "network namespaces), which real mode does not set up yet; run this "
-                "scenario with --mode sim"
-            )
-        if not isinstance(fault, CrashHost | CrashProcess | HangHost):
-            raise UnsupportedInRealMode(
-                f"fault {fault.id!r}: real mode cannot inject {type(fault).__name__} faults"
-            )
+                f"fault {fault.id!r} ({fault.type}): {why}; run this scenario with --mode sim")
         for host in fault.hosts():
             if host not in world.host_names:
                 raise ValueError(f"fault {fault.id!r}: no host named {host!r} in the world")
@@ -84,6 +135,8 @@ class Injector:
         """Hosts crashed, by name."""
         self.proc_kills: dict[str, Kill] = {}
         """Processes crashed, by name."""
+        self._done: set[str] = set()
+        """Faults healed (a straggler's cycle stops then)."""
 
     def next_due(self) -> float:
         """Run time of the next action (infinity when none is left)."""
@@ -95,8 +148,14 @@ class Injector:
             action = heapq.heappop(self._queue)
             if action.phase == "start":
                 self._start(action.fault, now)
+            elif action.phase in ("stop", "cont"):
+                self._straggle(action, now)
             else:
                 self._heal(action.fault, now)
+
+    def _push(self, at: float, fault: Fault, phase: str) -> None:
+        self._seq += 1
+        heapq.heappush(self._queue, _Action(at, self._seq, fault, phase))
 
     def reports(self, end: float) -> list[FaultReport]:
         """Whether each fault fired; those still pending did not, because the run ended."""
@@ -119,10 +178,18 @@ class Injector:
                 self.proc_kills[fault.proc] = Kill(now, fault.id)
         elif isinstance(fault, HangHost):
             if self._targets.signal_host(fault.host, signal.SIGSTOP):
-                self._seq += 1
-                heapq.heappush(
-                    self._queue, _Action(fault.at + fault.duration, self._seq, fault, "heal")
-                )
+                self._push(now + fault.duration, fault, "heal")
+            else:
+                why_not = f"host {fault.host}: every process had already exited"
+        elif isinstance(fault, Preempt | ScaleDown):
+            if self._targets.signal_host(fault.host, signal.SIGTERM):
+                self._push(now + fault.grace, fault, "heal")
+            else:
+                why_not = f"host {fault.host}: every process had already exited"
+        elif isinstance(fault, Straggler):
+            if self._targets.signal_host(fault.host, signal.SIGSTOP):
+                self._push(now + STRAGGLE_PERIOD * (1 - 1 / fault.factor), fault, "cont")
+                self._push(now + fault.duration, fault, "heal")
             else:
                 why_not = f"host {fault.host}: every process had already exited"
         report = self._reports[fault.id]
@@ -130,8 +197,30 @@ class Injector:
         report.at = None if why_not else now
         self._event(fault, now, "skipped" if why_not else "start", why_not)
 
+    def _straggle(self, action: _Action, now: float) -> None:
+        """One half of a straggler's run/stop cycle, until its heal."""
+        fault = action.fault
+        assert isinstance(fault, Straggler)
+        healed_at = fault.at + fault.duration
+        if now >= healed_at or self._healed(fault):
+            return
+        if action.phase == "cont":
+            self._targets.signal_host(fault.host, signal.SIGCONT)
+            self._push(now + STRAGGLE_PERIOD / fault.factor, fault, "stop")
+        elif self._targets.signal_host(fault.host, signal.SIGSTOP):
+            self._push(now + STRAGGLE_PERIOD * (1 - 1 / fault.factor), fault, "cont")
+
+    def _healed(self, fault: Fault) -> bool:
+        return fault.id in self._done
+
     def _heal(self, fault: Fault, now: float) -> None:
-        assert isinstance(fault, HangHost)
+        self._done.add(fault.id)
+        if isinstance(fault, Preempt | ScaleDown):
+            if self._targets.signal_host(fault.host, signal.SIGKILL):
+                self.host_kills[fault.host] = Kill(now, fault.id)
+                self._event(fault, now, "heal", "grace over: SIGKILL to what is left")
+            return
+        assert isinstance(fault, HangHost | Straggler)
         if self._targets.signal_host(fault.host, signal.SIGCONT):
             self._event(fault, now, "heal", "")
 
