@@ -59,9 +59,9 @@ def test_scale_down_membership_and_one_restart_per_survivor(tmp_path: Path) -> N
             ("FAILED", 2)]
         started = of(ev, "workers_started", f"{host}/main")
         assert [w["data"]["restart_count"] for w in started] == [0, 1]
-    # Round 1 cannot form before h2's heartbeat expires (1 s x 3) after the crash at 6.05 s.
+    # Round 1 cannot form before h2's heartbeat expires (1 s x 3) after the crash at 9.05 s.
     formed = s["metrics"]["rounds"][1]["formed_at"]
-    assert formed >= 6.05 + 3 - 1  # its last heartbeat was at most one interval before
+    assert formed >= 9.05 + 3 - 1  # its last heartbeat was at most one interval before
     assert s["exit_codes"] == {"h0/main": 0, "h0/w0": 0, "h1/main": 0, "h1/w0": 0,
                                "h2/main": -9, "h2/w0": -9}
 
@@ -110,7 +110,7 @@ def test_store_host_crash_fails_every_survivor_with_a_connection_error(tmp_path:
     for host in ("h1", "h2"):
         (failed,) = of(ev, "job_failed", f"{host}/main")
         assert failed["data"]["error"].startswith("RendezvousConnectionError")
-        assert 6.05 <= failed["t"] <= 6.05 + 2
+        assert 9.05 <= failed["t"] <= 9.05 + 2
         (shutdown,) = of(ev, "rdzv_shutdown", f"{host}/main")
         assert shutdown["data"]["closed"] is False  # nothing left to close it in
         assert s["exit_codes"][f"{host}/main"] == 1
