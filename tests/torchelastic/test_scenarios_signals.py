@@ -1,12 +1,13 @@
 """A signal-driven shutdown (preemption with notice) does not close the rendezvous, so the
-rest of the job survives the preempted host. (Sim only: real mode's injector does not
-deliver preemptions yet.)"""
+rest of the job survives the preempted host; in sim and in real mode."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from elastic_sim.cli import main
 
@@ -37,4 +38,14 @@ def test_preempted_agent_leaves_the_rendezvous_open_and_the_job_survives(
 ) -> None:
     rc, s, events = run(tmp_path, "sim")
     assert rc == 0
+    assert_preempted_agent_left_without_closing(s, events)
+
+
+@pytest.mark.real
+@pytest.mark.slow
+def test_preemption_in_real_mode_matches(tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="real mode needs torch")
+    rc, s, events = run(tmp_path, "real")
+    unmet = [e for e in s["expectations"] if not e["ok"]]
+    assert (rc, unmet) == (0, [])
     assert_preempted_agent_left_without_closing(s, events)
