@@ -138,6 +138,9 @@ class Trial:
 
     fault_at: float | None = None
     recovery_s: float | None = None
+    workers_started_s: float | None = None
+    """Fault to the first new worker process (detect, stop, re-rendezvous, spawn); the
+    rest of the recovery is the new workers' start-up (interpreter, import torch, init)."""
     worlds: list[World] = field(default_factory=list)
     error: str | None = None
 
@@ -317,6 +320,10 @@ def torchrun_trial(setup: Setup, log_dir: Path, startup_timeout: float = 120.0,
             trial.worlds = worlds
             new = [w for w in worlds if w.id not in before and w.first_step > fault_at]
             trial.recovery_s = min(w.first_step for w in new) - fault_at
+            ids = {w.id for w in new}
+            starts = [ln["t"] for ln in read_lines(log_dir)
+                      if ln["kind"] == "start" and ln["world"] in ids]
+            trial.workers_started_s = min(starts) - fault_at if starts else None
     except (TimeoutError, RuntimeError) as exc:
         trial.error = str(exc)
         trial.worlds = worlds_of(read_lines(log_dir))
@@ -353,6 +360,7 @@ def elastic_sim_run(yaml: str, mode: str, out: Path, timeout: float = 300.0) -> 
         "exit_code": proc.returncode,
         "wall_s": round(wall, 2),
         "recovery_s": recs[0]["recovery_s"] if recs else None,
+        "phases": recs[0].get("phases") if recs else None,
         "membership": metrics.get("world_sizes"),
         "outcome": metrics.get("outcome"),
     }
@@ -378,7 +386,8 @@ def compare(setup: Setup, trials: int, work: Path, modes: list[str]) -> dict[str
         log_dir = work / f"{setup.name}-torchrun-{k}"
         log_dir.mkdir(parents=True)
         t = torchrun_trial(setup, log_dir)
-        print(f"  torchrun trial {k}: recovery {_fmt(t.recovery_s)} s, membership "
+        print(f"  torchrun trial {k}: recovery {_fmt(t.recovery_s)} s (new workers started "
+              f"after {_fmt(t.workers_started_s)} s), membership "
               f"{t.membership}{'  ERROR ' + t.error if t.error else ''}", flush=True)
         runs.append(t)
     rec = [t.recovery_s for t in runs if t.recovery_s is not None]
@@ -388,6 +397,9 @@ def compare(setup: Setup, trials: int, work: Path, modes: list[str]) -> dict[str
         "torchrun": {
             "recovery_s_median": _median(rec),
             "recovery_s": [t.recovery_s for t in runs],
+            "workers_started_s": [t.workers_started_s for t in runs],
+            "workers_started_s_median": _median(
+                [t.workers_started_s for t in runs if t.workers_started_s is not None]),
             "membership": [t.membership for t in runs],
             "worlds": [[asdict(w) for w in t.worlds] for t in runs],
             "errors": [t.error for t in runs if t.error],
@@ -406,7 +418,7 @@ def compare(setup: Setup, trials: int, work: Path, modes: list[str]) -> dict[str
 def markdown(rows: list[dict[str, Any]], modes: list[str]) -> str:
     """The comparison as a markdown table."""
     head = ["scenario", "torchrun recovery s (median)", "torchrun trials s",
-            "torchrun membership"]
+            "torchrun new workers started s (median)", "torchrun membership"]
     for m in modes:
         head += [f"elastic-sim {m} recovery s", f"elastic-sim {m} membership",
                  f"{m} within 25%"]
@@ -415,6 +427,7 @@ def markdown(rows: list[dict[str, Any]], modes: list[str]) -> str:
         tr = r["torchrun"]
         cells = [r["scenario"], _fmt(tr["recovery_s_median"]),
                  ", ".join(_fmt(x) for x in tr["recovery_s"]),
+                 _fmt(tr["workers_started_s_median"]),
                  "; ".join(str(m) for m in tr["membership"])]
         for m in modes:
             es = r[f"elastic_sim_{m}"]
@@ -438,6 +451,8 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     work = Path(tempfile.mkdtemp(prefix="torchrun-compare-"))
     rows = []
+    load_before = os.getloadavg()
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     try:
         for name in args.scenarios:
             print(f"{name}:", flush=True)
@@ -448,13 +463,20 @@ def main() -> int:
             print(f"logs kept in {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
+    load_after = os.getloadavg()
+    load = {"before": load_before, "after": load_after, "cpus": os.cpu_count()}
+    header = (f"torchrun {_torch_version()} vs elastic-sim, {args.trials} torchrun trials per "
+              f"scenario, {started}; load average before/after: "
+              f"{load_before[0]:.1f}/{load_after[0]:.1f} on {os.cpu_count()} CPUs. "
+              f"Recovery: fault to the first training step of the new world.\n\n")
     table = markdown(rows, args.modes)
     print()
-    print(table)
+    print(header + table)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "torchrun_compare.json").write_text(json.dumps(
-        {"torch": _torch_version(), "rows": rows}, indent=1) + "\n")
-    (args.out / "torchrun_compare.md").write_text(table)
+        {"torch": _torch_version(), "started": started, "load": load, "rows": rows},
+        indent=1) + "\n")
+    (args.out / "torchrun_compare.md").write_text(header + table)
     return 0
 
 
