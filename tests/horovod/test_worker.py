@@ -36,17 +36,35 @@ def test_after_removals_only_survivors_skip_the_sync_but_added_workers_sync() ->
     assert sorted({e.get("round") for e in run.of("sync")}) == [1, 2]
 
 
+def same_second(discovery_wait: float) -> Any:
+    """hosts_added_and_removed with epochs so short that both changes are notified within
+    one wall-clock second."""
+    data = with_("hosts_added_and_removed", {"step_time": 0.01})
+    data["protocol"]["knobs"].update(process_start_latency=0.2, discovery_wait=discovery_wait)
+    return simulate_run(parse_scenario(data))
+
+
 def test_a_second_change_in_the_same_wall_clock_second_is_not_acted_on() -> None:
     # Upstream compares integer-second timestamps with '>': with epochs shorter than a
     # second the removal's notification carries the same timestamp as the addition's.
-    data = with_("hosts_added_and_removed", {"step_time": 0.01})
-    data["protocol"]["knobs"]["process_start_latency"] = 0.2
-    run = simulate_run(parse_scenario(data))
+    run = same_second(discovery_wait=0)
     notes = run.of("hvd_notify")
     assert [n.get("update") for n in notes] == ["added", "removed"]
     assert notes[0].get("timestamp") == notes[1].get("timestamp")
     assert run.epoch_logs("size", "hostname") == [(2, "localhost"), (4, "localhost"),
                                                   (4, "localhost")]
+    assert run.metrics.outcome == "completed"
+
+
+def test_the_test_script_zeroes_the_timestamp_so_a_same_second_change_still_acts() -> None:
+    # elastic_torch_main.py sets state._last_updated_timestamp = 0 on rank 0 before it
+    # waits for an expected change, so the removal stamped in the same second interrupts.
+    run = same_second(discovery_wait=3)
+    notes = run.of("hvd_notify")
+    assert [n.get("update") for n in notes] == ["added", "removed"]
+    assert notes[0].get("timestamp") == notes[1].get("timestamp")
+    assert run.epoch_logs("size", "hostname", "rendezvous") == [
+        (2, "localhost", 1), (4, "localhost", 2), (2, "127.0.0.1", 3)]
     assert run.metrics.outcome == "completed"
 
 
