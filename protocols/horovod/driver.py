@@ -70,7 +70,8 @@ class ElasticDriver:
         self.error_message: str | None = None
         self.spawners: list[Task[None]] = []
         self._exits: dict[int, Future[tuple[int, float]]] = {}
-        self._acks: dict[int, Future[None]] = {}
+        self._acks: dict[int, Future[bool]] = {}
+        """Notification attempts in flight: True when acknowledged, False when refused."""
         self._next_id = 0
         self.polls = 0
         self.epochs_logged = 0
@@ -187,20 +188,25 @@ class ElasticDriver:
             return
         ts = int(self.wall())
         self.rt.record("hvd_notify", to=addr, timestamp=ts, update=res.name or "")
+        # Each attempt is a connect through the worker's host: its kernel (the task
+        # service) refuses at once when the process is gone; a silent host never answers.
+        error = "timeout"
         for _ in range(self.k.notification_attempts):
             nid = self._id()
-            fut: Future[None] = self.rt.future()
+            fut: Future[bool] = self.rt.future()
             self._acks[nid] = fut
-            self.rt.send(addr, {"op": "hosts_updated", "timestamp": ts, "update": int(res),
-                                "nid": nid})
+            self.rt.send(self.service_of[coord.hostname], {
+                "op": "hosts_updated", "to": addr, "reply_to": self.rt.name, "timestamp": ts,
+                "update": int(res), "nid": nid})
             try:
-                await self.rt.wait_for(_await(fut), self.k.notification_timeout)
-                return
+                if await self.rt.wait_for(_await(fut), self.k.notification_timeout):
+                    return
+                error = "refused"
             except OperationTimeout:
-                continue
+                error = "timeout"
             finally:
                 self._acks.pop(nid, None)
-        self.rt.record("hvd_notify_failed", to=addr, timestamp=ts)
+        self.rt.record("hvd_notify_failed", to=addr, timestamp=ts, error=error)
 
     # -- waiting for slots, assigning, spawning ----------------------------------------
 
@@ -345,10 +351,10 @@ class ElasticDriver:
                 fut.set_result((int(body["code"]), float(body["t"])))
         elif op == "epoch_logged":
             self.epochs_logged += 1
-        elif op == "ack":
+        elif op in ("ack", "refused"):
             ack = self._acks.get(int(body["nid"]))
             if ack is not None and not ack.done():
-                ack.set_result(None)
+                ack.set_result(op == "ack")
         else:
             return False
         return True

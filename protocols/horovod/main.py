@@ -40,6 +40,15 @@ class TaskService:
             self.kill_generation += 1
             for name in sorted(self.procs):
                 self.rt.spawn(self._terminate(self.procs[name]), "kill")
+        elif op == "hosts_updated":
+            # A connection to a worker's notification service: delivered while the process
+            # lives, refused by this host's kernel (at once) once it has exited.
+            target = str(msg.body["to"])
+            proc = self.procs.get(target)
+            if proc is not None and proc.poll() is None:
+                self.rt.send(target, msg.body)
+            else:
+                self.rt.send(str(msg.body["reply_to"]), {"op": "refused", "nid": msg.body["nid"]})
         elif op == "kill_me":
             proc = self.procs.get(str(msg.body["name"]))
             if proc is not None:

@@ -85,8 +85,11 @@ class Worker:
                 continue
             op = msg.body.get("op")
             if op == "hosts_updated":
+                self.rt.record("hvd_notified", timestamp=msg.body["timestamp"],
+                               update=msg.body["update"])
                 self.state.on_host_updated(int(msg.body["timestamp"]), int(msg.body["update"]))
-                self.rt.send(msg.src, {"op": "ack", "nid": msg.body["nid"]})
+                self.rt.send(str(msg.body.get("reply_to", msg.src)),
+                             {"op": "ack", "nid": msg.body["nid"]})
             elif op == "slot_info" and self._reply is not None and not self._reply.done():
                 self._reply.set_result(msg.body)
 

@@ -105,6 +105,8 @@ def test_only_the_current_rank_zero_is_notified() -> None:
     notes = run.of("hvd_notify")
     assert [n.get("update") for n in notes] == ["added", "removed"]
     assert [n.get("to") for n in notes] == [rank0_at(run, n.t) for n in notes]
+    # and no other worker ever receives one
+    assert [e.proc for e in run.of("hvd_notified")] == [n.get("to") for n in notes]
     interrupts = run.of("hvd_interrupt")
     assert len(interrupts) == 2 + 4  # every rank interrupts at the same commit
 
@@ -227,3 +229,28 @@ def test_a_crashed_worker_host_never_reaches_the_barrier_and_the_job_hangs() -> 
     run = simulate_run(parse_scenario(data))
     assert {e.proc for e in run.of("coll_fail")} == {"localhost/w0.3", "localhost/w1.4"}
     assert run.of("hvd_trip") == [] and run.result.hung
+
+
+def test_a_notification_to_a_dead_rank_zero_is_refused_at_once_and_frees_the_lock() -> None:
+    # Rank 0 (127.0.0.1/w0.1, sorted order) has exited but the reset waits for a hung peer,
+    # so rank 0 is still the recipient. Its host's kernel refuses the connection at once:
+    # the three attempts fail in no time and the next discovery change is not held up.
+    hosts = ["localhost:2", "127.0.0.1:2"]
+    data = raw("single_rank_failure")
+    data["protocol"]["knobs"].update(
+        new_host_order="sorted", max_np=None,
+        exit_schedule=[{"epoch": 1, "batch": 0, "ranks": [0]},
+                       {"epoch": 1, "batch": 0, "ranks": [3], "mode": "hang"}],
+        discovery={"schedule": [{"until_s": 6.0, "hosts": hosts},
+                                {"until_s": 12.0, "hosts": [*hosts, "h3:1"]},
+                                {"hosts": [*hosts, "h3:1", "h4:1"]}]})
+    data["cluster"]["hosts"] = ["localhost", "127.0.0.1", "h3", "h4"]
+    data.update(expect={}, time_limit=60)
+    run = simulate_run(parse_scenario(data))
+    (gone,) = [e for e in run.of("proc_exit") if e.proc == "127.0.0.1/w0.1"]
+    notes, failed = run.of("hvd_notify"), run.of("hvd_notify_failed")
+    assert [n.get("to") for n in notes] == ["127.0.0.1/w0.1"] * 2 and gone.t < notes[0].t
+    assert [f.get("error") for f in failed] == ["refused", "refused"]
+    assert all(f.t - n.t < 0.1 for n, f in zip(notes, failed, strict=True))
+    assert [round(e.t) for e in run.of("hvd_discovery")] == [0, 6, 12]
+    assert run.of("hvd_lock_held") == [] and run.of("hvd_trip") == []
