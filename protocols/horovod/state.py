@@ -4,6 +4,7 @@ notifications that rank 0's notification service fills."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -12,6 +13,21 @@ from protocols.broadcast import broadcast_bytes, broadcast_object
 from protocols.horovod.hosts import HostUpdateResult
 from protocols.static.training import TrainState
 from protocols.sync import Queue
+
+
+def newer_updates(
+    last: int, messages: Iterable[tuple[int, int]]
+) -> tuple[int, HostUpdateResult]:
+    """Fold queued ``(timestamp, update)`` notifications in arrival order: a message counts
+    only when its timestamp is strictly newer than the newest seen so far (integer seconds,
+    so a second change within the same second is dropped). Returns the newest timestamp and
+    the union of the counted updates."""
+    update = HostUpdateResult.no_update
+    for ts, upd in messages:
+        if ts > last:
+            last = ts
+            update |= HostUpdateResult(upd)
+    return last, update
 
 
 class HorovodInternalError(Exception):
@@ -89,13 +105,11 @@ class State:
     async def check_host_updates(self, group: TracedGroup) -> None:
         """Drain the queue (only strictly newer timestamps count), adopt rank 0's view, and
         raise :class:`HostsUpdatedInterrupt` on every rank when it saw an update."""
-        prev = last = self.last_updated_timestamp
-        update = HostUpdateResult.no_update
+        prev = self.last_updated_timestamp
+        queued = []
         while self.host_messages.qsize():
-            ts, upd = self.host_messages.get_nowait()
-            if ts > last:
-                last = ts
-                update |= HostUpdateResult(upd)
+            queued.append(self.host_messages.get_nowait())
+        last, update = newer_updates(prev, queued)
         view: Any = await broadcast_object(group, [prev, last, int(update)], 0)
         prev, self.last_updated_timestamp, upd_all = int(view[0]), int(view[1]), int(view[2])
         if self.last_updated_timestamp > prev:

@@ -42,6 +42,7 @@ from protocols.horovod.settings import (
     RandomHosts,
     load_knobs,
 )
+from protocols.horovod.state import newer_updates
 
 R, S, F = WorkerState.READY, WorkerState.SUCCESS, WorkerState.FAILURE
 
@@ -243,3 +244,17 @@ def test_knobs_load_from_plain_data_with_nested_entries() -> None:
     assert k.np == 4 and k.min_np is None and k.cooldown_range == (1.0, 2.0)
     assert k.discovery.schedule[0] == HostsAt(["a:2"], epoch=0)
     assert k.exit_schedule[0].mode == "kill" and k.elastic_timeout == 600.0
+
+
+# -- host-update notifications on a worker ----------------------------------------------
+
+A, RM = int(HostUpdateResult.added), int(HostUpdateResult.removed)
+
+
+def test_only_strictly_newer_notifications_count_against_the_running_newest() -> None:
+    assert newer_updates(5, []) == (5, HostUpdateResult.no_update)
+    assert newer_updates(5, [(5, A)]) == (5, HostUpdateResult.no_update)
+    # a same-second message is dropped even next to a newer one: skip_sync stays possible
+    assert newer_updates(5, [(5, A), (6, RM)]) == (6, HostUpdateResult.removed)
+    assert newer_updates(0, [(6, RM), (6, A)]) == (6, HostUpdateResult.removed)
+    assert newer_updates(0, [(6, RM), (7, A)]) == (7, HostUpdateResult.mixed)
