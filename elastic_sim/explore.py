@@ -98,11 +98,19 @@ class Exploration:
     findings: list[Finding] = field(default_factory=list)
     ignored: tuple[str, ...] = ()
     """Checks not reported (known violations)."""
+    shrink_runs: int = 0
+    """Runs spent shrinking (on top of ``cases``)."""
 
     @property
     def per_minute(self) -> float:
-        """Schedules explored per minute of wall time."""
+        """Schedules explored per minute of wall time (shrinking included in the time)."""
         return 60.0 * self.cases / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def runs_per_minute(self) -> float:
+        """Simulated runs per minute of wall time, shrinking runs included."""
+        runs = self.cases + self.shrink_runs
+        return 60.0 * runs / self.wall_s if self.wall_s > 0 else 0.0
 
 
 def signatures_of(checks: Sequence[CheckResult],
@@ -285,6 +293,7 @@ def explore(
                         seen.add(sig)
                         res.findings.append(_shrink_and_write(
                             runner, sc, out, sig, out_dir, len(res.findings)))
+                        res.shrink_runs += res.findings[-1].shrink_runs
                 if progress:
                     progress(res.cases, len(res.findings))
     finally:
@@ -336,6 +345,7 @@ def exploration_json(res: Exploration) -> dict[str, Any]:
         "cases": res.cases,
         "wall_s": round(res.wall_s, 3),
         "schedules_per_minute": round(res.per_minute, 1),
+        "shrink_runs": res.shrink_runs,
         "ignored_checks": list(res.ignored),
         "space": {"hosts": list(res.space.hosts), "horizon": res.space.horizon,
                   "types": list(res.space.types), "max_faults": res.space.max_faults,

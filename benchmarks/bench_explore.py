@@ -1,0 +1,93 @@
+"""Schedules explored per minute by ``elastic-sim explore`` on a 4-host scenario, with 1 and 2
+workers, against a same-run baseline: the bare simulator running the very same generated
+cases in a loop (no scenario rebuild, no checks, no process pool). Machines here are
+noisy, so the ratio matters more than the absolute rate. Time spent shrinking the
+violations found counts in the wall time: ``runs_per_min`` counts those runs too, and is
+the figure to hold against the baseline. Two workers pay for starting two interpreters
+(spawn): small budgets hide the speed-up.
+
+Scenarios: the static protocol (scenarios/scale_down.yaml, 4 hosts) and torchelastic
+(scenarios/torchelastic/scale_down.yaml widened to 4 hosts, max_nodes 4).
+
+    python benchmarks/bench_explore.py [--budget 400] [--protocols static torchelastic]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from elastic_sim.explore import explore, make_case, space_for  # noqa: E402
+from elastic_sim.runner import build_world  # noqa: E402
+from elastic_sim.scenario import Scenario, load_scenario, parse_scenario, scenario_dict  # noqa: E402
+
+SCENARIOS = {
+    "static": ROOT / "scenarios" / "scale_down.yaml",
+    "torchelastic": ROOT / "scenarios" / "torchelastic" / "scale_down.yaml",
+}
+
+
+def four_hosts(sc: Scenario) -> Scenario:
+    """``sc`` on four hosts (max_nodes/max_hosts raised to 4 where the protocol has it)."""
+    raw = scenario_dict(sc)
+    raw["cluster"]["hosts"] = 4
+    knobs = raw["protocol"].setdefault("knobs", {})
+    for key in ("max_nodes", "max_hosts"):
+        if key in knobs:
+            knobs[key] = max(4, int(knobs[key]))
+    raw["faults"] = []
+    return parse_scenario(raw, f"<{sc.name} on 4 hosts>")
+
+
+def baseline_rate(sc: Scenario, budget: int, seed: int) -> float:
+    """Cases per minute of the bare simulator over the same cases (in-process)."""
+    import sim
+
+    space = space_for(sc)
+    cases = [make_case(seed, i, space) for i in range(budget)]
+    start = time.perf_counter()
+    for case in cases:
+        world = build_world(sc, case.seed, "sim")
+        sim.run(world, case.faults, case.seed, lambda _ev: None)
+    return 60.0 * budget / (time.perf_counter() - start)
+
+
+def measure(name: str, budget: int, seed: int) -> dict[str, Any]:
+    """Baseline and explore rates (1 and 2 workers) for one protocol."""
+    sc = four_hosts(load_scenario(SCENARIOS[name]))
+    space = space_for(sc)
+    out: dict[str, Any] = {"scenario": name, "hosts": 4, "budget": budget,
+                           "horizon_s": space.horizon}
+    out["baseline_per_min"] = round(baseline_rate(sc, budget, seed), 1)
+    for workers in (1, 2):
+        res = explore(sc, space, seed=seed, budget=budget, workers=workers)
+        out[f"explore_w{workers}_per_min"] = round(res.per_minute, 1)
+        out[f"explore_w{workers}_runs_per_min"] = round(res.runs_per_minute, 1)
+        out[f"explore_w{workers}_shrink_runs"] = res.shrink_runs
+        out[f"explore_w{workers}_violations"] = [str(f.signature) for f in res.findings]
+    out["w1_runs_vs_baseline"] = round(
+        out["explore_w1_runs_per_min"] / out["baseline_per_min"], 2)
+    out["w2_vs_w1"] = round(out["explore_w2_per_min"] / out["explore_w1_per_min"], 2)
+    return out
+
+
+def main() -> None:
+    """Print one JSON line per protocol."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--budget", type=int, default=400)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--protocols", nargs="+", default=list(SCENARIOS), choices=list(SCENARIOS))
+    args = p.parse_args()
+    for name in args.protocols:
+        print(json.dumps(measure(name, args.budget, args.seed)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
