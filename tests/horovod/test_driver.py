@@ -254,3 +254,19 @@ def test_a_notification_to_a_dead_rank_zero_is_refused_at_once_and_frees_the_loc
     assert all(f.t - n.t < 0.1 for n, f in zip(notes, failed, strict=True))
     assert [round(e.t) for e in run.of("hvd_discovery")] == [0, 6, 12]
     assert run.of("hvd_lock_held") == [] and run.of("hvd_trip") == []
+
+
+def test_max_np_caps_the_world_and_an_idle_host_is_not_a_previous_host() -> None:
+    # max_np = 2 with 4 slots: only the first host's slots get ranks (and processes). When
+    # discovery then drops that host, the idle host held no ranks, so no previous host
+    # remains to broadcast the state from and the reset fails.
+    sc = load("single_rank_failure", max_np=2, new_host_order="sorted", exit_schedule=[],
+              discovery={"schedule": [{"until_s": 3.0, "hosts": ["127.0.0.1:2", "localhost:2"]},
+                                      {"hosts": ["localhost:2"]}]})
+    run = simulate_run(sc)
+    (assign,) = run.of("hvd_assign")
+    assert ranks(assign) == {"127.0.0.1:0": 0, "127.0.0.1:1": 1}
+    assert assign.get("spawn") == ["127.0.0.1:0", "127.0.0.1:1"]
+    (failed,) = run.of("hvd_resume_failed")
+    assert "No hosts from previous set remaining" in failed.get("error")
+    assert run.metrics.world_sizes == [2] and run.metrics.outcome == "failed"
