@@ -79,7 +79,7 @@ class State:
 
     async def sync(self, group: TracedGroup) -> None:
         """Rank 0's model (as bytes), then its saved plain attributes, to everyone; every
-        rank then holds and has saved rank 0's state."""
+        rank then holds rank 0's state, but has saved only its plain attributes."""
         blob = self.model.to_bytes(self.state_bytes) if group.rank == 0 else None
         data = await broadcast_bytes(group, blob, 0)
         nparams = len(self.model.params)
@@ -87,7 +87,10 @@ class State:
         saved = await broadcast_object(group, asdict(self._saved[0]), 0)
         self.model = model
         self.progress = Progress(**saved)
-        self.save()
+        # ObjectState.sync keeps the broadcast attributes as its saved copy, but the model
+        # handler's sync does not save: the model's snapshot stays this rank's own last
+        # commit (a fresh process's initial model) until the next commit.
+        self._saved = (self.progress, self._saved[1])
 
     def on_host_updated(self, timestamp: int, update: int) -> None:
         """The notification service's listener: queue the message."""

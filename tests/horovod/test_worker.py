@@ -110,3 +110,22 @@ def test_a_blacklisted_host_returns_after_its_cooldown_and_backs_off_twice_as_lo
     assert first.get("cooldown_end") <= back.t < first.get("cooldown_end") + 0.05
     assert run.metrics.world_sizes == [4, 2, 4, 2, 4]
     assert run.metrics.outcome == "completed" and run.failed_checks == []
+
+
+def test_a_sync_does_not_save_the_model_so_an_early_restore_goes_back_to_the_own_one() -> None:
+    # Upstream's model handler broadcasts on sync but does not save: until its first commit
+    # a freshly added worker's snapshot is still its initial model. The old host fails in
+    # the first batch after the scale-up, the new worker restores that initial model, then
+    # becomes rank 0 and broadcasts it: the job goes on from step 0 with epoch 1's counters.
+    sc = load("hosts_added_and_removed", new_host_order="sorted", discovery={"schedule": [
+        {"epoch": 0, "hosts": ["localhost:2"]}, {"hosts": ["localhost:2", "127.0.0.1:2"]}]},
+        exit_schedule=[{"epoch": 1, "batch": 0, "ranks": [0, 1]}])
+    run = simulate_run(sc)
+    joined = [e for e in run.of("sync") if e.host == "127.0.0.1"]
+    assert [(e.get("round"), e.get("root"), e.get("step")) for e in joined] == [
+        (2, "localhost", 10), (3, "127.0.0.1", 0)]
+    (restore,) = [e for e in run.of("restore") if e.host == "127.0.0.1"]
+    assert restore.get("step") == 0 and restore.get("reason") == "CollectiveFailed"
+    (done,) = run.of("job_done")
+    assert done.get("step") == 20
+    assert run.failed_checks == ["committed_progress"]
