@@ -70,6 +70,9 @@ def _add_explore(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                     help="longest hang or partition, seconds")
     ex.add_argument("--spare", default="", metavar="HOST,...",
                     help="hosts never crashed (e.g. the store host)")
+    ex.add_argument("--horizon", type=float, default=None, metavar="SECONDS",
+                    help="faults start within this run time (default: the fault-free run's "
+                         "length)")
     ex.add_argument("--max-crashes", type=_nonneg_int, default=None,
                     help="most hosts one schedule crashes for good (the protocol's contract)")
     ex.add_argument("--ignore", default=None, metavar="CHECK,...",
@@ -169,6 +172,8 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
                                 + ", ".join(hosts[:8]))
     if args.time_s is not None and args.time_s <= 0:
         raise ScenarioError("--time", "", f"expected a positive number, got {args.time_s}")
+    if args.horizon is not None and args.horizon < 0:
+        raise ScenarioError("--horizon", "", f"expected seconds >= 0, got {args.horizon}")
     if args.max_duration <= 0:
         raise ScenarioError("--max-duration", "", f"expected a positive number, got "
                             f"{args.max_duration}")
@@ -182,7 +187,7 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
                                 + ", ".join(names))
     space = space_for(sc, types=types, max_faults=args.max_faults,
                       max_duration=args.max_duration, spare=spare,
-                      max_crashes=args.max_crashes)
+                      max_crashes=args.max_crashes, horizon=args.horizon)
     out = args.out or Path("runs") / f"explore-{sc.name}-s{args.seed}"
     with Progress(TextColumn("exploring {task.description}"), BarColumn(),
                   MofNCompleteColumn(), TextColumn("{task.fields[found]} violations"),
