@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from elastic_sim.scenario import parse_scenario
-from tests.horovod.util import load, simulate_run
+from tests.horovod.util import load, raw, simulate_run
 
 
 def with_(name: str, workload: dict[str, Any] | None = None, **top: Any) -> Any:
@@ -129,3 +129,40 @@ def test_a_sync_does_not_save_the_model_so_an_early_restore_goes_back_to_the_own
     (done,) = run.of("job_done")
     assert done.get("step") == 20
     assert run.failed_checks == ["committed_progress"]
+
+
+def test_an_internal_error_between_commits_rolls_back_to_the_last_commit() -> None:
+    # Commits every 5 batches; rank 0 leaves at (1, 3), after steps 11..13: the survivors
+    # restore step 10 (the last commit) and redo the three steps.
+    run = simulate_run(load("single_rank_failure", batches_per_commit=5,
+                            exit_schedule=[{"epoch": 1, "batch": 3, "ranks": [0]}]))
+    (restore,) = run.of("restore")
+    last_commit = [e.get("step") for e in run.of("commit") if e.t <= restore.t][-1]
+    assert last_commit == 10 and restore.get("step") == 10
+    redone = [e.get("step") for e in run.of("step") if e.proc == restore.proc and e.t > restore.t]
+    assert redone[:3] == [11, 12, 13]
+    assert run.metrics.outcome == "completed" and run.failed_checks == []
+
+
+def test_a_notification_queued_before_a_failure_is_discarded_by_the_reset() -> None:
+    # Rank 0 is told at 10 s that h3 was added, but its peers are stuck on a hung worker
+    # (start rank 3) until the Gloo timeout; the reset that follows its kill at 40 s takes
+    # h3 in, and on_reset drops the queued message: no interrupt, no extra reset.
+    hosts = ["localhost:2", "127.0.0.1:2"]
+    data = raw("single_rank_failure")
+    data["protocol"]["knobs"].update(
+        new_host_order="sorted", max_np=None,
+        exit_schedule=[{"epoch": 1, "batch": 0, "ranks": [3], "mode": "hang"}],
+        discovery={"schedule": [{"until_s": 10.0, "hosts": hosts},
+                                {"hosts": [*hosts, "h3:1"]}]})
+    data["cluster"]["hosts"] = ["localhost", "127.0.0.1", "h3"]
+    data.update(expect={}, time_limit=200,
+                faults=[{"type": "crash_process", "proc": "localhost/w1.4", "at": 40.0}])
+    run = simulate_run(parse_scenario(data))
+    (note,) = run.of("hvd_notified")
+    assert note.proc == "127.0.0.1/w0.1" and 10.0 <= note.t < 11.0
+    assert [e.get("reason") for e in run.of("restore")] == ["CollectiveTimeout"] * 2
+    _, second = run.of("hvd_assign")
+    assert 40.0 <= second.t < 40.1 and "h3:0" in second.get("ranks")
+    assert run.of("hvd_interrupt") == [] and run.metrics.world_sizes == [4, 3]
+    assert run.metrics.outcome == "completed"
