@@ -214,7 +214,9 @@ class ElasticDriver:
         self, min_np: int, min_hosts: int = 1
     ) -> tuple[list[str], dict[str, int]]:
         """Block (up to the elastic timeout) until ``min_np`` slots on ``min_hosts`` hosts."""
-        deadline = self.rt.monotonic() + self.k.elastic_timeout
+        # upstream's Timeout reads the wall clock (time.time()): a clock step moves the
+        # deadline, while each wait on the condition runs on the monotonic clock
+        deadline = self.wall() + self.k.elastic_timeout
         await self.wait_hosts_cond.lock.acquire("wait_for_available_slots")
         try:
             while True:
@@ -223,8 +225,8 @@ class ElasticDriver:
                     return order, slots
                 if self.shutdown.is_set():
                     raise RuntimeError(SHUTDOWN_MESSAGE)
-                await self.wait_hosts_cond.wait(max(0.0, deadline - self.rt.monotonic()))
-                if self.rt.monotonic() >= deadline:
+                await self.wait_hosts_cond.wait(max(0.0, deadline - self.wall()))
+                if self.wall() >= deadline:
                     raise SlotsTimeout(
                         "Timed out waiting for minimum number of slots to become available. "
                         f"Please check that you have enough resources to run at least {min_np} "

@@ -270,3 +270,33 @@ def test_max_np_caps_the_world_and_an_idle_host_is_not_a_previous_host() -> None
     (failed,) = run.of("hvd_resume_failed")
     assert "No hosts from previous set remaining" in failed.get("error")
     assert run.metrics.world_sizes == [2] and run.metrics.outcome == "failed"
+
+
+def slot_wait_after_a_failure(*faults: dict[str, Any]) -> Run:
+    """min_hosts_timeout with the default 600 s elastic timeout: after rank 0's host is
+    blacklisted the reset waits for 4 slots; at poll 2000 (about 20 s) discovery adds h3,
+    which wakes the wait but is still one slot short."""
+    hosts = ["localhost:2", "127.0.0.1:2"]
+    data = raw("min_hosts_timeout")
+    data["protocol"]["knobs"].update(
+        elastic_timeout=600, new_host_order="sorted", max_np=None,
+        discovery={"schedule": [{"until_poll": 2000, "hosts": hosts},
+                                {"hosts": [*hosts, "h3:1"]}]})
+    data["cluster"]["hosts"] = ["localhost", "127.0.0.1", "h3"]
+    data.update(expect={}, time_limit=900, faults=list(faults))
+    return simulate_run(parse_scenario(data))
+
+
+def test_the_elastic_timeout_runs_on_the_drivers_wall_clock() -> None:
+    # upstream's Timeout compares time.time() with its deadline each time the wait wakes:
+    # a forward step of the driver host's clock ends the slot wait at the next wake-up
+    steady = slot_wait_after_a_failure()
+    jumped = slot_wait_after_a_failure(
+        {"type": "clock_jump", "host": "localhost", "delta": 1000.0, "at": 10.0})
+    for run in (steady, jumped):
+        (added,) = [e for e in run.of("hvd_discovery") if e.get("hosts")[-1] == "h3:1"]
+        assert 19.0 < added.t < 21.0
+    (late,) = steady.of("hvd_resume_failed")
+    (early,) = jumped.of("hvd_resume_failed")
+    assert "Timed out waiting for minimum number of slots" in early.get("error")
+    assert 600.0 < late.t < 604.0 and 19.0 < early.t < 21.0
