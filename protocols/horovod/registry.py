@@ -132,7 +132,10 @@ class Barrier:
         """Break the current waiters (they raise :class:`BrokenBarrier`); start afresh."""
         async with self._cond:
             if self._count > 0:
-                self._state = _RESETTING
+                # as threading.Barrier: a draining barrier keeps draining (its released
+                # parties still pass); a filling or broken one makes its waiters raise
+                if self._state in (_FILLING, _BROKEN):
+                    self._state = _RESETTING
             else:
                 self._state = _FILLING
             self._cond.notify_all()
