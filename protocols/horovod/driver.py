@@ -152,8 +152,7 @@ class ElasticDriver:
             except DiscoveryError as exc:
                 self.rt.record("hvd_discovery_error", poll=self.polls, error=str(exc),
                                first=first)
-                if first:
-                    self.error_message = str(exc)
+                if first:  # the thread dies; the launcher sees only the shutdown
                     self.shutdown.set()
                     self.wait_hosts_cond.notify_all()
                     return

@@ -148,8 +148,12 @@ def test_surviving_hosts_keep_their_order_so_rank_zero_stays_put() -> None:
 def test_an_initial_discovery_failure_ends_the_job_but_later_ones_are_ignored() -> None:
     first = simulate_run(load("hosts_added_and_removed", discovery={
         "schedule": [{"hosts": ["localhost:2"]}], "failures": [{"poll": 1}]}))
+    # the discovery thread dies with the script's error; horovodrun fails with the
+    # shutdown seen by its wait for slots
+    (error,) = first.of("hvd_discovery_error")
+    assert error.get("first") is True and "discovery script failed" in error.get("error")
     (failed,) = first.of("job_failed")
-    assert "discovery script failed" in failed.get("error")
+    assert failed.get("error") == "Job has been shutdown, see above error messages for details."
     assert not any("/w" in e.proc for e in first.of("proc_start"))
     later = simulate_run(load("hosts_added_and_removed", discovery={
         "schedule": [{"hosts": ["localhost:2"]}], "failures": [{"poll": 3}]}))
