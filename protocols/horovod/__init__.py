@@ -14,4 +14,19 @@ the store's own waits; registering a worker's notification service does not prob
 host is never reported by its spawner, so the barrier waits (upstream's ssh client would
 notice only through TCP keepalive, if at all); the ElasticSampler, the TensorFlow wrapper
 and stall warnings are not modelled. A kill is SIGTERM, then SIGKILL after ``kill_grace``.
+The model and optimizer travel as one blob (not per-parameter named broadcasts). A
+``rank_and_size`` answered after the driver stopped makes the worker abort at once (upstream
+it gets its stale slot and aborts when the stopped server fails its Gloo rendezvous: the
+same exit 134). A notification is a connect through the worker's host: refused at once when
+the process has exited, unanswered (``notification_timeout`` per attempt) when the host or
+process is silent; a stopped (SIGSTOP) recipient, on which upstream's ack read would block
+forever, also gives up after ``notification_timeout``. Time-keyed discovery schedules
+(``until_s``) read the driver host's wall clock. Beyond upstream's exit modes (exception,
+kill) the scenarios may use hang, exit0 and silent.
+
+Known divergence left in place (it lives in the sim's collectives, not here): ranks that
+issue different collectives (e.g. survivors skipping the sync after a removal while a
+freshly spawned rank syncs) stall forever upstream (stall warnings only), but time out
+after ``gloo_timeout`` in the sim, so the model resets and recovers where Horovod hangs;
+the ``collective_sequence`` check still flags it.
 """
