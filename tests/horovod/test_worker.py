@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from elastic_sim.scenario import parse_scenario
+from elastic_sim.scenario import ClusterModel, parse_scenario
 from tests.horovod.util import load, raw, simulate_run
 
 
@@ -41,6 +41,10 @@ def same_second(discovery_wait: float) -> Any:
     one wall-clock second."""
     data = with_("hosts_added_and_removed", {"step_time": 0.01})
     data["protocol"]["knobs"].update(process_start_latency=0.2, discovery_wait=discovery_wait)
+    if "process_start" in ClusterModel.model_fields:
+        # where the sim charges a worker's interpreter start itself, drop it: the added
+        # host's workers must start well within the second
+        data["cluster"]["process_start"] = 0.0
     return simulate_run(parse_scenario(data))
 
 
