@@ -74,6 +74,7 @@ def build_world(sc: Scenario, seed: int, mode: Mode) -> World:
         latency=sc.cluster.latency,
         bandwidth=sc.cluster.bandwidth,
         links=sc.links(),
+        process_start=sc.cluster.process_start,
         time_limit=sc.time_limit,
     )
 

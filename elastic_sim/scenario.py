@@ -30,6 +30,9 @@ from faults.world import HostSpec, LinkSpec
 from protocols.static.settings import Workload
 
 NonNeg = Annotated[float, Field(ge=0)]
+PROCESS_START = 1.3
+"""Interpreter start plus ``import torch`` of a worker process (shared/calibration.md:
+about 1.3 s of torchrun's 1.7 s worker-crash recovery on these machines)."""
 Pos = Annotated[float, Field(gt=0)]
 
 
@@ -64,6 +67,8 @@ class ClusterModel(_Strict):
     latency: NonNeg = 0.00005
     bandwidth: Pos = 3.0e9
     links: list[LinkModel] = []
+    process_start: NonNeg = PROCESS_START
+    """Sim only: seconds before a process started at run time (a worker) runs its entry."""
 
     def host_specs(self) -> list[HostSpec]:
         """Host specs in order (a count N gives h0..h{N-1})."""

@@ -62,6 +62,10 @@ class World:
     links: tuple[LinkSpec, ...] = ()
     """Per-link overrides of the default latency and bandwidth."""
     collectives: CollectiveModel = field(default_factory=CollectiveModel)
+    process_start: float = 0.0
+    """Seconds a child process started at run time (``Runtime.start_process``) takes before
+    its entry runs: interpreter start plus imports. The sim charges it; real processes pay
+    their own. Hosts' first processes start at their ``start_at`` without it."""
     time_limit: float = 3600.0
     """Run time after which a run that has not ended is stopped and called hung."""
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from faults.world import HostSpec, World
-from protocols.api import JSON, SIGNAL_NUMBERS, SIGNALS, Proc, Runtime, resolve_entry
+from protocols.api import JSON, SIGNAL_NUMBERS, SIGNALS, Entry, Proc, Runtime, resolve_entry
 from sim.clock import HostClock
 from sim.kernel import Kernel
 from sim.mailbox import Mailbox
@@ -138,6 +138,12 @@ def _exit_code(value: object) -> int:
     return 1
 
 
+async def _after(startup: float, main: Entry, rt: Runtime, args: Mapping[str, JSON]) -> int:
+    """``main(rt, args)`` once the process has started up."""
+    await rt.sleep(startup)
+    return await main(rt, args)
+
+
 def json_copy(args: Mapping[str, Any], what: str) -> dict[str, Any]:
     """A deep copy through JSON: what a real process could be handed; TypeError if not."""
     if not isinstance(args, Mapping):
@@ -195,9 +201,12 @@ class Cluster:
         self.check_end()
 
     def start(
-        self, host: SimHost, short: str, entry: str, args: dict[str, Any], env: dict[str, str]
+        self, host: SimHost, short: str, entry: str, args: dict[str, Any], env: dict[str, str],
+        startup: float = 0.0,
     ) -> SimProcess:
-        """Start process ``host/short`` running ``entry(rt, args)``; emit ``proc_start``."""
+        """Start process ``host/short`` running ``entry(rt, args)`` after ``startup``
+        seconds (interpreter start and imports: the process exists, and can be signalled or
+        killed, before its entry runs); emit ``proc_start``."""
         name = f"{host.name}/{short}"
         if name in self.procs:
             raise ValueError(f"process {name} is already running")
@@ -212,7 +221,8 @@ class Cluster:
         self.live += 1
         self.kernel.trace(host.name, name, "proc_start", {"entry": entry})
         try:
-            coro = resolve_entry(entry)(proc.rt, args)
+            main = resolve_entry(entry)
+            coro = main(proc.rt, args) if startup <= 0 else _after(startup, main, proc.rt, args)
             if not inspect.iscoroutine(coro):
                 raise TypeError(f"entry {entry!r} did not return a coroutine")
         except Exception as exc:

@@ -155,7 +155,8 @@ class SimRuntime(Runtime):
             raise ValueError(f"bad process name {name!r}")
         child_args = json_copy(args, "process args")
         child_env = {str(k): str(v) for k, v in (env or {}).items()}
-        child = self._sim.cluster.start(self._proc.host, name, entry, child_args, child_env)
+        child = self._sim.cluster.start(self._proc.host, name, entry, child_args, child_env,
+                                        self._sim.world.process_start)
         return SimProc(self._sim.cluster, child)
 
     def on_signal(self, sig: str, handler: Callable[[], None] | None) -> None:
