@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -341,3 +342,24 @@ def test_bad_entry_exits_1() -> None:
     res, ev = simulate(make_world("tests.sim.no_such_module:main", ["h0"]))
     assert res.exit_codes == {"h0/main": 1}
     assert one(ev, "proc_exit").data["reason"].startswith("ModuleNotFoundError")
+
+
+async def starting_main(rt: Runtime, args: Mapping[str, Any]) -> int:
+    slow = await rt.start_process("w1", f"{M}:child_main", {"mode": "tick"})
+    doomed = await rt.start_process("w2", f"{M}:child_main", {"mode": "handler"})
+    await rt.sleep(0.5)
+    doomed.signal("TERM")  # still starting up: its handler is not installed yet
+    rt.record("codes", w1=await slow.wait(), w2=await doomed.wait())
+    return 0
+
+
+def test_a_started_process_runs_its_entry_only_after_its_start_up() -> None:
+    world = dataclasses.replace(make_world(f"{M}:starting_main", ["h0"]), process_start=1.3)
+    res, ev = simulate(world)
+    assert one(ev, "proc_start", "h0/w1").t == pytest.approx(0.0)
+    assert one(ev, "child", "h0/w1").t == pytest.approx(1.3)  # the entry runs at +1.3 s
+    assert of(ev, "tick", "h0/w1")[0].t == pytest.approx(1.4)
+    # TERM during start-up ends the process by the default action; its entry never ran
+    assert of(ev, "child", "h0/w2") == [] and of(ev, "graceful", "h0/w2") == []
+    assert one(ev, "codes").data == {"w1": 5, "w2": -15}
+    assert res.exit_codes["h0/main"] == 0
