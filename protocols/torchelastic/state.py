@@ -161,8 +161,13 @@ _MEMBERS = _JsonCache()
 _ENTRIES = _JsonCache()
 
 
-def _json(value: object) -> str:
-    return json.dumps(value)
+def _json(value: int | bool | None) -> str:
+    """JSON of a scalar field, as ``json.dumps`` writes it."""
+    if value is None:
+        return "null"
+    if value is True or value is False:
+        return "true" if value else "false"
+    return str(value) if type(value) is int else json.dumps(value)
 
 
 def _entries(mapping: dict[NodeDesc, int]) -> str:
