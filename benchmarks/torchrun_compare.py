@@ -416,26 +416,47 @@ def compare(setup: Setup, trials: int, work: Path, modes: list[str]) -> dict[str
 
 
 def markdown(rows: list[dict[str, Any]], modes: list[str]) -> str:
-    """The comparison as a markdown table."""
-    head = ["scenario", "torchrun recovery s (median)", "torchrun trials s",
-            "torchrun new workers started s (median)", "torchrun membership"]
-    for m in modes:
-        head += [f"elastic-sim {m} recovery s", f"elastic-sim {m} membership",
-                 f"{m} within 25%"]
+    """The comparison as a markdown table: one line per scenario and run kind.
+
+    Recovery splits at the new world's formation: for torchrun, fault to the first new
+    worker process; for elastic-sim, its detect + rendezvous phases. The rest is start-up
+    (interpreter, import torch, group init) and the first step."""
+    head = ["scenario", "run", "recovery s", "fault → new world formed s",
+            "start-up + first step s", "membership (nodes per world)", "within 25% of torchrun"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         tr = r["torchrun"]
-        cells = [r["scenario"], _fmt(tr["recovery_s_median"]),
-                 ", ".join(_fmt(x) for x in tr["recovery_s"]),
-                 _fmt(tr["workers_started_s_median"]),
-                 "; ".join(str(m) for m in tr["membership"])]
+        rec, spawn = tr["recovery_s_median"], tr["workers_started_s_median"]
+        n = len(tr["recovery_s"])
+        trials = ", ".join(_fmt(x) for x in tr["recovery_s"])
+        memberships = sorted({str(m) for m in tr["membership"]})
+        out.append("| " + " | ".join([
+            r["scenario"], f"torchrun (median of {n}: {trials})", _fmt(rec), _fmt(spawn),
+            _fmt(None if rec is None or spawn is None else rec - spawn),
+            " / ".join(memberships), "—"]) + " |")
         for m in modes:
             es = r[f"elastic_sim_{m}"]
-            cells += [_fmt(es.get("recovery_s")) if "error" not in es else es["error"],
-                      str(es.get("membership", "—")),
-                      str(es.get("within_25pct_of_torchrun", "—"))]
-        out.append("| " + " | ".join(cells) + " |")
+            if "error" in es:
+                out.append(f"| {r['scenario']} | elastic-sim {m} | {es['error']} | | | | |")
+                continue
+            ph = es.get("phases") or {}
+            formed = (None if ph.get("detect") is None or ph.get("rendezvous") is None
+                      else ph["detect"] + ph["rendezvous"])
+            got = es.get("recovery_s")
+            out.append("| " + " | ".join([
+                r["scenario"], f"elastic-sim {m}", _fmt(got), _fmt(formed),
+                _fmt(None if got is None or formed is None else got - formed),
+                str(es.get("membership")), str(es.get("within_25pct_of_torchrun"))]) + " |")
     return "\n".join(out) + "\n"
+
+
+def header(doc: dict[str, Any]) -> str:
+    """What was compared, when, and how busy the machine was."""
+    load = doc["load"]
+    return (f"torchrun {doc['torch']} (real, c10d, loopback) vs elastic-sim on the same "
+            f"scenario YAMLs, {doc['started']}; load average before/after: "
+            f"{load['before'][0]:.1f}/{load['after'][0]:.1f} on {load['cpus']} CPUs. "
+            f"Recovery: fault to the first training step of the new world.\n\n")
 
 
 def main() -> int:
@@ -446,7 +467,15 @@ def main() -> int:
     p.add_argument("--modes", nargs="*", default=["sim", "real"], choices=["sim", "real"])
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--keep-logs", action="store_true", help="keep the per-run log dirs")
+    p.add_argument("--render", action="store_true",
+                   help="only rewrite the markdown from the JSON in --out")
     args = p.parse_args()
+    if args.render:
+        doc = json.loads((args.out / "torchrun_compare.json").read_text())
+        text = header(doc) + markdown(doc["rows"], args.modes)
+        (args.out / "torchrun_compare.md").write_text(text)
+        print(text)
+        return 0
     # A SIGTERM to this script unwinds through every cluster()'s cleanup.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     work = Path(tempfile.mkdtemp(prefix="torchrun-compare-"))
@@ -463,20 +492,15 @@ def main() -> int:
             print(f"logs kept in {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
-    load_after = os.getloadavg()
-    load = {"before": load_before, "after": load_after, "cpus": os.cpu_count()}
-    header = (f"torchrun {_torch_version()} vs elastic-sim, {args.trials} torchrun trials per "
-              f"scenario, {started}; load average before/after: "
-              f"{load_before[0]:.1f}/{load_after[0]:.1f} on {os.cpu_count()} CPUs. "
-              f"Recovery: fault to the first training step of the new world.\n\n")
-    table = markdown(rows, args.modes)
+    doc = {"torch": _torch_version(), "started": started,
+           "load": {"before": load_before, "after": os.getloadavg(), "cpus": os.cpu_count()},
+           "rows": rows}
+    text = header(doc) + markdown(rows, args.modes)
     print()
-    print(header + table)
+    print(text)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "torchrun_compare.json").write_text(json.dumps(
-        {"torch": _torch_version(), "started": started, "load": load, "rows": rows},
-        indent=1) + "\n")
-    (args.out / "torchrun_compare.md").write_text(header + table)
+    (args.out / "torchrun_compare.json").write_text(json.dumps(doc, indent=1) + "\n")
+    (args.out / "torchrun_compare.md").write_text(text)
     return 0
 
 
