@@ -119,16 +119,19 @@ SCENARIOS = {
 
 @dataclass
 class World:
-    """One world that trained: its workers agree on rank 0's pid as its id."""
+    """The workers started for one rendezvous round (a world), whether or not it trained."""
 
     id: int
-    first_step: float
+    """The rendezvous round."""
+    spawned: float
+    """When its first worker process started (before ``import torch``)."""
+    first_step: float | None
     nodes: int
     workers: int
     ranks: list[list[int]]
     """[group_rank, local_rank, rank] of every member, sorted."""
     restarts: list[int]
-    """TORCHELASTIC_RESTART_COUNT of every member (per agent upstream)."""
+    """TORCHELASTIC_RESTART_COUNT of every member (counted per agent upstream)."""
     steps: int
 
 
@@ -245,24 +248,26 @@ def read_lines(log_dir: Path) -> list[dict[str, Any]]:
 
 
 def worlds_of(lines: list[dict[str, Any]]) -> list[World]:
-    """The worlds that completed at least one step, in order of their first step."""
-    by_id: dict[int, list[dict[str, Any]]] = {}
+    """The worlds whose workers started, in the order they started."""
+    by_round: dict[int, list[dict[str, Any]]] = {}
     for ln in lines:
-        if ln["kind"] == "step":
-            by_id.setdefault(int(ln["world"]), []).append(ln)
+        if ln["kind"] in ("spawn", "step"):
+            by_round.setdefault(int(ln["round"]), []).append(ln)
     worlds = []
-    for wid, steps in by_id.items():
-        members = {ln["pid"]: ln for ln in steps}
+    for rnd, lns in by_round.items():
+        members = {ln["pid"]: ln for ln in lns}
+        steps = [ln for ln in lns if ln["kind"] == "step"]
         worlds.append(World(
-            id=wid,
-            first_step=min(ln["t"] for ln in steps),
-            nodes=max(ln["group_world_size"] for ln in steps),
-            workers=max(ln["world_size"] for ln in steps),
+            id=rnd,
+            spawned=min(ln["t"] for ln in lns),
+            first_step=min((ln["t"] for ln in steps), default=None),
+            nodes=max(ln["group_world_size"] for ln in lns),
+            workers=max(ln["world_size"] for ln in lns),
             ranks=sorted([m["group_rank"], m["local_rank"], m["rank"]] for m in members.values()),
             restarts=sorted(m["restart"] for m in members.values()),
-            steps=max(ln["step"] for ln in steps),
+            steps=max((ln["step"] for ln in steps), default=0),
         ))
-    return sorted(worlds, key=lambda w: w.first_step)
+    return sorted(worlds, key=lambda w: w.spawned)
 
 
 def _wait_for(log_dir: Path, done: Any, timeout: float,
@@ -297,9 +302,9 @@ def torchrun_trial(setup: Setup, log_dir: Path, startup_timeout: float = 120.0,
             before = {w.id for w in worlds}
             lines = read_lines(log_dir)
             target_agent = agents[setup.target_agent].pid
-            world = max(worlds, key=lambda w: w.first_step).id
+            world = max(worlds, key=lambda w: w.spawned).id
             mine = {ln["local_rank"]: ln["pid"] for ln in lines
-                    if ln["agent_pid"] == target_agent and ln["world"] == world}
+                    if ln["agent_pid"] == target_agent and ln["round"] == world}
             if setup.target_local_rank not in mine:
                 raise RuntimeError("the target worker has not logged")
             victims = sorted(mine.values())
@@ -313,17 +318,14 @@ def torchrun_trial(setup: Setup, log_dir: Path, startup_timeout: float = 120.0,
             fault_at = trial.fault_at
 
             def recovered(ws: list[World]) -> bool:
-                return any(w.id not in before and w.first_step > fault_at and w.workers == after
+                return any(w.id not in before and w.workers == after
                            and w.steps >= setup.after_steps for w in ws)
 
             worlds = _wait_for(log_dir, recovered, recovery_timeout, agents)
             trial.worlds = worlds
-            new = [w for w in worlds if w.id not in before and w.first_step > fault_at]
-            trial.recovery_s = min(w.first_step for w in new) - fault_at
-            ids = {w.id for w in new}
-            starts = [ln["t"] for ln in read_lines(log_dir)
-                      if ln["kind"] == "start" and ln["world"] in ids]
-            trial.workers_started_s = min(starts) - fault_at if starts else None
+            new = [w for w in worlds if w.id not in before]
+            trial.recovery_s = min(w.first_step for w in new if w.first_step) - fault_at
+            trial.workers_started_s = min(w.spawned for w in new) - fault_at
     except (TimeoutError, RuntimeError) as exc:
         trial.error = str(exc)
         trial.worlds = worlds_of(read_lines(log_dir))

@@ -2,8 +2,8 @@
 
 Joins the Gloo group through the store torchrun names in MASTER_ADDR/MASTER_PORT (the
 agent store), then forever: a short sleep, one allreduce, one JSON line. Every line names
-the world it belongs to: rank 0's pid, broadcast once after init, so all members of one
-world log the same id and a restarted world (new processes) logs a new one.
+its world by the rendezvous round the worker was started for; a ``spawn`` line is written
+before the group init, so a world that never trains still shows.
 
 The agent store outlives a world, so the group's keys get a per-world prefix: the
 rendezvous round, read from the rendezvous store (elastic-sim's worker names its group
@@ -49,16 +49,9 @@ def main() -> int:
     timeout = timedelta(seconds=pg_timeout)
     rank, world_size = int(env["RANK"]), int(env["WORLD_SIZE"])
     rnd = rendezvous_round(endpoint, run_id, timeout)
-    agent_store = dist.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), is_master=False,
-                                timeout=timeout)
-    dist.init_process_group("gloo", store=dist.PrefixStore(f"round{rnd}", agent_store),
-                            rank=rank, world_size=world_size, timeout=timeout)
-    world_id = torch.tensor([os.getpid() if rank == 0 else 0], dtype=torch.int64)
-    dist.broadcast(world_id, 0)
     common: dict[str, Any] = {
         "pid": os.getpid(),
         "agent_pid": os.getppid(),
-        "world": int(world_id.item()),
         "round": rnd,
         "rank": rank,
         "world_size": world_size,
@@ -68,8 +61,12 @@ def main() -> int:
         "restart": int(env.get("TORCHELASTIC_RESTART_COUNT", "-1")),
     }
     with (log_dir / f"worker-{os.getpid()}.jsonl").open("a") as log:
-        log.write(json.dumps({"kind": "start", "t": STARTED, **common}) + "\n")
+        log.write(json.dumps({"kind": "spawn", "t": STARTED, **common}) + "\n")
         log.flush()
+        agent_store = dist.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]),
+                                    is_master=False, timeout=timeout)
+        dist.init_process_group("gloo", store=dist.PrefixStore(f"round{rnd}", agent_store),
+                                rank=rank, world_size=world_size, timeout=timeout)
         step = 0
         x = torch.ones(1)
         while True:

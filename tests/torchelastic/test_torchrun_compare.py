@@ -11,25 +11,30 @@ import pytest
 from benchmarks.torchrun_compare import ROOT, SCENARIOS, setup_from_yaml, worlds_of
 
 
-def _step(t: float, pid: int, world: int, rank: int, size: int, nodes: int,
-          step: int) -> dict[str, Any]:
-    return {"kind": "step", "t": t, "pid": pid, "agent_pid": 1, "world": world, "rank": rank,
-            "world_size": size, "group_rank": rank, "group_world_size": nodes,
-            "local_rank": 0, "restart": 0 if world == 10 else 1, "step": step}
+def _line(kind: str, t: float, pid: int, rnd: int, rank: int, size: int,
+          step: int = 0) -> dict[str, Any]:
+    return {"kind": kind, "t": t, "pid": pid, "agent_pid": 1, "round": rnd, "rank": rank,
+            "world_size": size, "group_rank": rank, "group_world_size": size,
+            "local_rank": 0, "restart": rnd, "step": step}
 
 
-def test_worlds_are_ordered_by_first_step_with_their_members() -> None:
+def test_worlds_are_rounds_in_start_order_with_members_and_progress() -> None:
     lines = [
-        _step(5.0, 21, 21, 0, 2, 2, 1), _step(5.01, 22, 21, 1, 2, 2, 1),
-        _step(1.0, 10, 10, 0, 3, 3, 1), _step(1.0, 11, 10, 1, 3, 3, 1),
-        _step(1.0, 12, 10, 2, 3, 3, 1), _step(1.1, 10, 10, 0, 3, 3, 2),
-        {"kind": "start", "t": 0.5, "pid": 10, "world": 10},
+        _line("spawn", 4.0, 21, 1, 0, 2), _line("spawn", 4.1, 22, 1, 1, 2),
+        _line("step", 5.0, 21, 1, 0, 2, 1), _line("step", 5.01, 22, 1, 1, 2, 1),
+        _line("spawn", 0.1, 10, 0, 0, 3), _line("spawn", 0.2, 11, 0, 1, 3),
+        _line("spawn", 0.2, 12, 0, 2, 3),
+        _line("step", 1.0, 10, 0, 0, 3, 1), _line("step", 1.0, 11, 0, 1, 3, 1),
+        _line("step", 1.0, 12, 0, 2, 3, 1), _line("step", 1.1, 10, 0, 0, 3, 2),
+        _line("spawn", 9.0, 31, 2, 0, 2),  # a world that never trained
     ]
     worlds = worlds_of(lines)
-    assert [w.id for w in worlds] == [10, 21]
-    assert [w.nodes for w in worlds] == [3, 2]
+    assert [w.id for w in worlds] == [0, 1, 2]
+    assert [w.nodes for w in worlds] == [3, 2, 2]
     assert worlds[0].ranks == [[0, 0, 0], [1, 0, 1], [2, 0, 2]]
-    assert worlds[0].steps == 2 and worlds[1].first_step == 5.0
+    assert worlds[0].steps == 2 and worlds[0].spawned == 0.1
+    assert worlds[1].first_step == 5.0
+    assert worlds[2].first_step is None and worlds[2].steps == 0
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
