@@ -337,13 +337,41 @@ def torchrun_trial(setup: Setup, log_dir: Path, startup_timeout: float = 120.0,
 # ------------------------------------------------------------------------------------------
 
 
-def elastic_sim_run(yaml: str, mode: str, out: Path, timeout: float = 300.0) -> dict[str, Any]:
+def elastic_sim_runs(yaml: str, mode: str, out: Path, seeds: int) -> dict[str, Any]:
+    """``seeds`` runs (seeds 0, 1, ...): medians, plus every run's figures."""
+    runs = [elastic_sim_run(yaml, mode, out / f"seed{k}", seed=k) for k in range(seeds)]
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return runs[0] if runs else {"error": "no runs"}
+
+    def formed(r: dict[str, Any]) -> float | None:
+        ph = r.get("phases") or {}
+        d, z = ph.get("detect"), ph.get("rendezvous")
+        return None if d is None or z is None else d + z
+
+    rec = [r["recovery_s"] for r in ok if r.get("recovery_s") is not None]
+    frm = [f for f in map(formed, ok) if f is not None]
+    return {
+        "runs": len(runs),
+        "recovery_s": _median(rec),
+        "recovery_s_runs": [r.get("recovery_s") for r in ok],
+        "formed_s": _median(frm),
+        "membership": sorted({str(r.get("membership")) for r in ok}),
+        "outcomes": [r.get("outcome") for r in ok],
+        "exit_codes": [r.get("exit_code") for r in ok],
+        "errors": [r["error"] for r in runs if "error" in r],
+        "each": runs,
+    }
+
+
+def elastic_sim_run(yaml: str, mode: str, out: Path, seed: int = 0,
+                    timeout: float = 300.0) -> dict[str, Any]:
     """Run elastic-sim and read recovery and membership from its summary.json."""
     path = ROOT / yaml
     if not path.exists():
         return {"error": f"{yaml} does not exist (yet)"}
     cmd = [str(VENV_BIN / "elastic-sim"), "run", str(path), "--mode", mode, "--out", str(out),
-           "--quiet", "--no-report"]
+           "--seed", str(seed), "--quiet", "--no-report"]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
@@ -381,7 +409,8 @@ def _fmt(x: float | None) -> str:
     return "—" if x is None else f"{x:.2f}"
 
 
-def compare(setup: Setup, trials: int, work: Path, modes: list[str]) -> dict[str, Any]:
+def compare(setup: Setup, trials: int, work: Path, modes: list[str],
+            es_runs: dict[str, int]) -> dict[str, Any]:
     """All trials of one scenario, torchrun and elastic-sim."""
     runs = []
     for k in range(trials):
@@ -408,8 +437,11 @@ def compare(setup: Setup, trials: int, work: Path, modes: list[str]) -> dict[str
         },
     }
     for mode in modes:
-        res = elastic_sim_run(setup.yaml, mode, work / f"{setup.name}-{mode}")
-        print(f"  elastic-sim {mode}: {res}", flush=True)
+        res = elastic_sim_runs(setup.yaml, mode, work / f"{setup.name}-{mode}",
+                               es_runs[mode])
+        print(f"  elastic-sim {mode}: recovery {res.get('recovery_s_runs')}, membership "
+              f"{res.get('membership')}, outcomes {res.get('outcomes')} "
+              f"{res.get('errors') or ''}", flush=True)
         row[f"elastic_sim_{mode}"] = res
         ref, got = row["torchrun"]["recovery_s_median"], res.get("recovery_s")
         res["within_25pct_of_torchrun"] = (
@@ -441,14 +473,21 @@ def markdown(rows: list[dict[str, Any]], modes: list[str]) -> str:
             if "error" in es:
                 out.append(f"| {r['scenario']} | elastic-sim {m} | {es['error']} | | | | |")
                 continue
-            ph = es.get("phases") or {}
-            formed = (None if ph.get("detect") is None or ph.get("rendezvous") is None
-                      else ph["detect"] + ph["rendezvous"])
+            if "formed_s" in es:
+                formed = es["formed_s"]
+                each = ", ".join(_fmt(x) for x in es["recovery_s_runs"])
+                label = f"elastic-sim {m} (median of {len(es['recovery_s_runs'])}: {each})"
+                membership = " / ".join(es["membership"])
+            else:  # one run, as the first results were recorded
+                ph = es.get("phases") or {}
+                formed = (None if ph.get("detect") is None or ph.get("rendezvous") is None
+                          else ph["detect"] + ph["rendezvous"])
+                label, membership = f"elastic-sim {m}", str(es.get("membership"))
             got = es.get("recovery_s")
             out.append("| " + " | ".join([
-                r["scenario"], f"elastic-sim {m}", _fmt(got), _fmt(formed),
+                r["scenario"], label, _fmt(got), _fmt(formed),
                 _fmt(None if got is None or formed is None else got - formed),
-                str(es.get("membership")), str(es.get("within_25pct_of_torchrun"))]) + " |")
+                membership, str(es.get("within_25pct_of_torchrun"))]) + " |")
     return "\n".join(out) + "\n"
 
 
@@ -467,6 +506,8 @@ def main() -> int:
     p.add_argument("--scenarios", nargs="+", choices=sorted(SCENARIOS),
                    default=["worker_crash", "scale_down"])
     p.add_argument("--modes", nargs="*", default=["sim", "real"], choices=["sim", "real"])
+    p.add_argument("--sim-seeds", type=int, default=5, help="elastic-sim sim runs (seeds)")
+    p.add_argument("--real-runs", type=int, default=3, help="elastic-sim real runs")
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--keep-logs", action="store_true", help="keep the per-run log dirs")
     p.add_argument("--render", action="store_true",
@@ -488,7 +529,7 @@ def main() -> int:
         for name in args.scenarios:
             print(f"{name}:", flush=True)
             rows.append(compare(setup_from_yaml(name, SCENARIOS[name]), args.trials, work,
-                                args.modes))
+                                args.modes, {"sim": args.sim_seeds, "real": args.real_runs}))
     finally:
         if args.keep_logs:
             print(f"logs kept in {work}")
