@@ -42,7 +42,8 @@ def test_a_host_failing_before_its_first_batch_is_dropped_and_ranks_compacted() 
 
 
 def test_the_job_waits_for_np_slots_before_starting() -> None:
-    sc = load("single_rank_failure", np=4, min_np=4, exit_schedule=[], discovery={
+    # np, not min_np: later rounds would settle for two slots, the first one waits for four
+    sc = load("single_rank_failure", np=4, min_np=2, exit_schedule=[], discovery={
         "schedule": [{"until_s": 3.0, "hosts": ["localhost:2"]}, {"hosts": BOTH}]})
     run = simulate_run(sc)
     (assign,) = run.of("hvd_assign")
