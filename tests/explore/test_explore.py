@@ -103,3 +103,9 @@ def test_bad_explore_arguments_exit_2_with_one_message(
     rc = main(["explore", str(SCENARIOS / "scale_down.yaml"), "--out", str(tmp_path), *args])
     err = capsys.readouterr().err
     assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_time_limited_search_stops_and_reports_what_it_ran(tmp_path: Path) -> None:
+    rc, res = explore_cli(tmp_path, "scale_down.yaml", "--time", "1", "--max-crashes", "2",
+                          "--ignore", "members_alive_at_completion")
+    assert rc == 0 and res["cases"] > 0 and res["violations"] == []
