@@ -23,15 +23,26 @@ def _bounds(knobs: Mapping[str, Any]) -> tuple[int, int] | None:
 
 def limits(events: Sequence[TraceEvent]) -> CheckResult:
     """Configured limits hold: every round's world size within [min, max] (min/max_nodes
-    or min/max_hosts), and no agent restarts its workers more than max_restarts times. The
+    or min/max_hosts), no agent restarts its workers more than max_restarts times, and a
+    Horovod driver resets (rendezvous after the first) at most reset_limit times. The
     limits are the protocol's knobs, as ``run_start`` records them."""
-    res = CheckResult("limits", "world sizes within [min, max]; restarts within max_restarts")
+    res = CheckResult("limits", "world sizes within [min, max]; restarts within "
+                      "max_restarts; resets within reset_limit")
     start = next((e for e in events if e.kind == "run_start"), None)
     knobs: Mapping[str, Any] = (start.get("knobs") or {}) if start is not None else {}
     bounds = _bounds(knobs)
     max_restarts = knobs.get("max_restarts")
+    reset_limit = knobs.get("reset_limit")
     restarts: dict[str, list[TraceEvent]] = {}
     for ev in events:
+        if ev.kind == "hvd_assign" and isinstance(reset_limit, int):
+            res.checked += 1
+            rendezvous = ev.get("rendezvous")
+            if isinstance(rendezvous, int) and rendezvous - 1 > reset_limit:
+                res.violations.append(Violation(
+                    f"rendezvous {rendezvous} is reset {rendezvous - 1}, beyond reset_limit "
+                    f"{reset_limit}", [ev]))
+            continue
         if ev.kind == "rdzv_done" and bounds is not None:
             res.checked += 1
             size = ev.get("world_size")

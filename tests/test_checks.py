@@ -182,6 +182,16 @@ def test_world_sizes_and_restarts_beyond_the_knobs_are_caught() -> None:
         limits(h).violations[0].message)
 
 
+def test_resets_beyond_the_reset_limit_are_caught() -> None:
+    def assign(rendezvous: int) -> TraceEvent:
+        return ev(float(rendezvous), "a", "hvd_assign", rendezvous=rendezvous, world_size=2)
+
+    h = [run_start(reset_limit=1), assign(1), assign(2)]
+    assert limits(h).ok and limits(h).checked == 2
+    res = limits([*h, assign(3)])
+    assert "rendezvous 3 is reset 2, beyond reset_limit 1" in res.violations[0].message
+
+
 def test_closing_the_rendezvous_before_the_job_ended_is_caught() -> None:
     h = good_history()
     i = next(i for i, e in enumerate(h) if e.kind == "rdzv_shutdown")
