@@ -80,6 +80,10 @@ class DiscoverySource:
             self._random_hosts = list(spec.random.hosts[: spec.random.max_hosts])
             self._random_next = spec.random.every_s
 
+    def fixed(self) -> bool:
+        """Whether this is a fixed host list (``-H``, FixedHosts) rather than a script."""
+        return not self.spec.schedule and self.spec.random is None
+
     def failure(self, poll: int) -> DiscoveryFailure | None:
         """The failure scheduled for this poll, if any."""
         return next((f for f in self.spec.failures if f.poll == poll), None)

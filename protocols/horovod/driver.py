@@ -25,6 +25,7 @@ from protocols.horovod.hosts import (
     is_excluded,
     is_resurrected,
     order_hosts,
+    parse_host_slots,
     whitelist,
 )
 from protocols.horovod.registry import WorkerState, WorkerStateRegistry
@@ -33,6 +34,8 @@ from protocols.sync import Condition, Event, Lock
 
 NON_ZERO_EXIT_MESSAGE = "Horovod detected that one or more processes exited with non-zero status"
 SHUTDOWN_MESSAGE = "Job has been shutdown, see above error messages for details."
+FIXED_HOSTS_MESSAGE = "Cannot run in fault tolerance mode with fewer than 2 hosts."
+"""launch's error for ``-H`` (fixed hosts) naming fewer than two hosts."""
 LONG_HOLD = 1.0
 """A hold of ``wait_hosts_cond`` at least this long is traced (``hvd_lock_held``)."""
 FOREVER = 1e12
@@ -383,6 +386,9 @@ class ElasticDriver:
     async def run(self) -> str | None:
         """horovodrun's elastic launch: wait for np slots, start, collect results; the
         error the launcher raises, or None on success."""
+        if self.source.fixed() and len(parse_host_slots(self.k.discovery.hosts, 1)) < 2:
+            await self.stop(FIXED_HOSTS_MESSAGE)  # launch refuses before any driver runs
+            return FIXED_HOSTS_MESSAGE
         self.discovery_task = self.rt.spawn(self.discovery_loop(), "discovery")
         try:
             await self.wait_for_available_slots(self.k.np)

@@ -305,3 +305,12 @@ def test_the_elastic_timeout_runs_on_the_drivers_wall_clock() -> None:
     (early,) = jumped.of("hvd_resume_failed")
     assert "Timed out waiting for minimum number of slots" in early.get("error")
     assert 600.0 < late.t < 604.0 and 19.0 < early.t < 21.0
+
+
+def test_fixed_hosts_need_two_hosts_or_the_launch_refuses() -> None:
+    run = simulate_run(load("fault_tolerance_without_scaling",
+                            discovery={"hosts": ["localhost:2", "localhost:2"]}))
+    (failed,) = run.of("job_failed")
+    assert failed.get("error") == "Cannot run in fault tolerance mode with fewer than 2 hosts."
+    assert not any("/w" in e.proc for e in run.of("proc_start"))
+    assert run.of("hvd_discovery") == [] and run.metrics.outcome == "failed"
