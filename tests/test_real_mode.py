@@ -5,7 +5,6 @@ also when interrupted with Ctrl-C."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from typing import Any
 import pytest
 
 from elastic_sim.cli import main
+from tests.procs import membership, processes_mentioning
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,23 +23,6 @@ torch = pytest.importorskip("torch", reason="real mode needs torch (pip install 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 
 
-def membership(summary: dict[str, Any]) -> list[tuple[int, list[str], dict[str, int]]]:
-    return [(r["round"], r["members"], r["ranks"]) for r in summary["metrics"]["rounds"]]
-
-
-def processes_mentioning(text: str) -> list[str]:
-    """Live processes whose command line contains ``text`` (zombies included)."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if text in cmd:
-            found.append(f"{pid}: {cmd}")
-    return found
 
 
 def run(tmp_path: Path, mode: str) -> tuple[int, dict[str, Any], Path]:

@@ -6,7 +6,6 @@ left running."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import pytest
 
 from elastic_sim.cli import main
 from tests.horovod.util import SCENARIOS
+from tests.procs import processes_mentioning
 
 pytest.importorskip("torch", reason="real mode needs torch")
 pytestmark = [pytest.mark.real, pytest.mark.slow]
@@ -25,17 +25,6 @@ def run_real(tmp_path: Path, name: str) -> tuple[int, dict[str, Any], Path]:
                "--quiet", "--no-report"])
     return rc, json.loads((out / "summary.json").read_text()), out
 
-
-def processes_mentioning(text: str) -> list[str]:
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if text in cmd:
-            found.append(f"{pid}: {cmd}")
-    return found
 
 
 def epoch_logs(out: Path) -> list[tuple[Any, ...]]:

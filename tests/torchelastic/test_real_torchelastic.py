@@ -5,13 +5,13 @@ Gloo groups) and forms the same rounds, with the same members and ranks, as the 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from elastic_sim.cli import main
+from tests.procs import membership, processes_mentioning
 
 ROOT = Path(__file__).resolve().parents[2]
 DIR = ROOT / "scenarios" / "torchelastic"
@@ -27,23 +27,6 @@ def run(tmp_path: Path, name: str, mode: str) -> tuple[int, dict[str, Any], Path
     return rc, json.loads((out / "summary.json").read_text()), out
 
 
-def membership(summary: dict[str, Any]) -> list[tuple[int, list[str], dict[str, int]]]:
-    return [(r["round"], r["members"], r["ranks"]) for r in summary["metrics"]["rounds"]]
-
-
-def processes_mentioning(text: str) -> list[str]:
-    """Live processes whose command line contains ``text``."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if text in cmd:
-            found.append(f"{pid}: {cmd}")
-    return found
 
 
 @pytest.mark.parametrize("name", ["worker_crash.yaml", "scale_down.yaml"])
