@@ -80,3 +80,52 @@ def no_restart_loop(events: Sequence[TraceEvent]) -> CheckResult:
                     f"{ev.proc} completed {len(run)} rounds in a row without progress",
                     [run[0], run[-1]]))
     return res
+
+
+CONVERGE_BOUND = 60.0
+"""Quiet seconds (no fault) before the job's end after which the world must have converged."""
+
+
+def world_converges(events: Sequence[TraceEvent]) -> CheckResult:
+    """After a quiet phase of :data:`CONVERGE_BOUND` seconds without faults, the last round
+    before the job completes holds every host that wants in (joined a round after the last
+    fault and still runs when the job completes), up to max_nodes / max_hosts. Judged for
+    protocols whose rounds count hosts (not Horovod's slots)."""
+    res = CheckResult("world_converges",
+                      f"after {CONVERGE_BOUND:g} quiet seconds the world holds the available "
+                      "hosts, up to the maximum")
+    start = next((e for e in events if e.kind == "run_start"), None)
+    knobs = (start.get("knobs") or {}) if start is not None else {}
+    cap = knobs.get("max_nodes", knobs.get("max_hosts"))
+    if not isinstance(cap, int) or "reset_limit" in knobs:
+        return res
+    last = _last_fault(events)
+    quiet = last.t if last is not None else 0.0
+    done = next((e for e in events if e.kind == "job_done"), None)
+    if done is None or done.t - quiet < CONVERGE_BOUND:
+        return res
+    final = [e for e in events if e.kind == "rdzv_done" and e.t <= done.t]
+    if not final:
+        return res
+    res.checked = 1
+    world = final[-1]
+    live: dict[str, int] = {}
+    wants: dict[str, TraceEvent] = {}
+    for ev in events:
+        if ev.t > done.t:
+            break
+        if ev.kind == "proc_start":
+            live[ev.host] = live.get(ev.host, 0) + 1
+        elif ev.kind == "proc_exit":
+            live[ev.host] = live.get(ev.host, 0) - 1
+        elif ev.kind == "rdzv_join" and ev.t >= quiet:
+            wants.setdefault(ev.host, ev)
+    available = [h for h in wants if live.get(h, 0) > 0]  # still running at the job's end
+    members = [str(m).split(":", 1)[0] for m in world.get("members", [])]
+    missing = [h for h in available if h not in members]
+    if missing and len(members) < cap:
+        res.violations.append(Violation(
+            f"{CONVERGE_BOUND:g}+ s after the last fault the world is {len(members)} hosts "
+            f"without {', '.join(missing)}, which wanted in (max {cap})",
+            [wants[missing[0]], world, done]))
+    return res

@@ -162,6 +162,7 @@ from reports.check_liveness import (  # noqa: E402
     no_restart_loop,
     progress_after_faults,
     terminates,
+    world_converges,
 )
 from reports.check_rounds import (  # noqa: E402
     epoch_isolation,
@@ -183,6 +184,7 @@ CHECKS: tuple[Check, ...] = (
     terminates,
     progress_after_faults,
     no_restart_loop,
+    world_converges,
 )
 """Every check, safety first, then liveness."""
 

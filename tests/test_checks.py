@@ -22,6 +22,7 @@ from reports.checks import (
     run_checks,
     state_agreement,
     terminates,
+    world_converges,
 )
 
 
@@ -48,7 +49,8 @@ def run_end(t: float, outcome: str = "completed") -> TraceEvent:
 
 
 def good_history() -> list[TraceEvent]:
-    """Three hosts train; c crashes at 2.4 s; a and b restore, re-form and finish."""
+    """Three hosts train; c crashes at 2.4 s; a and b restore, re-form and train on until
+    70 s (a long quiet phase: the world has converged to the two of them)."""
     h = [run_start()] + [ev(0.0, x, "proc_start", entry="e") for x in "abc"]
     h += formed(0, ["a", "b", "c"])
     h += [ev(1.1, x, "sync", round=0, rank=i, root="a", step=0, digest="d0")
@@ -61,16 +63,18 @@ def good_history() -> list[TraceEvent]:
           ev(2.4, "c", "proc_exit", code=-9, reason="host crashed")]
     h += [ev(2.4, "a", "agent_restart", reason="FAILED", remaining_restarts=0)]
     h += [ev(2.5, x, "restore", step=10, digest="d10") for x in "ab"]
+    h += [ev(2.9, x, "rdzv_join", round=1) for x in "ab"]
     h += formed(1, ["a", "b"], 3.0)
     h += [ev(3.1, x, "sync", round=1, rank=i, root="a", step=10, digest="d10")
           for i, x in enumerate("ab")]
     h += [ev(3.2 + seq, x, "coll_enter", group="round1", seq=seq, op="allreduce", nbytes=8)
           for seq in range(2) for x in "ab"]
     h += [ev(4.0, x, "commit", step=20, digest="d20") for x in "ab"]
-    h += [ev(4.5, x, "job_done", step=20, digest="d20") for x in "ab"]
-    h += [ev(4.6, "a", "rdzv_shutdown", closed=True)]
-    h += [ev(4.7, x, "proc_exit", code=0, reason="returned") for x in "ab"]
-    return [*h, run_end(4.7)]
+    h += [ev(70.0, x, "commit", step=700, digest="d700") for x in "ab"]
+    h += [ev(70.5, x, "job_done", step=700, digest="d700") for x in "ab"]
+    h += [ev(70.6, "a", "rdzv_shutdown", closed=True)]
+    h += [ev(70.7, x, "proc_exit", code=0, reason="returned") for x in "ab"]
+    return [*h, run_end(70.7)]
 
 
 def test_a_correct_history_passes_every_check() -> None:
@@ -214,6 +218,18 @@ def test_no_progress_long_after_the_last_fault_is_caught() -> None:
          or e.t < 2.4] + [run_end(2.4 + late, "hung")]
     res = progress_after_faults(h)
     assert not res.ok and "after the last fault (crash-c)" in res.violations[0].message
+
+
+def test_a_host_that_wants_in_but_stays_out_after_a_quiet_phase_is_caught() -> None:
+    h = good_history()
+    i = next(i for i, e in enumerate(h) if e.kind == "rdzv_join")
+    # c comes back (a fresh process) and asks to join; the world stays at a and b.
+    h[i:i] = [ev(2.8, "c", "proc_start", entry="e"), ev(2.85, "c", "rdzv_join", round=1)]
+    h.insert(-1, ev(70.7, "c", "proc_exit", code=0, reason="returned"))
+    res = world_converges(h)
+    assert not res.ok
+    assert "without c, which wanted in (max 4)" in res.violations[0].message
+    assert [e.kind for e in res.violations[0].witness] == ["rdzv_join", "rdzv_done", "job_done"]
 
 
 def test_rounds_in_a_row_without_progress_are_a_restart_loop() -> None:
