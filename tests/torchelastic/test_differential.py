@@ -41,6 +41,8 @@ except ImportError as exc:  # torch absent or another version: say why
     pytest.skip(f"differential tests need torch {torch_side.TORCH_VERSION}: {exc}",
                 allow_module_level=True)
 
+pytestmark = pytest.mark.slow  # about a minute on two cores, for the acceptance counts
+
 DECISIONS = int(os.environ.get("DIFF_DECISIONS", "10000"))
 SEQUENCES = int(os.environ.get("DIFF_SEQUENCES", "1000"))
 COUNTS: dict[str, int] = {}
