@@ -173,8 +173,9 @@ def test_decisions_equal_torch_for_every_op(record_property: Callable[[str, Any]
     for op, c in outcomes.items():
         print(f"  {op}: {dict(sorted(c.items()))}")
     assert min(seen.values()) >= DECISIONS
-    for op, reachable in REACHABLE.items():
-        assert set(outcomes[op]) == reachable, (op, reachable - set(outcomes[op]))
+    if DECISIONS >= 10_000:  # the rarest outcome comes about 50 times in 10,000 inputs
+        for op, reachable in REACHABLE.items():
+            assert set(outcomes[op]) == reachable, (op, reachable - set(outcomes[op]))
 
 
 # ------------------------------------------------------------------------------------------
