@@ -129,3 +129,27 @@ def test_a_crash_during_the_rendezvous_is_recovered_in_the_next_round(tmp_path: 
     assert rec["new_round"] == 1
     assert rec["phases"]["detect"] == pytest.approx(5.0, abs=0.01)
     assert rec["lost_steps"] == 0
+
+
+def test_a_host_dying_between_taking_its_index_and_writing_its_name_does_not_block_the_round(
+    tmp_path: Path,
+) -> None:
+    """h2 dies the moment it joins round 1 (after h3's crash), having taken an arrival index
+    but not written its name: the round still forms with the two hosts that did arrive,
+    instead of the others waiting for that index until the join timeout."""
+    path = tmp_path / "gap.yaml"
+    path.write_text(
+        "protocol: {name: static, knobs: {min_hosts: 2, max_hosts: 4, last_call: 1.0}}\n"
+        "cluster: {hosts: 4}\n"
+        "workload: {steps: 60, step_time: 0.1, commit_every: 10, state_bytes: 1024}\n"
+        "faults:\n"
+        "  - {id: crash-h3, type: crash, host: h3, at: 2.55}\n"
+        "  - {id: gap, type: crash, host: h2, at: 0,\n"
+        "     when: {event: rdzv_join, host: h2, match: {round: 1}}}\n"
+        "expect: {outcome: completed, world_sizes: [4, 2], max_recovery_s: 5}\n"
+    )
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--out", str(out), "--quiet", "--no-report"]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    assert [f["fired"] for f in s["faults"]] == [True, True]
+    assert s["metrics"]["rounds"][1]["members"] == ["h0", "h1"]
