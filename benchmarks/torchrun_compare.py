@@ -2,10 +2,12 @@
 
 For each scenario it runs actual ``torchrun`` (c10d rendezvous, agents on loopback, the
 store hosted by agent 0 through ``--rdzv-conf is_host=1``), injects the fault by SIGKILL,
-and records the membership sequence (the worlds that trained, in order: node count, worker
-count, ranks, restart count) and the recovery time: fault to the first training step of
-the new world, as elastic-sim's metrics define it. It then runs elastic-sim on the
-scenario's YAML in sim and in real mode and reads the same two things from summary.json.
+and records the membership sequence (the worlds whose workers started, one per rendezvous
+round, in order: node count, worker count, ranks, restart counts, steps) and the recovery
+time: fault to the first training step of the new world, as elastic-sim's metrics define
+it. Hosts, knobs (``--rdzv-conf`` timeouts, max restarts, monitor interval), step time and
+the fault come from elastic-sim's scenario YAML, which it then runs in sim and in real mode
+(medians over seeds and runs), reading the same two things from summary.json.
 
 - worker_crash: SIGKILL one worker; its agent stays alive and restarts the group.
 - scale_down: SIGKILL one agent that does not host the store, and its workers.
@@ -14,7 +16,8 @@ Every process this script starts carries a marker in its environment; whatever h
 all of them are killed before the script returns (agents' process groups first, then any
 marked process left, workers included: torchrun starts workers in their own sessions).
 
-    python benchmarks/torchrun_compare.py [--trials 3] [--scenarios worker_crash scale_down]
+    python benchmarks/torchrun_compare.py [--trials 3] [--sim-seeds 5] [--real-runs 3]
+        [--scenarios worker_crash scale_down] [--modes sim real] [--render]
 """
 
 from __future__ import annotations
