@@ -24,6 +24,10 @@ from faults.model import (
     CrashHost,
     CrashProcess,
     CrashRestart,
+    DiscoveryAdd,
+    DiscoveryRemove,
+    DiscoveryScriptError,
+    DiscoveryScriptHang,
     Fault,
     HangHost,
     IsolateHost,
@@ -231,6 +235,39 @@ class ScaleDownModel(_FaultBase):
     grace: NonNeg = 0.0
 
 
+class DiscoveryAddModel(_FaultBase):
+    """The protocol's discovery source also reports ``host`` (``slots``; default: the
+    source's own default), for ``duration`` seconds (default: for good)."""
+
+    type: Literal["discovery_add"]
+    host: str
+    slots: Annotated[int, Field(ge=1)] | None = None
+    duration: Pos | None = None
+
+
+class DiscoveryRemoveModel(_FaultBase):
+    """The protocol's discovery source no longer reports ``host``, for ``duration`` seconds
+    (default: for good)."""
+
+    type: Literal["discovery_remove"]
+    host: str
+    duration: Pos | None = None
+
+
+class DiscoveryErrorModel(_FaultBase):
+    """The discovery script fails on every call for a while."""
+
+    type: Literal["discovery_error"]
+    duration: Pos
+
+
+class DiscoveryHangModel(_FaultBase):
+    """A discovery call made in this window hangs until it ends."""
+
+    type: Literal["discovery_hang"]
+    duration: Pos
+
+
 class MtbfModel(_Strict):
     """Host failures from a failure-rate model: exponential (shape 1) or Weibull."""
 
@@ -267,6 +304,8 @@ SINGLE: dict[str, type[_FaultBase]] = {
     "clock_skew": ClockSkewModel, "clock_jump": ClockJumpModel,
     "store_crash": StoreCrashModel, "store_freeze": StoreFreezeModel,
     "collective": CollectiveFaultModel, "scale_up": ScaleUpModel, "scale_down": ScaleDownModel,
+    "discovery_add": DiscoveryAddModel, "discovery_remove": DiscoveryRemoveModel,
+    "discovery_error": DiscoveryErrorModel, "discovery_hang": DiscoveryHangModel,
 }
 """Scenario fault type -> its schema model (one fault each)."""
 
@@ -280,8 +319,9 @@ FaultModel = Annotated[
     CrashModel | CrashProcessModel | CrashRestartModel | HangModel | StragglerModel
     | PreemptModel | PartitionModel | IsolateModel | IsolateStoreModel | BridgeModel
     | OneWayModel | LinkModel | ClockSkewModel | ClockJumpModel | StoreCrashModel
-    | StoreFreezeModel | CollectiveFaultModel | ScaleUpModel | ScaleDownModel | MtbfModel
-    | ReplayModel,
+    | StoreFreezeModel | CollectiveFaultModel | ScaleUpModel | ScaleDownModel
+    | DiscoveryAddModel | DiscoveryRemoveModel | DiscoveryErrorModel | DiscoveryHangModel
+    | MtbfModel | ReplayModel,
     Field(discriminator="type"),
 ]
 
@@ -324,6 +364,10 @@ def to_fault(m: Any, fid: str, hosts: Sequence[str], store_host: str) -> Fault:
         "collective": lambda: CollectiveFault(fid, at, m.host, m.mode),
         "scale_up": lambda: ScaleUp(fid, at, m.host),
         "scale_down": lambda: ScaleDown(fid, at, m.host, m.grace),
+        "discovery_add": lambda: DiscoveryAdd(fid, at, m.host, m.slots, m.duration),
+        "discovery_remove": lambda: DiscoveryRemove(fid, at, m.host, m.duration),
+        "discovery_error": lambda: DiscoveryScriptError(fid, at, m.duration),
+        "discovery_hang": lambda: DiscoveryScriptHang(fid, at, m.duration),
     }
     fault = builders[m.type]()
     when = trigger_of(m)

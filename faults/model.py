@@ -294,6 +294,73 @@ class ScaleDown(Fault):
         return (self.host,)
 
 
+@dataclass(frozen=True)
+class DiscoveryAdd(Fault):
+    """From ``at`` on, the protocol's discovery source also reports ``host`` (with
+    ``slots``; None: the source's default), until ``duration`` seconds later (None: for
+    good). Membership grows through discovery, as when a scheduler adds a node."""
+
+    host: str = ""
+    slots: int | None = None
+    duration: float | None = None
+
+    @property
+    def heals_at(self) -> float | None:
+        return None if self.duration is None else self.at + self.duration
+
+    def hosts(self) -> tuple[str, ...]:
+        return (self.host,)
+
+    def line(self) -> str:
+        """The ``host[:slots]`` line the discovery script prints for it."""
+        return self.host if self.slots is None else f"{self.host}:{self.slots}"
+
+
+@dataclass(frozen=True)
+class DiscoveryRemove(Fault):
+    """From ``at`` on, the protocol's discovery source no longer reports ``host``, until
+    ``duration`` seconds later (None: for good); the host itself keeps running."""
+
+    host: str = ""
+    duration: float | None = None
+
+    @property
+    def heals_at(self) -> float | None:
+        return None if self.duration is None else self.at + self.duration
+
+    def hosts(self) -> tuple[str, ...]:
+        return (self.host,)
+
+
+@dataclass(frozen=True)
+class DiscoveryScriptError(Fault):
+    """Every discovery call made during ``duration`` seconds from ``at`` fails (the
+    discovery script exits non-zero)."""
+
+    duration: float = 0.0
+
+    @property
+    def heals_at(self) -> float | None:
+        return self.at + self.duration
+
+
+@dataclass(frozen=True)
+class DiscoveryScriptHang(Fault):
+    """A discovery call made during ``duration`` seconds from ``at`` hangs: it returns
+    only when the fault heals."""
+
+    duration: float = 0.0
+
+    @property
+    def heals_at(self) -> float | None:
+        return self.at + self.duration
+
+
+DISCOVERY_FAULTS: tuple[type[Fault], ...] = (
+    DiscoveryAdd, DiscoveryRemove, DiscoveryScriptError, DiscoveryScriptHang)
+"""Faults that act on a protocol's discovery source (what it reports), not on hosts."""
+
+
 FAULT_TYPES: dict[str, type[Fault]] = {
     "crash": CrashHost,
     "crash_process": CrashProcess,
@@ -314,6 +381,10 @@ FAULT_TYPES: dict[str, type[Fault]] = {
     "collective": CollectiveFault,
     "scale_up": ScaleUp,
     "scale_down": ScaleDown,
+    "discovery_add": DiscoveryAdd,
+    "discovery_remove": DiscoveryRemove,
+    "discovery_error": DiscoveryScriptError,
+    "discovery_hang": DiscoveryScriptHang,
 }
 """Scenario name -> fault class."""
 

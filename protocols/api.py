@@ -359,6 +359,23 @@ SIGNAL_NUMBERS = {"INT": 2, "KILL": 9, "TERM": 15, "CONT": 18, "STOP": 19}
 # --------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class DiscoveryOverlay:
+    """What discovery-source faults (scheduled by the run, cluster-wide) do right now to
+    what a protocol's discovery source reports: ``added`` lines (``host`` or
+    ``host:slots``) to append, ``removed`` hosts to drop, the script failing (``error``),
+    or a call started now hanging for ``hang_s`` more seconds. Empty without such faults."""
+
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    error: bool = False
+    hang_s: float = 0.0
+
+
+NO_DISCOVERY_FAULTS = DiscoveryOverlay()
+"""The overlay of a run without discovery-source faults."""
+
+
 @dataclass
 class ProcessInfo:
     """Who this process is: its host, its name (``host/name``), its environment and its
@@ -502,6 +519,14 @@ class Runtime(abc.ABC):
     @abc.abstractmethod
     def on_signal(self, sig: str, handler: Callable[[], None] | None) -> None:
         """Install (or, with None, remove) a handler for TERM or INT; by default they kill."""
+
+    # -- discovery ---------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def discovery_overlay(self) -> DiscoveryOverlay:
+        """The discovery-source faults in effect now, for a protocol's discovery source to
+        apply to each call. Calling it declares that this process runs a discovery source:
+        a run where no process ever does reports its discovery faults as not fired."""
 
     # -- trace -------------------------------------------------------------------------
 

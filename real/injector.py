@@ -6,7 +6,8 @@
 slows the group down for real by duty-cycling it: in every :data:`STRAGGLE_PERIOD` it runs
 ``1/factor`` of the time and is SIGSTOPped for the rest. Faults that need what real mode
 does not set up (a network cut, link shaping, a clock step, restarting a host, reaching
-into the store or the collectives) are refused before a run starts, never faked.
+into the store or the collectives, changing what a discovery source reports) are refused
+before a run starts, never faked.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ from faults.model import (
     CrashHost,
     CrashProcess,
     CrashRestart,
+    DiscoveryAdd,
+    DiscoveryRemove,
+    DiscoveryScriptError,
+    DiscoveryScriptHang,
     Fault,
     HangHost,
     LinkFault,
@@ -67,6 +72,10 @@ _WHY_NOT: tuple[tuple[tuple[type[Fault], ...], str], ...] = (
     ((StoreCrash, StoreFreeze), "the store server runs inside a host's process; real mode "
      "cannot crash or freeze it alone"),
     ((CollectiveFault,), "real mode cannot make one Gloo collective fail or hang on purpose"),
+    ((DiscoveryAdd, DiscoveryRemove, DiscoveryScriptError, DiscoveryScriptHang),
+     "discovery-source faults need the real launcher to rewrite what the protocol's "
+     "discovery source reports (an overlay file the processes read), which it does not "
+     "do yet"),
     ((Triggered,), "faults triggered by trace events need the injector to follow the "
      "merged trace live, which real mode does not do yet (use a time 'at')"),
 )

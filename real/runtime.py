@@ -196,5 +196,10 @@ class RealRuntime(api.Runtime):
 
     # -- trace ---------------------------------------------------------------------------
 
+    def discovery_overlay(self) -> api.DiscoveryOverlay:
+        """Always empty: real mode refuses discovery-source faults before a run starts
+        (:mod:`real.injector`), so none is ever in effect."""
+        return api.NO_DISCOVERY_FAULTS
+
     def record(self, kind: str, **fields: JSON) -> None:
         self._trace.event(self.run_time(), self.host, self.name, kind, fields)

@@ -7,6 +7,11 @@ event (host: the target host or ``*``; proc ``fault-injector``; data: id, type, 
 phase ``start``/``heal``, or ``skipped`` with a reason; ``trigger`` for a triggered fault).
 A fault whose target is already down does not fire; every scheduled fault gets a
 :class:`~faults.world.FaultReport`.
+
+Discovery-source faults change what :meth:`~protocols.api.Runtime.discovery_overlay`
+returns. They fire only once some process has asked for the overlay (a protocol with a
+discovery source): one due earlier waits for that and fires then; in a run where no process
+ever asks, they are reported as not fired, because the protocol has no discovery source.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
+from faults.discovery import DiscoveryFaults
 from faults.model import (
     FAULT_TYPES_BY_CLASS,
     ClockJump,
@@ -24,6 +30,10 @@ from faults.model import (
     CrashHost,
     CrashProcess,
     CrashRestart,
+    DiscoveryAdd,
+    DiscoveryRemove,
+    DiscoveryScriptError,
+    DiscoveryScriptHang,
     Fault,
     HangHost,
     LinkFault,
@@ -38,7 +48,7 @@ from faults.model import (
 )
 from faults.triggers import Triggered
 from faults.world import FaultReport
-from protocols.api import SIGNAL_NUMBERS
+from protocols.api import SIGNAL_NUMBERS, DiscoveryOverlay
 from protocols.trace import TraceEvent
 from sim.collectives import CollectiveEngine
 from sim.host import Cluster, SimHost
@@ -91,7 +101,14 @@ class FaultInjector:
             ClockSkew: self._clock_skew, ClockJump: self._clock_jump,
             StoreCrash: self._store_crash, StoreFreeze: self._store_freeze,
             CollectiveFault: self._collective,
+            DiscoveryAdd: self._discovery, DiscoveryRemove: self._discovery,
+            DiscoveryScriptError: self._discovery, DiscoveryScriptHang: self._discovery,
         }
+        self.discovery = DiscoveryFaults()
+        self.discovery_read = False
+        """Whether a process has asked for the discovery overlay (has a discovery source)."""
+        self._discovery_waiting: list[tuple[Fault, FaultReport]] = []
+        self._discovery_reports: list[FaultReport] = []
 
     def schedule(self, faults: Sequence[Fault]) -> None:
         """Schedule every fault at its time, in schedule order for ties."""
@@ -111,6 +128,10 @@ class FaultInjector:
         for f, rep in self._armed:
             if not rep.fired and f.when is not None:
                 rep.reason = f"its trigger {f.when.describe()} never happened"
+        if not self.discovery_read:
+            for rep in self._discovery_reports:
+                rep.reason = (f"protocol {_protocol(self.cluster.world.entry)} has no "
+                              "discovery source")
         return self.reports
 
     # -- triggers ----------------------------------------------------------------------
@@ -341,3 +362,47 @@ class FaultInjector:
             return
         self._fired(f, rep, host.name)
         self.collectives.inject(host.name, f.mode)
+
+    # -- discovery source ----------------------------------------------------------------
+
+    def discovery_overlay(self) -> DiscoveryOverlay:
+        """The overlay now (see the module docstring); the first call fires the discovery
+        faults that were waiting for a discovery source."""
+        if not self.discovery_read:
+            self.discovery_read = True
+            waiting, self._discovery_waiting = self._discovery_waiting, []
+            for f, rep in waiting:
+                self._discovery_start(f, rep)
+        return self.discovery.overlay(self.k.now)
+
+    def _discovery(self, f: Fault, rep: FaultReport) -> None:
+        self._discovery_reports.append(rep)
+        if not self.discovery_read:
+            self._discovery_waiting.append((f, rep))
+        else:
+            self._discovery_start(f, rep)
+        heals = f.heals_at
+        if heals is not None:
+            self._later(heals - f.at, self._discovery_heal, f, rep)
+
+    def _discovery_start(self, f: Fault, rep: FaultReport) -> None:
+        self._fired(f, rep, _discovery_host(f))
+        self.discovery.start(f, self.k.now)
+
+    def _discovery_heal(self, f: Fault, rep: FaultReport) -> None:
+        if not rep.fired:  # healed while still waiting for a discovery source
+            self._discovery_waiting = [(g, r) for g, r in self._discovery_waiting if g is not f]
+            rep.reason = "it healed before any process ran a discovery source"
+            return
+        self._trace(f, _discovery_host(f), "heal")
+        self.discovery.heal(f)
+
+
+def _discovery_host(f: Fault) -> str:
+    return f.host if isinstance(f, (DiscoveryAdd, DiscoveryRemove)) else "*"
+
+
+def _protocol(entry: str) -> str:
+    """The protocol an entry belongs to (``protocols.<name>.<module>:fn``), else the entry."""
+    parts = entry.partition(":")[0].split(".")
+    return parts[1] if len(parts) > 2 and parts[0] == "protocols" else entry

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from protocols.api import (
     JSON,
     Cancelled,
+    DiscoveryOverlay,
     Future,
     Group,
     Message,
@@ -167,6 +168,12 @@ class SimRuntime(Runtime):
             self._proc.handlers.pop(sig, None)
         else:
             self._proc.handlers[sig] = handler
+
+    # -- discovery ---------------------------------------------------------------------
+
+    def discovery_overlay(self) -> DiscoveryOverlay:
+        """The run's discovery-source faults in effect now (see :mod:`sim.faults`)."""
+        return self._sim.injector.discovery_overlay()
 
     # -- trace -------------------------------------------------------------------------
 

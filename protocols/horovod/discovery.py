@@ -1,12 +1,14 @@
 """Host discovery sources as scenario data: what the discovery script prints on a given
 call (a fixed list, a schedule keyed by rank 0's epoch, wall time or poll count, or a
-random walk), and when it fails or hangs."""
+random walk), and when it fails or hangs; plus what the run's discovery-source faults
+(:class:`~protocols.api.DiscoveryOverlay`) change about a call."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from protocols.api import NO_DISCOVERY_FAULTS, DiscoveryOverlay
 from protocols.horovod.hosts import Rng, parse_host_slots
 from protocols.horovod.settings import Discovery, DiscoveryFailure, HostsAt, RandomHosts
 
@@ -51,6 +53,16 @@ def epoch_hosts(schedule: Sequence[HostsAt], epoch: int) -> list[str]:
     return list(schedule[-1].hosts) if schedule else []
 
 
+def overlaid(lines: Sequence[str], overlay: DiscoveryOverlay) -> list[str]:
+    """The script's output lines with the run's discovery faults applied: removed hosts'
+    lines dropped, added lines appended (unless the host is listed already)."""
+    if overlay is NO_DISCOVERY_FAULTS:
+        return list(lines)
+    kept = [ln for ln in lines if ln.strip().split(":", 1)[0] not in overlay.removed]
+    present = {ln.strip().split(":", 1)[0] for ln in kept}
+    return kept + [ln for ln in overlay.added if ln.split(":", 1)[0] not in present]
+
+
 def random_step(
     current: Sequence[str], spec: RandomHosts, rng: Rng
 ) -> list[str]:
@@ -88,12 +100,17 @@ class DiscoverySource:
         """The failure scheduled for this poll, if any."""
         return next((f for f in self.spec.failures if f.poll == poll), None)
 
-    def find_available_hosts_and_slots(self, probe: Probe) -> dict[str, int]:
-        """``{host: slots}`` as the script would print them now."""
+    def find_available_hosts_and_slots(
+        self, probe: Probe, overlay: DiscoveryOverlay = NO_DISCOVERY_FAULTS
+    ) -> dict[str, int]:
+        """``{host: slots}`` as the script would print them now, under ``overlay``."""
         failure = self.failure(probe.poll)
         if failure is not None and failure.mode == "error":
             raise DiscoveryError(f"discovery script failed on call {probe.poll}")
-        return parse_host_slots(self.lines(probe), self.default_slots)
+        if overlay.error:
+            raise DiscoveryError(f"discovery script failed on call {probe.poll} "
+                                 "(discovery_error fault)")
+        return parse_host_slots(overlaid(self.lines(probe), overlay), self.default_slots)
 
     def lines(self, probe: Probe) -> list[str]:
         """The script's output lines."""

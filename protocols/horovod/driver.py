@@ -113,7 +113,7 @@ class ElasticDriver:
         """Run discovery once; adopt and classify the change, if any."""
         prev_slots, prev_order = self.host_slots, self.host_order
         probe = Probe(self.polls, self.rt.now(), self.epochs_logged)
-        slots = self.source.find_available_hosts_and_slots(probe)
+        slots = self.source.find_available_hosts_and_slots(probe, self.rt.discovery_overlay())
         now = self.wall()
         back = [h for h in slots if is_resurrected(self._state(h), now)]
         if prev_slots == slots and not back:
@@ -168,6 +168,9 @@ class ElasticDriver:
                 pass
 
     async def _run_script_time(self) -> None:
+        hang = self.rt.discovery_overlay().hang_s  # a discovery_hang fault: wait it out
+        if hang > 0:
+            await self.rt.sleep(hang)
         spec = self.k.discovery
         if spec.script_time > 0:
             await self.rt.sleep(spec.script_time)

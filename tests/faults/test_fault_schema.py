@@ -38,6 +38,10 @@ EXAMPLES: dict[str, str] = {
     "collective": "{type: collective, host: h2, mode: hang, at: 1}",
     "scale_up": "{type: scale_up, host: h3, at: 1}",
     "scale_down": "{type: scale_down, host: h3, at: 1, grace: 5}",
+    "discovery_add": "{type: discovery_add, host: h3, slots: 2, at: 1, duration: 4}",
+    "discovery_remove": "{type: discovery_remove, host: h3, at: 1}",
+    "discovery_error": "{type: discovery_error, at: 1, duration: 2}",
+    "discovery_hang": "{type: discovery_hang, at: 1, duration: 2}",
 }
 
 
@@ -94,6 +98,14 @@ CASES = [
      ["faults[0].file", "cannot read failure trace"]),
     ("link_end", "{type: link, a: h0, b: h8, at: 1, duration: 1}",
      ["faults[0].b", "unknown host 'h8'"]),
+    ("discovery_add_host", "{type: discovery_add, host: h9, at: 1}",
+     ["faults[0].host", "unknown host 'h9'"]),
+    ("discovery_add_slots", "{type: discovery_add, host: h3, slots: 0, at: 1}",
+     ["faults[0].slots", "greater than or equal to 1"]),
+    ("discovery_error_duration", "{type: discovery_error, at: 1}",
+     ["faults[0].duration", "required"]),
+    ("discovery_hang_field", "{type: discovery_hang, host: h1, at: 1, duration: 1}",
+     ["faults[0].host", "unknown field"]),
 ]
 
 
