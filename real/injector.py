@@ -4,10 +4,12 @@
 ``HangHost`` SIGSTOPs the group and SIGCONTs it after ``duration``. ``Preempt`` and
 ``ScaleDown`` SIGTERM the group and SIGKILL what is left after ``grace``. ``Straggler``
 slows the group down for real by duty-cycling it: in every :data:`STRAGGLE_PERIOD` it runs
-``1/factor`` of the time and is SIGSTOPped for the rest. Faults that need what real mode
-does not set up (a network cut, link shaping, a clock step, restarting a host, reaching
-into the store or the collectives, changing what a discovery source reports) are refused
-before a run starts, never faked.
+``1/factor`` of the time and is SIGSTOPped for the rest. Partitions (symmetric, one-way,
+isolate, isolate_store, bridge) cut the network for real: the launcher runs such a world
+in a network namespace of its own (:mod:`real.netns`) and the injector adds and removes
+its drop rules. Faults that need what real mode does not set up (link shaping, a clock
+step, restarting a host, reaching into the store or the collectives, changing what a
+discovery source reports) are refused before a run starts, never faked.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from faults.model import (
 )
 from faults.triggers import Triggered
 from faults.world import FaultReport, World
+from real import netns
 from real.tracefile import TraceFile
 
 INJECTOR = "fault-injector"
@@ -54,15 +57,12 @@ class UnsupportedInRealMode(ValueError):
 
 
 SUPPORTED = (CrashHost, CrashProcess, HangHost, Preempt, ScaleDown, Straggler)
-"""Fault types real mode injects (by signals)."""
+"""Fault types real mode injects by signals (partitions: see :func:`why_unsupported`)."""
 
 STRAGGLE_PERIOD = 0.5
 """Seconds of one run/stop cycle of a real straggler."""
 
 _WHY_NOT: tuple[tuple[tuple[type[Fault], ...], str], ...] = (
-    ((Partition, OneWayPartition),
-     "partition faults need a real network cut (per-host network namespaces), which real "
-     "mode does not set up yet"),
     ((LinkFault,), "link faults need traffic shaping (tc netem in per-host network "
      "namespaces), which real mode does not set up yet"),
     ((ClockSkew, ClockJump), "clock faults need a per-host clock (time namespaces or "
@@ -85,6 +85,10 @@ def why_unsupported(fault: Fault) -> str:
     """Why real mode cannot inject ``fault`` ("" if it can)."""
     if isinstance(fault, SUPPORTED):
         return ""
+    if isinstance(fault, Partition | OneWayPartition):
+        lacking = netns.missing()
+        return (f"partition faults need a real network cut (a network namespace with "
+                f"nftables rules) and {lacking}") if lacking else ""
     for types, why in _WHY_NOT:
         if isinstance(fault, types):
             return why
@@ -111,6 +115,12 @@ class Targets(Protocol):
 
     def signal_proc(self, name: str, sig: int) -> str:
         """Signal process ``name``; "" if done, else why not."""
+
+    def cut(self, fault: Partition | OneWayPartition) -> str:
+        """Start dropping the packets ``fault`` cuts; "" if done, else why not."""
+
+    def heal(self, fault: Partition | OneWayPartition) -> str:
+        """Stop dropping them; "" if done, else why not."""
 
 
 @dataclass(order=True)
@@ -195,6 +205,10 @@ class Injector:
                 self._push(now + fault.grace, fault, "heal")
             else:
                 why_not = f"host {fault.host}: every process had already exited"
+        elif isinstance(fault, Partition | OneWayPartition):
+            why_not = self._targets.cut(fault)
+            if not why_not:
+                self._push(now + fault.duration, fault, "heal")
         elif isinstance(fault, Straggler):
             if self._targets.signal_host(fault.host, signal.SIGSTOP):
                 self._push(now + STRAGGLE_PERIOD * (1 - 1 / fault.factor), fault, "cont")
@@ -229,13 +243,21 @@ class Injector:
                 self.host_kills[fault.host] = Kill(now, fault.id)
                 self._event(fault, now, "heal", "grace over: SIGKILL to what is left")
             return
+        if isinstance(fault, Partition | OneWayPartition):
+            self._event(fault, now, "heal", self._targets.heal(fault))
+            return
         assert isinstance(fault, HangHost | Straggler)
         if self._targets.signal_host(fault.host, signal.SIGCONT):
             self._event(fault, now, "heal", "")
 
     def _event(self, fault: Fault, now: float, phase: str, reason: str) -> None:
-        target = fault.proc if isinstance(fault, CrashProcess) else fault.hosts()[0]
+        target: object = fault.proc if isinstance(fault, CrashProcess) else fault.hosts()[0]
+        host = fault.hosts()[0]
+        if isinstance(fault, Partition):  # as the sim traces a cut: no one host's event
+            target, host = [list(g) for g in fault.groups], "*"
+        elif isinstance(fault, OneWayPartition):
+            target, host = {"src": list(fault.src), "dst": list(fault.dst)}, "*"
         data = {"id": fault.id, "type": fault.type, "target": target, "phase": phase}
         if reason:
             data["reason"] = reason
-        self._trace.event(now, fault.hosts()[0], INJECTOR, "fault", data)
+        self._trace.event(now, host, INJECTOR, "fault", data)

@@ -4,14 +4,17 @@ Each host's first process is ``python -m real.proc`` in a session (and process g
 its own, so a host crash is one ``killpg``. Every process is started up front; when all
 have imported torch and said READY, the launcher fixes the run's origin ``t0`` and sends
 ``GO <t0>``. It then injects faults on schedule and waits until every process has exited
-or the time limit passes. Whatever happens (an exception, Ctrl-C, SIGTERM), nothing it
-started outlives :meth:`Launcher.run`. Last, it accounts for every process's exit and
+or the time limit passes. A world with partition faults runs in a network namespace of its
+own, each host at its own loopback address (:mod:`real.netns`); others share this
+machine's loopback. Whatever happens (an exception, Ctrl-C, SIGTERM), nothing it started,
+namespace included, outlives :meth:`Launcher.run`. Last, it accounts for every process's exit and
 hands the merged trace to the caller.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import selectors
 import signal
@@ -24,10 +27,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from faults.model import Fault
+from faults.model import Fault, OneWayPartition, Partition
 from faults.world import HostSpec, RunResult, World
 from protocols.trace import TraceEvent, encode
-from real import reaper
+from real import netns, reaper
 from real.injector import Injector
 from real.process import popen
 from real.spec import ProcSpec
@@ -36,6 +39,10 @@ from real.workdir import RunDir, Started
 
 READY_TIMEOUT = 180.0
 """Seconds every host gets to start Python and import torch (8 at once on 2 cores: ~8 s)."""
+
+
+_RUNS = itertools.count()
+"""Tells apart the network namespaces of one launching process's runs."""
 
 
 class LaunchError(RuntimeError):
@@ -67,6 +74,10 @@ class Launcher:
         self.hosts: dict[str, HostProc] = {}
         self.t0 = 0.0
         self._trace = TraceFile(workdir / "trace" / "launcher.jsonl")
+        self.netns: netns.Namespace | None = None
+        """The run's network namespace, when its faults cut the network."""
+        if netns.needs_cut(self.faults):
+            self.netns = netns.Namespace(world.host_names, str(next(_RUNS)))
 
     def run(self, emit: Callable[[TraceEvent], None]) -> RunResult:
         """Run the world; emit the merged trace; report exits and faults."""
@@ -76,13 +87,19 @@ class Launcher:
         try:
             with _interrupts_raise():
                 try:
+                    if self.netns is not None:
+                        self.netns.create()
                     self._start()
                     self._wait_ready()
                     self._go()
                     hung = self._supervise(injector)
                 finally:
                     with _signals_deferred():
-                        self._kill_everything()
+                        try:
+                            self._kill_everything()
+                        finally:
+                            if self.netns is not None:
+                                self.netns.delete()
         finally:
             reaper.set_subreaper(was_subreaper)
         end = self.world.time_limit if hung else self._now()
@@ -104,6 +121,8 @@ class Launcher:
     # -- start -----------------------------------------------------------------------------
 
     def _start(self) -> None:
+        cut = self.netns
+        addresses = cut.addresses() if cut is not None else {}
         for host in self.world.hosts:
             name = f"{host.name}/{self.world.proc_name}"
             spec = ProcSpec(
@@ -113,16 +132,19 @@ class Launcher:
                 args=dict(self.world.args),
                 workdir=str(self.run_dir.root.resolve()),
                 seed=self.seed,
-                bind=self.bind,
+                bind=addresses.get(host.name, self.bind),
                 parent_pid=os.getpid(),
                 clock_offset=host.clock_offset,
                 clock_drift=host.clock_drift,
                 start_at=host.start_at,
                 sys_path=tuple(sys.path),
                 hosts=self.world.host_names,
+                addresses=addresses,
             )
             proc = popen(
-                spec, self.run_dir, new_session=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+                spec, self.run_dir, new_session=True, stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, prefix=cut.prefix() if cut is not None else (),
+                group=cut.gid(host.name) if cut is not None else None,
             )
             self.hosts[host.name] = HostProc(host, name, proc)
             self.run_dir.note_started(
@@ -241,6 +263,26 @@ class Launcher:
             return f"process {name} was never started"
         if not reaper.is_running(pid, self.run_dir.marker) or not reaper.signal_quietly(pid, sig):
             return f"process {name} had already exited"
+        return ""
+
+    def cut(self, fault: Partition | OneWayPartition) -> str:
+        """Start dropping the packets ``fault`` cuts; "" if done, else why not."""
+        if self.netns is None:
+            return "the run has no network namespace"
+        try:
+            self.netns.cut(fault)
+        except netns.CutError as exc:
+            return str(exc)
+        return ""
+
+    def heal(self, fault: Partition | OneWayPartition) -> str:
+        """Stop dropping them; "" if done, else why not."""
+        if self.netns is None:
+            return "the run has no network namespace"
+        try:
+            self.netns.heal(fault)
+        except netns.CutError as exc:
+            return str(exc)
         return ""
 
     # -- end -------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from protocols.api import SIGNALS, Proc
 from real.aio import boundary
@@ -32,20 +32,24 @@ def popen(
     new_session: bool,
     stdin: int | None = None,
     stdout: int | None = None,
+    prefix: Sequence[str] = (),
+    group: int | None = None,
 ) -> subprocess.Popen[bytes]:
     """Write ``spec`` and start ``python -m real.proc`` for it; stderr (and stdout unless
-    given) go to the process's log file."""
+    given) go to the process's log file. ``prefix`` is a command that execs the rest (such
+    as ``ip netns exec NS``); ``group`` the group id to run with."""
     path = run_dir.spec(spec.name)
     spec.dump(path)
     env = {**os.environ, **spec.env}
     with open(run_dir.log(spec.name), "ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "real.proc", str(path)],
+            [*prefix, sys.executable, "-m", "real.proc", str(path)],
             stdin=subprocess.DEVNULL if stdin is None else stdin,
             stdout=log if stdout is None else stdout,
             stderr=log,
             env=env,
             start_new_session=new_session,
+            group=group,
         )
 
 

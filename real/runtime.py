@@ -166,6 +166,7 @@ class RealRuntime(api.Runtime):
             t0=self.t0,
             sys_path=tuple(sys.path),
             hosts=self.spec.hosts,
+            addresses=self.spec.addresses,
         )
         proc = popen(spec, self.run_dir, new_session=False)
         start = reaper.start_time(proc.pid)

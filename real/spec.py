@@ -39,6 +39,9 @@ class ProcSpec:
     hosts: tuple[str, ...] = ()
     """The world's host names. Addresses name hosts (``h0:29500``, as in the sim); in
     local mode each of them is this machine."""
+    addresses: Mapping[str, str] = field(default_factory=dict)
+    """Host name -> its own network address, where each host has one (runs with a network
+    cut); a host not named here is reached at this process's address."""
 
     @property
     def address(self) -> str:
@@ -47,7 +50,9 @@ class ProcSpec:
 
     def locate(self, host: str) -> str:
         """The network address of ``host`` (a world host name, or already an address)."""
-        return self.address if host in self.hosts else host
+        if host not in self.hosts:
+            return host
+        return self.addresses.get(host, self.address)
 
     def dump(self, path: Path) -> None:
         """Write this spec to ``path``."""
@@ -59,4 +64,5 @@ class ProcSpec:
         obj = json.loads(path.read_text(encoding="utf-8"))
         obj["sys_path"] = tuple(obj.get("sys_path", ()))
         obj["hosts"] = tuple(obj.get("hosts", ()))
+        obj["addresses"] = dict(obj.get("addresses", {}))
         return cls(**obj)
