@@ -70,9 +70,10 @@ def test_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert not (tmp_path / "out").exists()
 
 
-def test_real_mode_refuses_partitions_before_starting(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_real_mode_refuses_partitions_before_starting_where_it_cannot_cut(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no ip, no nft: no network cut
     path = tmp_path / "p.yaml"
     path.write_text(GOOD.replace(
         "{type: crash, host: h3, at: 0.5}",

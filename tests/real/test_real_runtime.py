@@ -292,8 +292,12 @@ def test_importing_real_does_not_import_torch() -> None:
     assert out.stdout.strip() == "False", out.stderr
 
 
-def test_partitions_are_refused_before_anything_starts(tmp_path: Path) -> None:
+def test_partitions_are_refused_before_anything_starts_without_ip_and_nft(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import real
+
+    monkeypatch.setenv("PATH", str(tmp_path))
 
     cut = Partition(id="split-brain", at=1.0, groups=(("h0",), ("h1",)), duration=2.0)
     with pytest.raises(real.UnsupportedInRealMode, match=r"'split-brain'.*--mode sim"):

@@ -145,12 +145,13 @@ def test_clock_skew_gives_the_skewed_agent_a_different_world_size(tmp_path: Path
     assert s["metrics"]["outcome"] == "completed"
 
 
-def test_partition_heals_without_a_restart_and_is_refused_in_real_mode(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+def test_partition_heals_without_a_restart_and_is_refused_in_real_mode_without_a_cut(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _, s, ev = run(tmp_path, "partition_heals.yaml")
     assert not of(ev, "agent_restart")
     assert membership(s) == [(0, ["h0", "h1", "h2"], {"h0": 0, "h1": 1, "h2": 2})]
+    monkeypatch.setenv("PATH", str(tmp_path))  # no ip, no nft (real mode: see tests/real)
     rc = main(["run", str(DIR / "partition_heals.yaml"), "--mode", "real",
                "--out", str(tmp_path / "real"), "--quiet"])
     assert rc == 2
