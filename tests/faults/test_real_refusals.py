@@ -21,8 +21,10 @@ def test_real_mode_injects_crash_hang_preemption_straggler_and_scale_down() -> N
 
 @pytest.mark.parametrize("kind", sorted(set(EXAMPLES) - REAL))
 def test_a_fault_real_mode_cannot_inject_is_refused_with_a_clear_message(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    kind: str,
 ) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no ip/nft: partitions cannot be cut either
     path = tmp_path / "s.yaml"
     path.write_text(HEAD + "  - {type: crash, host: h1, at: 5}\n" + f"  - {EXAMPLES[kind]}\n")
     out = tmp_path / "out"
