@@ -7,7 +7,8 @@ connection with the originating host (by the socket's group id); a cut is then a
 rules, in the input hook, dropping the packets of connections between the two sides, found
 by (originating host, original destination address) and, for a one-way cut, the direction.
 Dropped, not refused: TCP connections stall until the heal or their own timeouts, as under
-a real cut. Deleting the namespace at the end removes every rule with it.
+a real cut. Deleting the namespace at the end removes every rule with it; one left by a
+launcher that was SIGKILLed (so could not clean up) is deleted by the next run's.
 """
 
 from __future__ import annotations
@@ -151,7 +152,9 @@ class Namespace:
         return ["ip", "netns", "exec", self.name]
 
     def create(self) -> None:
-        """Create the namespace, bring its loopback up, load the marking table."""
+        """Create the namespace, bring its loopback up, load the marking table (first
+        deleting namespaces left by launchers that died without cleaning up)."""
+        sweep_stale()
         _run(["ip", "netns", "add", self.name])
         self.created = True
         _run(["ip", "-n", self.name, "link", "set", "lo", "up"])
@@ -178,6 +181,28 @@ class Namespace:
         if self.created and self.name in existing():
             _run(["ip", "netns", "del", self.name])
         self.created = False
+
+
+def _creator(name: str) -> int | None:
+    """The launcher pid in a run namespace's name (``es-<pid>-<n>``); None if not one."""
+    parts = name.removeprefix(Namespace.PREFIX).split("-")
+    if not name.startswith(Namespace.PREFIX) or len(parts) != 2:
+        return None
+    return int(parts[0]) if parts[0].isdigit() and parts[1].isdigit() else None
+
+
+def sweep_stale() -> list[str]:
+    """Delete run namespaces whose launcher is gone; their names."""
+    gone = []
+    for name in existing():
+        pid = _creator(name)
+        if pid is not None and not os.path.exists(f"/proc/{pid}"):
+            try:
+                _run(["ip", "netns", "del", name])
+            except CutError:
+                continue  # another launcher swept it first
+            gone.append(name)
+    return gone
 
 
 def rules_of(name: str) -> str:

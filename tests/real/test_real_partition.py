@@ -211,3 +211,18 @@ def test_without_ip_and_nft_a_partition_is_refused_naming_what_is_missing(
         assert "'ip' and 'nft'" in err
     assert "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(bool(netns.missing()), reason=f"no network cut: {netns.missing()}")
+def test_a_namespace_left_by_a_killed_launcher_is_deleted_by_the_next_run() -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # its pid names a launcher that is gone
+    stale = f"{netns.Namespace.PREFIX}{dead.pid}-0"
+    subprocess.run(["ip", "netns", "add", stale], check=True)
+    try:
+        assert stale in netns.existing()
+        assert stale in netns.sweep_stale()
+        assert stale not in netns.existing()
+    finally:
+        if stale in netns.existing():
+            subprocess.run(["ip", "netns", "del", stale], check=False)
