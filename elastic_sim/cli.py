@@ -64,6 +64,9 @@ def _add_explore(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                          "runs/explore-<scenario>-s<seed>)")
     ex.add_argument("--max-faults", type=_nonneg_int, default=3,
                     help="most faults in one schedule")
+    ex.add_argument("--ties", action="store_true",
+                    help="also draw a tie seed per schedule: events due at the same time "
+                         "from different sources run in a seeded order")
     ex.add_argument("--faults", default=None, metavar="TYPE,...",
                     help="fault types to draw (default: crash,hang,partition)")
     ex.add_argument("--max-duration", type=float, default=60.0,
@@ -194,7 +197,7 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
                   TimeElapsedColumn(), console=console, transient=True) as bar:
         task = bar.add_task(sc.name, total=args.budget, found=0)
         res = explore(sc, space, seed=args.seed, budget=args.budget, time_s=args.time_s,
-                      workers=args.workers, out_dir=out, ignore=ignore,
+                      workers=args.workers, out_dir=out, ignore=ignore, ties=args.ties,
                       progress=lambda done, found: bar.update(task, completed=done,
                                                               found=found))
     console.print(f"{res.cases} schedules in {res.wall_s:.1f} s ({res.per_minute:.0f}/min), "

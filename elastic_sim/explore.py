@@ -3,7 +3,8 @@ violation to a minimal schedule, and write it as a reproducer scenario with its 
 
 A search is a pure function of (scenario, search seed, number of cases): case ``i`` runs the
 schedule drawn from the stream ``<seed>/schedule/<i>`` with the sim seed drawn from
-``<seed>/sim/<i>``, so adding workers changes the speed, never the findings. Violations are
+``<seed>/sim/<i>`` (and, with ``ties``, the tie seed that orders same-time events from
+``<seed>/ties/<i>``), so adding workers changes the speed, never the findings. Violations are
 told apart by their :class:`Signature` (which check failed, and on which kinds of events);
 only the first case showing a signature is shrunk. Only the checks judge a case: the
 scenario's expectations were written for its own schedule, not for generated ones.
@@ -52,11 +53,12 @@ class Signature:
 
 @dataclass(frozen=True)
 class Case:
-    """One generated run: a fault schedule and a sim seed."""
+    """One generated run: a fault schedule, a sim seed and a tie seed (None: FIFO ties)."""
 
     index: int
     faults: tuple[Fault, ...]
     seed: int
+    tie_seed: int | None = None
 
 
 @dataclass
@@ -80,6 +82,7 @@ class Finding:
     faults: tuple[Fault, ...]
     seed: int
     shrink_runs: int
+    tie_seed: int | None = None
     reproducer: Path | None = None
     run_dir: Path | None = None
     trace_sha256: str = ""
@@ -135,7 +138,8 @@ def known_violations(sc: Scenario) -> tuple[str, ...]:
 
 def run_case(sc: Scenario, case: Case, ignore: Collection[str] = ()) -> Outcome:
     """Run one case in the sim (in memory) and check it."""
-    run = with_faults(sc, list(case.faults), seed=case.seed, name=sc.name)
+    run = with_faults(sc, list(case.faults), seed=case.seed, name=sc.name,
+                      tie_seed=case.tie_seed)
     events, _, result = simulate(run, case.seed)
     sigs = signatures_of(run_checks(events), ignore)
     return Outcome(case, sorted(sigs), sigs, result.hung)
@@ -159,11 +163,12 @@ def space_for(sc: Scenario, *, types: Sequence[str] = DEFAULT_TYPES, max_faults:
     )
 
 
-def make_case(seed: int, index: int, space: FaultSpace) -> Case:
-    """Case ``index`` of the search with seed ``seed``."""
+def make_case(seed: int, index: int, space: FaultSpace, ties: bool = False) -> Case:
+    """Case ``index`` of the search with seed ``seed`` (with ``ties``: a tie seed too)."""
     faults = random_schedule(f"{seed}/schedule/{index}", space)
     sim_seed = random.Random(f"{seed}/sim/{index}").randrange(2**32)
-    return Case(index, faults, sim_seed)
+    tie_seed = random.Random(f"{seed}/ties/{index}").randrange(2**32) if ties else None
+    return Case(index, faults, sim_seed, tie_seed)
 
 
 # -- running many cases, in order, on one or more processes ----------------------------
@@ -227,7 +232,8 @@ def shrink(runner: CaseRunner, case: Case, target: Signature,
     improved = True
     while improved and runs < max_runs:
         improved = False
-        cands = [Case(case.index, c, case.seed) for c in shrink_candidates(best.faults)]
+        cands = [Case(case.index, c, case.seed, case.tie_seed)
+                 for c in shrink_candidates(best.faults)]
         for start in range(0, len(cands), batch):
             part = cands[start:start + batch][: max_runs - runs]
             if not part:
@@ -265,11 +271,13 @@ def explore(
     out_dir: Path | None = None,
     progress: Progress | None = None,
     ignore: Collection[str] | None = None,
+    ties: bool = False,
 ) -> Exploration:
     """Run up to ``budget`` cases (or for ``time_s`` seconds); shrink each new violation and,
     with ``out_dir``, write its reproducer ``<out_dir>/<name>.yaml`` and its run
     ``<out_dir>/<name>/`` (trace, summary, report). Checks in ``ignore`` (default: the
-    scenario's known violations) are not reported."""
+    scenario's known violations) are not reported. With ``ties`` every case also draws a
+    tie seed (the order of same-time events), kept in its reproducer."""
     if budget is None and time_s is None:
         raise ValueError("explore needs a budget or a time limit")
     res = Exploration(sc.name, seed, space)
@@ -283,7 +291,8 @@ def explore(
         while True:
             if time_s is not None and time.perf_counter() - started >= time_s:
                 break
-            cases = [make_case(seed, i, space) for i in itertools.islice(indices, batch)]
+            cases = [make_case(seed, i, space, ties)
+                     for i in itertools.islice(indices, batch)]
             if not cases:
                 break
             for out in runner.run(cases):
@@ -308,7 +317,7 @@ def _shrink_and_write(runner: CaseRunner, sc: Scenario, out: Outcome, sig: Signa
                       out_dir: Path | None, n: int) -> Finding:
     small, runs = shrink(runner, out.case, sig)
     finding = Finding(sig, out.messages[sig], out.case.index, out.case.faults, small.faults,
-                      small.seed, runs)
+                      small.seed, runs, small.tie_seed)
     if out_dir is not None:
         write_reproducer(sc, finding, out_dir, f"{sc.name}-{sig.check}-{n}")
     return finding
@@ -325,7 +334,7 @@ def write_reproducer(sc: Scenario, finding: Finding, out_dir: Path, name: str) -
             f"{finding.message}. Shrunk from {len(finding.original)} to "
             f"{len(finding.faults)} faults.")
     repro = with_faults(sc, list(finding.faults), seed=finding.seed, name=name,
-                        description=desc)
+                        description=desc, tie_seed=finding.tie_seed)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.yaml"
     path.write_text(yaml.safe_dump(scenario_dict(repro), sort_keys=False), encoding="utf-8")
@@ -360,6 +369,7 @@ def exploration_json(res: Exploration) -> dict[str, Any]:
                 "original_faults": [fault_dict(x) for x in f.original],
                 "faults": [fault_dict(x) for x in f.faults],
                 "seed": f.seed,
+                **({"tie_seed": f.tie_seed} if f.tie_seed is not None else {}),
                 "shrink_runs": f.shrink_runs,
                 "reproducer": str(f.reproducer) if f.reproducer else None,
                 "run_dir": str(f.run_dir) if f.run_dir else None,

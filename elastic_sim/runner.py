@@ -133,7 +133,8 @@ def run_scenario(
     part = out_dir / "trace.jsonl.part"
     started = time.perf_counter()
     try:
-        metrics, result = _record(sc, world, faults, seed, mode, out_dir, part, events, progress)
+        metrics, result = _record(sc, world, faults, seed, mode, out_dir, part, events, progress,
+                                  sc.tie_seed if mode == "sim" else None)
     except BaseException:
         part.unlink(missing_ok=True)  # nothing half-written
         raise
@@ -153,20 +154,26 @@ def run_scenario(
     return report
 
 
-def simulate(sc: Scenario, seed: int) -> tuple[list[TraceEvent], Metrics, RunResult]:
+def simulate(sc: Scenario, seed: int, tie_seed: int | None = None,
+             ) -> tuple[list[TraceEvent], Metrics, RunResult]:
     """One sim run held in memory, writing no files: the events :func:`run_scenario` would
-    write, for loops of many runs (explore, property tests)."""
+    write, for loops of many runs (explore, property tests). ``tie_seed`` (default: the
+    scenario's, whose default is scheduling order) orders same-time events of different
+    sources pseudo-randomly (sim.kernel)."""
+    if tie_seed is None:
+        tie_seed = sc.tie_seed
     events: list[TraceEvent] = []
     world = build_world(sc, seed, "sim")
     null = Path(os.devnull)
     metrics, result = _record(sc, world, sc.fault_objects(), seed, "sim", null, null, events,
-                              None)
+                              None, tie_seed)
     return events, metrics, result
 
 
 def _record(
     sc: Scenario, world: World, faults: list[Fault], seed: int, mode: Mode, out_dir: Path,
     part: Path, events: list[TraceEvent], progress: Callable[[str], None] | None,
+    tie_seed: int | None = None,
 ) -> tuple[Metrics, RunResult]:
     """Run the runtime, writing every event to ``part`` and ``events``."""
     with part.open("w", encoding="utf-8") as fh:
@@ -176,10 +183,12 @@ def _record(
             events.append(ev)
             writer.write(ev)
 
-        emit(TraceEvent(0.0, "*", "elastic-sim", "run_start",
-                        {"scenario": sc.name, "seed": seed, "mode": mode,
-                         "knobs": dict(world.args["knobs"])}))
-        result = _run_runtime(world, faults, seed, mode, out_dir, emit, progress)
+        start: dict[str, Any] = {"scenario": sc.name, "seed": seed, "mode": mode,
+                                 "knobs": dict(world.args["knobs"])}
+        if tie_seed is not None:
+            start["tie_seed"] = tie_seed
+        emit(TraceEvent(0.0, "*", "elastic-sim", "run_start", start))
+        result = _run_runtime(world, faults, seed, mode, out_dir, emit, progress, tie_seed)
         metrics = compute(events, sc.workload.steps, result.exit_codes, result.hung,
                           result.end_time, sc.workload.batch_size)
         emit(TraceEvent(result.end_time, "*", "elastic-sim", "run_end",
@@ -193,11 +202,12 @@ def _record(
 def _run_runtime(
     world: World, faults: list[Fault], seed: int, mode: Mode, out_dir: Path,
     emit: Callable[[TraceEvent], None], progress: Callable[[str], None] | None,
+    tie_seed: int | None = None,
 ) -> RunResult:
     if mode == "sim":
         import sim
 
-        return sim.run(world, faults, seed, emit)
+        return sim.run(world, faults, seed, emit, tie_seed)
     try:
         import real
     except ImportError as exc:  # torch missing

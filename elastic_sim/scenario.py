@@ -128,6 +128,9 @@ class Scenario(_Strict):
     name: str = ""
     description: str = ""
     seed: Annotated[int, Field(ge=0)] = 0
+    tie_seed: Annotated[int, Field(ge=0)] | None = None
+    """Sim only: order events due at the same time from different sources by this seed
+    (:mod:`sim.kernel`) instead of by scheduling order (the default)."""
     time_limit: Pos = 3600.0
     protocol: ProtocolModel
     cluster: ClusterModel
@@ -391,11 +394,14 @@ def workload_dict(sc: Scenario) -> dict[str, Any]:
 
 
 def with_faults(sc: Scenario, faults: list[Fault], *, seed: int, name: str,
-                description: str = "") -> Scenario:
+                description: str = "", tie_seed: int | None = None) -> Scenario:
     """``sc`` with its faults replaced by ``faults`` and no expectations (they were about
-    the original schedule): a reproducer. Validated again."""
+    the original schedule): a reproducer. Validated again. A ``tie_seed`` replaces the
+    scenario's."""
     raw = scenario_dict(sc)
     raw.update(name=name, seed=seed, faults=[fault_dict(f) for f in faults], expect={})
+    if tie_seed is not None:
+        raw["tie_seed"] = tie_seed
     if description:
         raw["description"] = description
     return parse_scenario(raw, f"<{name}>")

@@ -12,7 +12,8 @@ A property test of your own protocol variant takes a few lines::
     def test_my_variant_is_safe(run):
         assert_no_violation(SC, run)
 
-Every random choice of a generated run (the fault schedule and the sim seed) comes from the
+Every random choice of a generated run (the fault schedule, the sim seed and, with
+``runs_for(..., ties=True)``, the tie seed that orders same-time events) comes from the
 Hypothesis draw, so a failure shrinks to a minimal schedule; the assertion message holds the
 faults as scenario YAML, ready to paste into a reproducer.
 """
@@ -31,7 +32,13 @@ from elastic_sim.registry import PROTOCOLS, ProtocolInfo
 from elastic_sim.runner import simulate
 from elastic_sim.scenario import Scenario, fault_dict, load_scenario, parse_scenario, with_faults
 from faults.schedule import DEFAULT_TYPES, FaultSpace
-from faults.strategies import GeneratedRun, fault_schedules, generated_runs, sim_seeds
+from faults.strategies import (
+    GeneratedRun,
+    fault_schedules,
+    generated_runs,
+    sim_seeds,
+    tie_seeds,
+)
 from protocols.api import resolve_entry
 from reports.checks import CheckResult, run_checks
 
@@ -47,6 +54,7 @@ __all__ = [
     "runs_for",
     "signatures_of",
     "sim_seeds",
+    "tie_seeds",
     "variant",
 ]
 
@@ -72,18 +80,19 @@ def variant(sc: Scenario, name: str, entry: str, knobs: type[Any] | None = None,
 def runs_for(sc: Scenario, *, types: Sequence[str] = DEFAULT_TYPES, max_faults: int = 3,
              max_duration: float = 60.0, spare: Sequence[str] = (),
              horizon: float | None = None, max_crashes: int | None = None,
-             ) -> st.SearchStrategy[GeneratedRun]:
+             ties: bool = False) -> st.SearchStrategy[GeneratedRun]:
     """Generated runs around ``sc``: schedules over its hosts within its fault-free run
-    time (or ``horizon``), at most ``max_crashes`` hosts lost for good, and sim seeds."""
+    time (or ``horizon``), at most ``max_crashes`` hosts lost for good, sim seeds and (with
+    ``ties``) tie seeds."""
     return generated_runs(space_for(sc, types=types, max_faults=max_faults,
                                     max_duration=max_duration, spare=spare, horizon=horizon,
-                                    max_crashes=max_crashes))
+                                    max_crashes=max_crashes), ties)
 
 
 def check_run(sc: Scenario, run: GeneratedRun) -> list[CheckResult]:
     """Run ``sc`` with the generated faults and seed in the sim; every check's verdict."""
-    events, _, _ = simulate(with_faults(sc, list(run.faults), seed=run.seed, name=sc.name),
-                            run.seed)
+    events, _, _ = simulate(with_faults(sc, list(run.faults), seed=run.seed, name=sc.name,
+                                        tie_seed=run.tie_seed), run.seed)
     return run_checks(events)
 
 
@@ -97,5 +106,6 @@ def assert_no_violation(sc: Scenario, run: GeneratedRun,
         lines = [f"{sig}: {msg}" for sig, msg in sorted(found.items())]
         faults = yaml.safe_dump([fault_dict(f) for f in run.faults], sort_keys=False)
         raise AssertionError("\n".join(
-            [f"{len(lines)} violation(s) with seed {run.seed}:", *lines, "faults:", faults]))
+            [f"{len(lines)} violation(s) with seed {run.seed}, tie_seed {run.tie_seed}:",
+             *lines, "faults:", faults]))
 

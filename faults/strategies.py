@@ -1,9 +1,10 @@
 """Hypothesis strategies for fault schedules and for the simulator's random choices.
 
 Every choice of a generated run comes from the Hypothesis draw: the schedule through
-:func:`faults.schedule.draw_schedule` (the same generator ``explore`` uses), and the sim's
-own randomness (failure-detection delays and other seeded sub-streams, which is also how the
-sim breaks the ties it randomises) through the run seed. So Hypothesis shrinks both.
+:func:`faults.schedule.draw_schedule` (the same generator ``explore`` uses), the sim's own
+randomness (failure-detection delays and other seeded sub-streams) through the run seed,
+and the order of events due at the same time from different sources through the tie seed
+(None: scheduling order, what it shrinks to). So Hypothesis shrinks all three.
 """
 
 from __future__ import annotations
@@ -36,19 +37,29 @@ def fault_schedules(draw: st.DrawFn, space: FaultSpace) -> tuple[Fault, ...]:
 
 
 def sim_seeds() -> st.SearchStrategy[int]:
-    """Seeds of the simulator's random streams (how it breaks ties and draws delays)."""
+    """Seeds of the simulator's random streams (how it draws delays and losses)."""
     return st.integers(0, MAX_SEED)
+
+
+def tie_seeds() -> st.SearchStrategy[int | None]:
+    """Seeds of the simulator's tie-breaking (the order of same-time events of different
+    sources, :mod:`sim.kernel`); shrinks to None, the scheduling order."""
+    return st.none() | st.integers(0, MAX_SEED)
 
 
 @dataclass(frozen=True)
 class GeneratedRun:
-    """One generated run: the fault schedule and the sim seed."""
+    """One generated run: the fault schedule, the sim seed and the tie seed."""
 
     faults: tuple[Fault, ...]
     seed: int
+    tie_seed: int | None = None
 
 
 @st.composite
-def generated_runs(draw: st.DrawFn, space: FaultSpace) -> GeneratedRun:
-    """A fault schedule together with a sim seed."""
-    return GeneratedRun(draw(fault_schedules(space)), draw(sim_seeds()))
+def generated_runs(draw: st.DrawFn, space: FaultSpace, ties: bool = False) -> GeneratedRun:
+    """A fault schedule together with a sim seed and (with ``ties``) a tie seed; without,
+    ties run in scheduling order, as in every run before tie seeds existed."""
+    faults = draw(fault_schedules(space))
+    seed = draw(sim_seeds())
+    return GeneratedRun(faults, seed, draw(tie_seeds()) if ties else None)

@@ -116,9 +116,9 @@ class FaultInjector:
             rep = FaultReport(id=f.id, type=fault_type(f), fired=False)
             self.reports.append(rep)
             if isinstance(f, Triggered):
-                self.k.call_at(f.at, self._arm, f, rep)
+                self.k.call_at(f.at, self._arm, f, rep, lane=INJECTOR)
             else:
-                self.k.call_at(f.at, self._fire, f, rep)
+                self.k.call_at(f.at, self._fire, f, rep, lane=INJECTOR)
 
     def finish(self, end_time: float) -> list[FaultReport]:
         """The reports, with a reason for every fault that never came to fire."""

@@ -188,7 +188,8 @@ class Cluster:
         """Start each host's first process at the host's ``start_at``."""
         for host in self.hosts.values():
             self.pending_starts += 1
-            self.kernel.call_at(host.spec.start_at, self._start_host, host)
+            self.kernel.call_at(host.spec.start_at, self._start_host, host,
+                                lane=("host", host.name))
         self.check_end()
 
     def _start_host(self, host: SimHost) -> None:

@@ -3,12 +3,21 @@
 No simpy process per task or per message: everything that happens is a :class:`Call`, one
 heap entry whose callback runs at its time. Ties in time run in scheduling order (simpy's
 event ids), which makes a run deterministic. :mod:`sim.tasks` drives coroutines on it.
+
+With a *tie seed*, callbacks due at the same time from different *lanes* run in a seeded
+pseudo-random order instead, and callbacks of one lane keep their scheduling order. A lane
+is named by the scheduler where order is part of the semantics (a message channel, a store
+connection: FIFO); otherwise it is the task being stepped (its continuations stay in
+program order), else the lane of the callback running now (what a callback causes stays
+in its cause's lane). Every callback still runs after the one that scheduled it, so a
+future's waiters resume after the resolver yields. Same (run, seed, tie seed): same order.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Mapping
+import random
+from collections.abc import Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import simpy
@@ -59,10 +68,35 @@ class Call(Event):
         self.args = ()
 
 
+class TieCall(Call):
+    """A callback of a run with a tie seed: it carries its lane's salt, which becomes the
+    running lane while it runs."""
+
+    def __init__(self, kernel: Kernel, fn: Callable[..., object], args: tuple[Any, ...],
+                 salt: int) -> None:
+        super().__init__(kernel.env, fn, args)
+        self.callbacks = _FIRE_TIE
+        self.kernel = kernel
+        self.salt = salt
+
+
+def _fire_tie(ev: Event) -> None:
+    call: TieCall = ev  # type: ignore[assignment]
+    if not call.cancelled:
+        call.kernel._salt = call.salt
+        call.fn(*call.args)
+
+
+_FIRE_TIE: list[Callable[[Any], None]] = [_fire_tie]
+
+LAST_KEYS = 4096
+"""With a tie seed: (lane, time) keys kept before those of past times are dropped."""
+
+
 class Kernel:
     """Virtual time and the event queue (a simpy Environment), and the trace output."""
 
-    def __init__(self, emit: Callable[[TraceEvent], None]) -> None:
+    def __init__(self, emit: Callable[[TraceEvent], None], tie_seed: int | None = None) -> None:
         self.env = simpy.Environment()
         self.current: SimTask[Any] | None = None
         """The task being stepped right now (None between steps)."""
@@ -72,28 +106,76 @@ class Kernel:
         self.closed = False
         """Set when the run has ended: nothing more is traced."""
         self._calls = 0
+        self.tie_seed = tie_seed
+        """Seed of the order of same-time callbacks of different lanes (None: FIFO)."""
+        self._tie_rng = random.Random(f"{tie_seed}/ties")
+        self._lanes: dict[Hashable, int] = {}
+        self._last_key: dict[tuple[int, float], float] = {}
+        """The latest tie key of each (lane, time) still to come."""
+        self._salt = self._tie_rng.getrandbits(64)
+        """Salt of the lane running now (the lane of what runs before the first callback)."""
 
     @property
     def now(self) -> float:
         """Virtual time in seconds."""
         return self.env.now
 
-    def call_later(self, delay: float, fn: Callable[..., object], *args: Any) -> Call:
-        """Run ``fn(*args)`` ``delay`` seconds from now (after everything already due then)."""
-        call = Call(self.env, fn, args)
-        self.env.schedule(call, NORMAL, delay)
+    def call_later(self, delay: float, fn: Callable[..., object], *args: Any,
+                   lane: Hashable = None) -> Call:
+        """Run ``fn(*args)`` ``delay`` seconds from now (after everything already due then;
+        with a tie seed, after what is due then in its lane: see the module docstring).
+        ``lane`` names an ordered channel (None: the current task's or callback's lane)."""
+        if self.tie_seed is None:
+            call = Call(self.env, fn, args)
+            self.env.schedule(call, NORMAL, delay)
+        else:
+            salt = self._lane_salt(lane)
+            call = TieCall(self, fn, args, salt)
+            self.env.schedule(call, self._tie_priority(salt, delay), delay)  # type: ignore[arg-type]
         self._calls += 1
         if self._calls % COLLECT_EVERY == 0:
             self.env.schedule(Call(self.env, _collect, ()), NORMAL, 0.0)
         return call
 
-    def call_at(self, t: float, fn: Callable[..., object], *args: Any) -> Call:
+    def _tie_priority(self, salt: int, delay: float) -> float:
+        """simpy orders (time, priority, id): a priority in [NORMAL, NORMAL + 1), random for
+        a lane's first callback at a time and growing by a random step for each further
+        one, interleaves lanes at random and keeps each lane FIFO (equal keys, once the
+        steps fall below float precision, still run in scheduling order)."""
+        t = self.env.now + delay
+        last = self._last_key.get((salt, t))
+        r = self._tie_rng.random()
+        key = r if last is None else last + (1.0 - last) * 0.5 * r
+        if len(self._last_key) >= LAST_KEYS:  # forget times that have passed
+            now = self.env.now
+            self._last_key = {s: k for s, k in self._last_key.items() if s[1] >= now}
+        self._last_key[(salt, t)] = key
+        return NORMAL + key
+
+    def _lane_salt(self, lane: Hashable) -> int:
+        if lane is None:
+            task = self.current
+            if task is None:
+                return self._salt
+            salt: int | None = task.tie_salt
+            if salt is None:
+                salt = self._tie_rng.getrandbits(64)
+                task.tie_salt = salt
+            return salt
+        salt = self._lanes.get(lane)
+        if salt is None:
+            salt = self._lanes[lane] = self._tie_rng.getrandbits(64)
+        return salt
+
+    def call_at(self, t: float, fn: Callable[..., object], *args: Any,
+                lane: Hashable = None) -> Call:
         """Run ``fn(*args)`` at virtual time ``t`` (now, if ``t`` has passed)."""
         delay = t - self.env.now
-        return self.call_later(delay if delay > 0.0 else 0.0, fn, *args)
+        return self.call_later(delay if delay > 0.0 else 0.0, fn, *args, lane=lane)
 
     def soon(self, fn: Callable[..., object], *args: Any) -> Call:
-        """Run ``fn(*args)`` at the current time, after what is already due now."""
+        """Run ``fn(*args)`` at the current time, after what is already due now (with a tie
+        seed: in its lane)."""
         return self.call_later(0.0, fn, *args)
 
     def stop_after(self, delay: float) -> None:

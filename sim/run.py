@@ -4,7 +4,8 @@ end or to the time limit; report.
 A run is a pure function of (world, faults, seed): every random choice comes from a named
 sub-stream of the seed (``random.Random(f"{seed}/{name}")``; str seeds are hashed with
 sha512, so streams are stable across processes), ties in time are broken by scheduling
-order, and nothing iterates a set or depends on the wall clock.
+order (or, with a tie seed, by a seeded order between lanes: :mod:`sim.kernel`), and
+nothing iterates a set or depends on the wall clock.
 """
 
 from __future__ import annotations
@@ -34,13 +35,14 @@ class Simulation:
         seed: int,
         emit: Callable[[TraceEvent], None],
         store_service_time: float = SERVICE_TIME,
+        tie_seed: int | None = None,
     ) -> None:
         if world.time_limit <= 0:
             raise ValueError("world.time_limit must be positive")
         self.world = world
         self.seed = seed
         self._emit = emit
-        self.kernel = Kernel(self._trace)
+        self.kernel = Kernel(self._trace, tie_seed)
         self.network = Network(world)
         self.cluster = Cluster(self.kernel, world, self._make_runtime)
         self.stores = StoreRegistry(self.kernel, self.network, store_service_time)
@@ -78,10 +80,14 @@ class Simulation:
 
 
 def run(
-    world: World, faults: Sequence[Fault], seed: int, emit: Callable[[TraceEvent], None]
+    world: World, faults: Sequence[Fault], seed: int, emit: Callable[[TraceEvent], None],
+    tie_seed: int | None = None,
 ) -> RunResult:
     """Run ``world`` with ``faults`` in virtual time; call ``emit`` for every trace event,
     in the order they happen. The same (world, faults, seed) gives the same events.
+    ``tie_seed`` (None: scheduling order) shuffles the order of same-time events of
+    different lanes (:mod:`sim.kernel`); the same (world, faults, seed, tie_seed) gives the
+    same events.
 
     The run ends when every process has exited and no host is still to start
     (``hung=False``, ``end_time`` = the last exit), or at ``world.time_limit``
@@ -91,7 +97,7 @@ def run(
     gc_was_enabled = gc.isenabled()
     gc.disable()  # many short-lived objects, few cycles: about 2x faster (calibration.md)
     try:
-        return Simulation(world, seed, emit).run(faults)
+        return Simulation(world, seed, emit, tie_seed=tie_seed).run(faults)
     finally:
         if gc_was_enabled:
             gc.enable()

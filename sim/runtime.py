@@ -96,7 +96,8 @@ class SimRuntime(Runtime):
         if target is None:
             return
         for delay in self._sim.network.transmit(proc.host.name, target.host.name):
-            self._k.call_later(delay, _arrive, target, Message(proc.name, copy))
+            self._k.call_later(delay, _arrive, target, Message(proc.name, copy),
+                               lane=("msg", proc.name, dst))
 
     def recv(self, timeout: float | None = None) -> Coroutine[Any, Any, Message]:
         """Next message of this process's mailbox; OperationTimeout after ``timeout``."""

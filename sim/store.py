@@ -84,7 +84,8 @@ class StoreServer:
     def submit(self, req: _Req) -> None:
         """Send ``req`` towards the server."""
         self.pending[id(req)] = req
-        self._k.call_later(self._net.latency(req.client.name, self.host.name), self._arrive, req)
+        self._k.call_later(self._net.latency(req.client.name, self.host.name), self._arrive, req,
+                           lane=("store", req.client.name, self.addr))
         if req.deadline is not None:
             self._k.call_at(req.deadline, self._expire, req)
 
@@ -167,7 +168,8 @@ class StoreServer:
         req.sent = True
         self.pending.pop(id(req), None)
         back = self._net.latency(self.host.name, req.client.name)
-        self._k.call_at(t + back, req.resolve, value, exc, True)
+        self._k.call_at(t + back, req.resolve, value, exc, True,
+                        lane=("store-reply", self.addr, req.client.name))
 
     def _expire(self, req: _Req) -> None:
         if req.done or req.sent or not self.alive:

@@ -56,6 +56,8 @@ class SimTask(Task[T]):
     ) -> None:
         self.name = name
         self.tid = tid
+        self.tie_salt: int | None = None
+        """Its lane's salt, in a run with a tie seed (drawn when it first schedules)."""
         self._k = kernel
         self.owner = owner
         self._coro = coro
