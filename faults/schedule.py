@@ -14,7 +14,17 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
-from faults.model import FAULT_TYPES, CrashHost, Fault, HangHost, Partition
+from faults.model import (
+    FAULT_TYPES,
+    CrashHost,
+    DiscoveryAdd,
+    DiscoveryRemove,
+    DiscoveryScriptError,
+    DiscoveryScriptHang,
+    Fault,
+    HangHost,
+    Partition,
+)
 
 T = TypeVar("T")
 
@@ -103,12 +113,34 @@ def _partition(c: Chooser, s: FaultSpace, fid: str, at: float) -> Fault | None:
     return Partition(fid, at, groups, _ms(c, s.min_duration, s.max_duration))
 
 
+def _discovery_add(c: Chooser, s: FaultSpace, fid: str, at: float) -> Fault:
+    return DiscoveryAdd(fid, at, _pick(c, s.hosts),
+                        duration=_ms(c, s.min_duration, s.max_duration))
+
+
+def _discovery_remove(c: Chooser, s: FaultSpace, fid: str, at: float) -> Fault:
+    return DiscoveryRemove(fid, at, _pick(c, s.hosts),
+                           duration=_ms(c, s.min_duration, s.max_duration))
+
+
+def _discovery_error(c: Chooser, s: FaultSpace, fid: str, at: float) -> Fault:
+    return DiscoveryScriptError(fid, at, _ms(c, s.min_duration, s.max_duration))
+
+
+def _discovery_hang(c: Chooser, s: FaultSpace, fid: str, at: float) -> Fault:
+    return DiscoveryScriptHang(fid, at, _ms(c, s.min_duration, s.max_duration))
+
+
 Generator = Callable[[Chooser, FaultSpace, str, float], "Fault | None"]
 
 GENERATORS: dict[str, Generator] = {
     "crash": _crash,
     "hang": _hang,
     "partition": _partition,
+    "discovery_add": _discovery_add,
+    "discovery_remove": _discovery_remove,
+    "discovery_error": _discovery_error,
+    "discovery_hang": _discovery_hang,
 }
 """Fault type -> how one fault of it is drawn (None when the space allows none)."""
 

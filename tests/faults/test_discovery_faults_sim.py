@@ -176,3 +176,19 @@ def test_the_overlay_applies_the_latest_change_of_a_host_and_heals_back() -> Non
     faults.heal(rm)
     faults.heal(hang)
     assert overlaid(["h1:1", "h4:1"], faults.overlay(6.0)) == ["h1:1", "h4:1"]
+
+
+def test_a_search_can_draw_discovery_faults_and_every_one_is_reported() -> None:
+    from elastic_sim.scenario import with_faults
+    from faults.schedule import FaultSpace, random_schedule
+
+    kinds = ("discovery_add", "discovery_remove", "discovery_error", "discovery_hang")
+    space = FaultSpace(hosts=("h1", "h2", "h3", "h4"), horizon=5.0, types=kinds,
+                       max_faults=3, max_duration=2.0)
+    drawn = [random_schedule(f"0/schedule/{i}", space) for i in range(12)]
+    assert {f.type for s in drawn for f in s} == set(kinds)
+    sc = parse_scenario(copy.deepcopy(HOROVOD), "<test>")
+    for schedule in [s for s in drawn if s][:3]:
+        _, _, result = simulate(with_faults(sc, list(schedule), seed=0, name="drawn"), 0)
+        assert [r.id for r in result.faults] == [f.id for f in schedule]
+        assert all(r.fired or r.reason for r in result.faults)
