@@ -38,8 +38,9 @@ from faults.world import HostSpec, World  # noqa: E402
 from protocols.trace import TraceEvent  # noqa: E402
 
 
-def faithful_round(n: int) -> dict[str, Any]:
-    """Run one round for ``n`` agents (min = n // 2, max = n: it completes at max)."""
+def faithful_round(n: int, spread: float = 0.0) -> dict[str, Any]:
+    """Run one round for ``n`` agents (min = n // 2, max = n: it completes at max); agent i
+    starts at ``i * spread / n`` seconds (0: all at once)."""
     import sim
 
     done: list[TraceEvent] = []
@@ -49,7 +50,7 @@ def faithful_round(n: int) -> dict[str, Any]:
             done.append(ev)
 
     world = World(
-        hosts=tuple(HostSpec(f"node{i}") for i in range(n)),
+        hosts=tuple(HostSpec(f"node{i}", start_at=i * spread / n) for i in range(n)),
         entry="protocols.torchelastic.join_once:rendezvous_once",
         args={"store_host": "node0",
               "knobs": {"min_nodes": max(1, n // 2), "max_nodes": n, "run_id": "bench",
@@ -102,17 +103,17 @@ def baseline_round(n: int) -> float:
             gc.enable()
 
 
-def _child(n: int, out: Any) -> None:
-    out.put(faithful_round(n))
+def _child(n: int, spread: float, out: Any) -> None:
+    out.put(faithful_round(n, spread))
 
 
-def timed_round(n: int, wall_limit: float) -> dict[str, Any]:
+def timed_round(n: int, wall_limit: float, spread: float = 0.0) -> dict[str, Any]:
     """:func:`faithful_round` in a child process, given up after ``wall_limit`` seconds."""
     import multiprocessing as mp
 
     ctx = mp.get_context("fork")
     q = ctx.Queue()
-    proc = ctx.Process(target=_child, args=(n, q), daemon=True)
+    proc = ctx.Process(target=_child, args=(n, spread, q), daemon=True)
     t0 = time.perf_counter()
     proc.start()
     try:
@@ -142,13 +143,16 @@ def main() -> int:
     p.add_argument("--agents", type=int, nargs="+", default=[100, 1000, 10000])
     p.add_argument("--wall-limit", type=float, default=600.0,
                    help="seconds of wall time one size may take")
+    p.add_argument("--spread", type=float, default=0.0,
+                   help="agents start evenly over this many seconds (default: all at once)")
     p.add_argument("--json", type=Path, help="also write the rows here")
     args = p.parse_args()
     print(f"{'agents':>7} {'wall s':>8} {'bare simpy s':>13} {'ratio':>7} {'store ops/agent':>16} "
           f"{'round formed at (virtual s)':>28}", flush=True)
     rows = []
     for n in args.agents:
-        row = timed_round(n, args.wall_limit)
+        row = timed_round(n, args.wall_limit, args.spread)
+        row["spread_s"] = args.spread
         row["bare_simpy_s"] = base = baseline_round(n)
         rows.append(row)
         if row["wall_s"] is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections import OrderedDict
 
 from protocols.api import Store, StoreError
 from protocols.torchelastic.ops import RendezvousConnectionError, RendezvousStateError
@@ -62,7 +63,19 @@ class C10dBackend:
     def _decode(value: bytes) -> tuple[bytes, bytes] | None:
         if value == NULL_SENTINEL:
             return None
-        try:
-            return base64.b64decode(value, validate=True), value
-        except binascii.Error as exc:
-            raise RendezvousStateError("The state object is corrupt.") from exc
+        bits = _B64_DECODED.get(value)
+        if bits is None:
+            try:
+                bits = base64.b64decode(value, validate=True)
+            except binascii.Error as exc:
+                raise RendezvousStateError("The state object is corrupt.") from exc
+            _B64_DECODED[value] = bits
+            if len(_B64_DECODED) > _B64_CACHE_SIZE:
+                _B64_DECODED.popitem(last=False)
+        return bits, value
+
+
+_B64_CACHE_SIZE = 64
+_B64_DECODED: OrderedDict[bytes, bytes] = OrderedDict()
+"""Stored value -> decoded bytes, for the latest few values: every node polls the same
+stored value again and again (bytes are immutable, so sharing them is safe)."""

@@ -178,8 +178,25 @@ def _entries(mapping: dict[NodeDesc, int]) -> str:
     return ",".join(map(_ENTRIES.__getitem__, zip(keys, values, strict=True)))
 
 
+class _NodeCache(dict[tuple[Any, Any, Any], NodeDesc]):
+    """``NodeDesc(addr, int(pid), int(local_id))`` for a decoded triple, memoised: decoding
+    is the other half of every store operation, and a hit also hands back a node whose
+    string hash is already computed."""
+
+    def __missing__(self, key: tuple[Any, Any, Any]) -> NodeDesc:
+        if len(self) >= _JSON_CACHE_SIZE:
+            self.clear()
+        addr, pid, local_id = key
+        node = self[key] = NodeDesc(addr, int(pid), int(local_id))
+        return node
+
+
+_NODES = _NodeCache()
+
+
 def _decode(data: bytes) -> RendezvousState:
     """Parse the canonical JSON form."""
+    nodes = _NODES
     try:
         obj = json.loads(data)
         return RendezvousState(
@@ -187,12 +204,10 @@ def _decode(data: bytes) -> RendezvousState:
             complete=bool(obj["complete"]),
             deadline=None if obj["deadline"] is None else int(obj["deadline"]),
             closed=bool(obj["closed"]),
-            participants={NodeDesc(a, int(p), int(i)): int(r)
-                          for a, p, i, r in obj["participants"]},
-            wait_list={NodeDesc(a, int(p), int(i)) for a, p, i in obj["wait_list"]},
-            redundancy_list={NodeDesc(a, int(p), int(i)) for a, p, i in obj["redundancy_list"]},
-            last_heartbeats={NodeDesc(a, int(p), int(i)): int(t)
-                             for a, p, i, t in obj["last_heartbeats"]},
+            participants={nodes[a, p, i]: int(r) for a, p, i, r in obj["participants"]},
+            wait_list={nodes[a, p, i] for a, p, i in obj["wait_list"]},
+            redundancy_list={nodes[a, p, i] for a, p, i in obj["redundancy_list"]},
+            last_heartbeats={nodes[a, p, i]: int(t) for a, p, i, t in obj["last_heartbeats"]},
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"corrupt rendezvous state: {exc}") from exc
