@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from protocols.api import Future, Message, OperationTimeout, Runtime, Task
+from protocols.horovod.conn import Client, ConnectFailed, ConnectionDead, Keepalive, Server
 from protocols.horovod.discovery import DiscoveryError, DiscoverySource, Probe
 from protocols.horovod.hosts import (
     INVALID_SLOT,
@@ -40,6 +41,9 @@ LONG_HOLD = 1.0
 """A hold of ``wait_hosts_cond`` at least this long is traced (``hvd_lock_held``)."""
 FOREVER = 1e12
 """A hang without an end (the run's time limit ends it first)."""
+SSH_ERROR = 255
+"""ssh's exit status when the connection fails or dies."""
+SIGKILL = 9
 
 
 class SlotsTimeout(TimeoutError):
@@ -49,8 +53,13 @@ class SlotsTimeout(TimeoutError):
 class ElasticDriver:
     """The driver of one job (see the module docstring)."""
 
-    def __init__(self, rt: Runtime, knobs: HorovodKnobs, service_of: Mapping[str, str]) -> None:
+    def __init__(self, rt: Runtime, knobs: HorovodKnobs, service_of: Mapping[str, str],
+                 client: Client, server: Server) -> None:
         self.rt = rt
+        self.client = client
+        """The ssh clients' connections (spawn, then the exit status) to task services."""
+        self.server = server
+        """The rank-and-size service's HTTP connections from workers."""
         self.k = knobs
         self.min_np = knobs.min_np if knobs.min_np is not None else knobs.np
         self.max_np = knobs.max_np
@@ -72,7 +81,8 @@ class ElasticDriver:
         self.results: dict[str, tuple[int, float]] = {}
         self.error_message: str | None = None
         self.spawners: list[Task[None]] = []
-        self._exits: dict[int, Future[tuple[int, float]]] = {}
+        self._exits: dict[int, tuple[str, Future[tuple[int, float]]]] = {}
+        """Spawners waiting for their ssh client: sid -> (host, its exit code and time)."""
         self._acks: dict[int, Future[bool]] = {}
         """Notification attempts in flight: True when acknowledged, False when refused."""
         self._next_id = 0
@@ -297,14 +307,35 @@ class ElasticDriver:
     def _start_worker_process(self, slot: SlotInfo, rid: int) -> None:
         sid = self._id()
         fut: Future[tuple[int, float]] = self.rt.future()
-        self._exits[sid] = fut
-        self.rt.send(self.service_of[slot.hostname],
-                     {"op": "spawn", "sid": sid, "slot": slot.to_json(), "rendezvous": rid,
-                      "members": self.members()})
-        self.spawners.append(self.rt.spawn(self._spawner(slot, fut), f"spawner{sid}"))
+        self._exits[sid] = (slot.hostname, fut)
+        dst = self.service_of[slot.hostname]
+        cid = self.client.open(dst, {"kind": "spawn", "sid": sid, "slot": slot.to_json(),
+                                     "rendezvous": rid, "members": self.members()})
+        self.rt.spawn(self._ssh(dst, cid, fut), f"ssh{sid}")
+        self.spawners.append(self.rt.spawn(self._spawner(slot, sid, fut), f"spawner{sid}"))
 
-    async def _spawner(self, slot: SlotInfo, fut: Future[tuple[int, float]]) -> None:
+    async def _ssh(self, dst: str, cid: int, fut: Future[tuple[int, float]]) -> None:
+        """The local ssh client: connect (exit 255 when that times out), then wait for the
+        remote command's exit status, or exit 255 when TCP keepalive declares the session
+        dead."""
+        ka = Keepalive(self.k.keepalive_time, self.k.keepalive_interval,
+                       self.k.keepalive_probes)
+        try:
+            await self.client.connect(cid)
+            reply = await self.client.reply(cid, dst, ka)
+            out = (int(reply["code"]), float(reply["t"]))
+        except ConnectFailed:
+            self.rt.record("hvd_ssh_failed", to=dst, error="connect timed out")
+            out = (SSH_ERROR, self.wall())
+        except ConnectionDead:
+            self.rt.record("hvd_ssh_failed", to=dst, error="keepalive timed out")
+            out = (SSH_ERROR, self.wall())
+        if not fut.done():
+            fut.set_result(out)
+
+    async def _spawner(self, slot: SlotInfo, sid: int, fut: Future[tuple[int, float]]) -> None:
         code, ts = await fut
+        self._exits.pop(sid, None)
         try:
             await self._handle_worker_exit(slot, code, ts)
         except Exception as exc:  # a spawner thread dies with its error logged
@@ -337,9 +368,20 @@ class ElasticDriver:
             self._kill(host)
 
     def _kill(self, host: str) -> None:
+        """Terminate the host's spawners' local shells (each returns within the grace
+        period whatever the remote host's state) and, through them, its workers."""
         addr = self.service_of.get(host)
         if addr is not None:
             self.rt.send(addr, {"op": "kill_workers", "grace": self.k.kill_grace})
+        for sid in sorted(self._exits):
+            where, fut = self._exits[sid]
+            if where == host and not fut.done():
+                self.rt.spawn(self._kill_shell(fut), f"kill_shell{sid}")
+
+    async def _kill_shell(self, fut: Future[tuple[int, float]]) -> None:
+        await self.rt.sleep(self.k.kill_grace)
+        if not fut.done():
+            fut.set_result((-SIGKILL, self.wall()))
 
     # -- messages ----------------------------------------------------------------------
 
@@ -347,15 +389,12 @@ class ElasticDriver:
         """Serve one driver message; False if it is not the driver's."""
         body = msg.body
         op = body.get("op")
-        if op == "rank_and_size":
-            self.rt.spawn(self._rank_and_size(msg.src, str(body["host"]),
-                                              int(body["local_rank"])), "rank_and_size")
+        if op == "conn_req" and body.get("kind") == "rank_and_size":
+            if self.server.accept(msg):
+                self.rt.spawn(self._rank_and_size(body, str(body["host"]),
+                                                  int(body["local_rank"])), "rank_and_size")
         elif op == "worker_addresses":
             self.worker_clients[(str(body["host"]), int(body["local_rank"]))] = msg.src
-        elif op == "exited":
-            fut = self._exits.pop(int(body["sid"]), None)
-            if fut is not None and not fut.done():
-                fut.set_result((int(body["code"]), float(body["t"])))
         elif op == "epoch_logged":
             self.epochs_logged += 1
         elif op in ("ack", "refused"):
@@ -366,23 +405,23 @@ class ElasticDriver:
             return False
         return True
 
-    async def _rank_and_size(self, src: str, host: str, local_rank: int) -> None:
+    async def _rank_and_size(self, req: Mapping[str, Any], host: str, local_rank: int) -> None:
         if self.finished():
-            self.rt.send(src, {"op": "slot_info", "stopped": True})
+            self.server.answer(req, {"stopped": True})
             return
         try:
             await self.registry.record(host, local_rank, WorkerState.READY)
         except RuntimeError as exc:  # the handler thread dies; the client sees an HTTP error
             self.rt.record("hvd_rank_and_size_error", slot=f"{host}:{local_rank}",
                            error=str(exc))
-            self.rt.send(src, {"op": "slot_info", "stopped": True})
+            self.server.answer(req, {"stopped": True})
             return
         if self.finished():  # the server stopped meanwhile: the client's next request fails
-            self.rt.send(src, {"op": "slot_info", "stopped": True})
+            self.server.answer(req, {"stopped": True})
             return
         slot = self.get_slot_info(host, local_rank)
-        self.rt.send(src, {"op": "slot_info", "slot": slot.to_json(),
-                           "rendezvous": self.registry.rendezvous_id, "members": self.members()})
+        self.server.answer(req, {"slot": slot.to_json(), "rendezvous": self.registry.rendezvous_id,
+                                 "members": self.members()})
 
     # -- the launcher ------------------------------------------------------------------
 

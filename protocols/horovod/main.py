@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from protocols.api import Message, Proc, Runtime, Task
+from protocols.horovod.conn import Client, Server
 from protocols.horovod.driver import ElasticDriver
 from protocols.horovod.settings import HorovodKnobs, load_knobs
 from protocols.sync import Event
@@ -20,9 +21,12 @@ class TaskService:
     SIGKILL after the grace period)."""
 
     def __init__(
-        self, rt: Runtime, args: Mapping[str, Any], knobs: HorovodKnobs, driver: str, store: str
+        self, rt: Runtime, args: Mapping[str, Any], knobs: HorovodKnobs, driver: str, store: str,
+        server: Server,
     ) -> None:
         self.rt = rt
+        self.server = server
+        """The ssh sessions: a spawn is served once, its exit status resent until received."""
         self.args = args
         self.k = knobs
         self.driver = driver
@@ -34,8 +38,9 @@ class TaskService:
     def handle(self, msg: Message) -> None:
         """Serve one request."""
         op = msg.body.get("op")
-        if op == "spawn":
-            self.tasks.append(self.rt.spawn(self._run_worker(msg.body), "spawn"))
+        if op == "conn_req" and msg.body.get("kind") == "spawn":
+            if self.server.accept(msg):
+                self.tasks.append(self.rt.spawn(self._run_worker(msg.body), "spawn"))
         elif op == "kill_workers":
             self.kill_generation += 1
             for name in sorted(self.procs):
@@ -72,8 +77,7 @@ class TaskService:
             self.rt.spawn(self._terminate(proc), "kill")
         code = await proc.wait()
         self.procs.pop(proc.name, None)
-        self.rt.send(self.driver, {"op": "exited", "sid": body["sid"], "code": code,
-                                   "t": self.k.wall_clock_base + self.rt.now()})
+        self.server.answer(body, {"code": code, "t": self.k.wall_clock_base + self.rt.now()})
 
     async def _terminate(self, proc: Proc) -> None:
         proc.signal("TERM")
@@ -95,14 +99,19 @@ async def host_main(rt: Runtime, args: Mapping[str, Any]) -> int:
     hosts = [str(h) for h in args["hosts"]]
     driver_host = knobs.driver_host or str(args["store_host"])
     driver_addr = f"{driver_host}/main"
-    service = TaskService(rt, args, knobs, driver_addr, f"{driver_host}:{knobs.store_port}")
-    driver = (ElasticDriver(rt, knobs, {h: f"{h}/main" for h in hosts})
+    server = Server(rt)
+    client = Client(rt, knobs.connect_timeout)
+    service = TaskService(rt, args, knobs, driver_addr, f"{driver_host}:{knobs.store_port}",
+                          server)
+    driver = (ElasticDriver(rt, knobs, {h: f"{h}/main" for h in hosts}, client, server)
               if rt.host == driver_host else None)
     shutdown = Event(rt)
 
     async def dispatch() -> None:
         while True:
             msg = await rt.recv()
+            if client.handle(msg) or server.handle(msg):
+                continue
             if driver is not None and driver.handle(msg):
                 continue
             if msg.body.get("op") == "shutdown":

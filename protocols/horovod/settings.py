@@ -121,6 +121,17 @@ class HorovodKnobs:
     notification_attempts: int = 3
     kill_grace: float = 5.0
     """SIGTERM, then SIGKILL after this."""
+    connect_timeout: float = 127.0
+    """A TCP connect (ssh to a worker host, a worker's HTTP request to the driver) to a
+    dead or unreachable host fails after this (Linux: 6 SYN retries, about 127 s)."""
+    keepalive_time: float = 7200.0
+    """An ssh session's TCP keepalive: idle seconds before the first probe (Linux)."""
+    keepalive_interval: float = 75.0
+    keepalive_probes: int = 9
+    """Unanswered probes (``keepalive_interval`` apart) after which the session dies."""
+    http_attempts: int = 3
+    """Attempts of a worker's HTTP request (PerformHTTP), ``http_retry_delay`` apart."""
+    http_retry_delay: float = 0.5
     driver_host: str | None = None
     """Host of the driver (None: the scenario's store host)."""
     store_port: int = 29600

@@ -13,13 +13,13 @@ from typing import Any
 
 from protocols.api import (
     CollectiveError,
-    Future,
     OperationTimeout,
     Runtime,
     Store,
     StoreError,
     TracedGroup,
 )
+from protocols.horovod.conn import Client, ConnectFailed
 from protocols.horovod.discovery import epoch_hosts
 from protocols.horovod.hosts import SlotInfo
 from protocols.horovod.settings import ExitMode, HorovodKnobs, load_knobs
@@ -61,7 +61,8 @@ class Worker:
                               self.work.params)
         self.state = State(rt, model, self.work.state_bytes)
         self.silent = False
-        self._reply: Future[Mapping[str, Any]] | None = None
+        self.http = Client(rt, self.k.connect_timeout)
+        """The HTTP client of the rank-and-size service (a TCP connection per request)."""
         self.group: TracedGroup | None = None
         self.store: Store | None = None
         self.last_commit_step = -1
@@ -83,6 +84,8 @@ class Worker:
             msg = await self.rt.recv()
             if self.silent:
                 continue
+            if self.http.handle(msg):
+                continue
             op = msg.body.get("op")
             if op == "hosts_updated":
                 self.rt.record("hvd_notified", timestamp=msg.body["timestamp"],
@@ -90,8 +93,6 @@ class Worker:
                 self.state.on_host_updated(int(msg.body["timestamp"]), int(msg.body["update"]))
                 self.rt.send(str(msg.body.get("reply_to", msg.src)),
                              {"op": "ack", "nid": msg.body["nid"]})
-            elif op == "slot_info" and self._reply is not None and not self._reply.done():
-                self._reply.set_result(msg.body)
 
     # -- life --------------------------------------------------------------------------
 
@@ -149,11 +150,7 @@ class Worker:
         """shutdown + init: leave the group, ask for the new rank (blocks on the barrier)."""
         if self.group is not None:
             self.group.abort()
-        fut: Future[Mapping[str, Any]] = self.rt.future()
-        self._reply = fut
-        self.rt.send(self.driver, {"op": "rank_and_size", "host": self.rt.host,
-                                   "local_rank": self.slot.local_rank})
-        reply = await fut
+        reply = await self.rank_and_size()
         if reply.get("stopped"):
             raise RemovedFromJob("rendezvous server stopped")
         slot = SlotInfo.from_json(reply["slot"])
@@ -164,6 +161,22 @@ class Worker:
         self.rid = int(reply["rendezvous"])
         self.members = list(reply["members"])
         await self.init_group()
+
+    async def rank_and_size(self) -> Mapping[str, Any]:
+        """The HTTP GET to the driver, over TCP (retransmitted through a partition); a
+        failed connect is retried ``http_attempts`` times, then the process aborts."""
+        for attempt in range(1, self.k.http_attempts + 1):
+            cid = self.http.open(self.driver, {"kind": "rank_and_size", "host": self.rt.host,
+                                               "local_rank": self.slot.local_rank})
+            try:
+                await self.http.connect(cid)
+            except ConnectFailed as exc:
+                if attempt == self.k.http_attempts:
+                    raise RemovedFromJob(f"rank_and_size: {exc}") from exc
+                await self.rt.sleep(self.k.http_retry_delay)
+                continue
+            return await self.http.reply(cid, self.driver)
+        raise RemovedFromJob("rank_and_size: no attempt")  # http_attempts < 1
 
     async def sync(self) -> None:
         """Everyone adopts rank 0's state."""

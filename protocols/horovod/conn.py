@@ -1,0 +1,226 @@
+"""Request/response over a modelled TCP connection, on top of fire-and-forget messages.
+
+Upstream carries a spawn (the ssh client), a worker's exit status (the same ssh session)
+and a ``rank_and_size`` request (an HTTP GET) over TCP, which retransmits lost segments and
+fails a connect only after the kernel's SYN retries. The runtime's :meth:`Runtime.send`
+drops a message across a cut link or to a dead host, so this module puts TCP's behaviour
+back, simply:
+
+- the client resends its request on the SYN retransmission schedule (after 1, 2, 4, ...
+  seconds) until the server accepts it (``conn_ack``) or answers, and gives up after
+  ``connect_timeout`` (Linux: 127 s), the outcome of a failed connect;
+- the server accepts a request once (a duplicate is re-accepted or re-answered, never
+  handled twice) and resends its answer on the same schedule until the client
+  acknowledges it (``conn_reply_ack``);
+- after the accept, the client may probe the server like TCP keepalive: after
+  ``keepalive_time`` without an answer, ``keepalive_probes`` probes ``keepalive_interval``
+  apart; none answered means the connection is dead.
+
+A message is ``{"op": "conn_req", "cid": <client-unique id>, "reply_to": <client>, ...}``;
+the connection is named by (client address, cid).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from protocols.api import Future, Message, OperationTimeout, Runtime
+
+SYN_RTO = 1.0
+"""The first retransmission timeout; each retry doubles it (Linux's initial RTO)."""
+RTO_MAX = 120.0
+"""Linux's TCP_RTO_MAX."""
+RETRIES_TIMEOUT = 924.6
+"""How long Linux retransmits unacknowledged data before it drops the connection
+(tcp_retries2 = 15 with TCP_RTO_MIN 200 ms)."""
+CONN_OPS = ("conn_req", "conn_ack", "conn_reply", "conn_reply_ack", "conn_probe",
+            "conn_probe_ack")
+"""The ops this module owns; a dispatcher hands messages with these ops to it."""
+
+
+class ConnectFailed(Exception):
+    """No answer to the connect within ``connect_timeout`` (ssh exit 255, an HTTP error)."""
+
+
+class ConnectionDead(Exception):
+    """Keepalive probes went unanswered: the peer is gone."""
+
+
+@dataclass
+class Keepalive:
+    """TCP keepalive on the client's side (Linux defaults)."""
+
+    time: float = 7200.0
+    interval: float = 75.0
+    probes: int = 9
+
+
+@dataclass
+class _Call:
+    accepted: Future[None]
+    reply: Future[Mapping[str, Any]]
+    probe: Future[None] | None = None
+
+
+@dataclass
+class Client:
+    """The client ends of one process's connections."""
+
+    rt: Runtime
+    connect_timeout: float = 127.0
+    _calls: dict[int, _Call] = field(default_factory=dict)
+    _next: int = 0
+
+    def open(self, dst: str, body: Mapping[str, Any]) -> int:
+        """Start a request to ``dst``; its connection id, for :meth:`connect`/:meth:`reply`."""
+        self._next += 1
+        cid = self._next
+        self._calls[cid] = _Call(self.rt.future(), self.rt.future())
+        req = {**body, "op": "conn_req", "cid": cid, "reply_to": self.rt.name}
+        self.rt.spawn(self._retransmit(dst, req), f"conn{cid}.syn")
+        return cid
+
+    async def _retransmit(self, dst: str, body: dict[str, Any]) -> None:
+        call = self._calls.get(int(body["cid"]))
+        rto = SYN_RTO
+        while call is not None and not call.accepted.done():
+            self.rt.send(dst, body)
+            try:
+                await self.rt.wait_for(_wait(call.accepted), rto)
+            except OperationTimeout:
+                pass
+            rto = min(2 * rto, RTO_MAX)
+
+    async def connect(self, cid: int) -> None:
+        """Wait for the accept; :class:`ConnectFailed` after ``connect_timeout``."""
+        call = self._calls[cid]
+        try:
+            await self.rt.wait_for(_wait(call.accepted), self.connect_timeout)
+        except OperationTimeout:
+            self.close(cid)
+            raise ConnectFailed(f"connect timed out after {self.connect_timeout}s") from None
+
+    async def reply(self, cid: int, dst: str, keepalive: Keepalive | None = None
+                    ) -> Mapping[str, Any]:
+        """Wait for the answer of an accepted request; with ``keepalive``, raise
+        :class:`ConnectionDead` when the server stops answering probes."""
+        call = self._calls[cid]
+        try:
+            if keepalive is None:
+                return await call.reply
+            while True:
+                try:
+                    return await self.rt.wait_for(_wait(call.reply), keepalive.time)
+                except OperationTimeout:
+                    pass
+                if not await self._probe(cid, dst, keepalive) and not call.reply.done():
+                    raise ConnectionDead("keepalive probes unanswered")
+        finally:
+            self.close(cid)
+
+    async def _probe(self, cid: int, dst: str, ka: Keepalive) -> bool:
+        call = self._calls[cid]
+        for _ in range(ka.probes):
+            call.probe = self.rt.future()
+            self.rt.send(dst, {"op": "conn_probe", "cid": cid, "reply_to": self.rt.name})
+            try:
+                await self.rt.wait_for(_wait(call.probe), ka.interval)
+                return True
+            except OperationTimeout:
+                if call.reply.done():
+                    return True
+        return False
+
+    def close(self, cid: int) -> None:
+        """Forget a connection (late answers are still acknowledged, then dropped)."""
+        call = self._calls.pop(cid, None)
+        if call is not None and not call.accepted.done():
+            call.accepted.set_result(None)  # stops the retransmission
+
+    def handle(self, msg: Message) -> bool:
+        """Take a connection message addressed to a client; False if it is not one."""
+        op = msg.body.get("op")
+        if op not in ("conn_ack", "conn_reply", "conn_probe_ack"):
+            return False
+        cid = int(msg.body["cid"])
+        if op == "conn_reply":
+            self.rt.send(msg.src, {"op": "conn_reply_ack", "cid": cid,
+                                   "reply_to": self.rt.name})
+        call = self._calls.get(cid)
+        if call is None:
+            return True
+        if not call.accepted.done():
+            call.accepted.set_result(None)
+        if op == "conn_reply" and not call.reply.done():
+            call.reply.set_result(msg.body)
+        if op == "conn_probe_ack" and call.probe is not None and not call.probe.done():
+            call.probe.set_result(None)
+        return True
+
+
+@dataclass
+class _Served:
+    reply: dict[str, Any] | None = None
+    acked: Future[None] | None = None
+
+
+@dataclass
+class Server:
+    """The server ends of one process's connections: at-most-once handling."""
+
+    rt: Runtime
+    _conns: dict[tuple[str, int], _Served] = field(default_factory=dict)
+
+    def accept(self, msg: Message) -> bool:
+        """Acknowledge a request; True the first time (the caller handles it then), False
+        for a duplicate (re-accepted, or re-answered if already answered)."""
+        key = (str(msg.body["reply_to"]), int(msg.body["cid"]))
+        served = self._conns.get(key)
+        if served is not None and served.reply is not None:
+            self.rt.send(key[0], served.reply)
+            return False
+        self.rt.send(key[0], {"op": "conn_ack", "cid": key[1]})
+        if served is not None:
+            return False
+        self._conns[key] = _Served()
+        return True
+
+    def answer(self, request: Mapping[str, Any], body: Mapping[str, Any]) -> None:
+        """Send the answer to ``request`` and resend it until it is acknowledged."""
+        key = (str(request["reply_to"]), int(request["cid"]))
+        served = self._conns.setdefault(key, _Served())
+        served.reply = {**body, "op": "conn_reply", "cid": key[1]}
+        served.acked = self.rt.future()
+        self.rt.spawn(self._retransmit(key, served), f"conn{key[1]}.reply")
+
+    async def _retransmit(self, key: tuple[str, int], served: _Served) -> None:
+        rto, spent = SYN_RTO, 0.0
+        assert served.acked is not None and served.reply is not None
+        while not served.acked.done() and spent < RETRIES_TIMEOUT:
+            spent += rto
+            self.rt.send(key[0], served.reply)
+            try:
+                await self.rt.wait_for(_wait(served.acked), rto)
+            except OperationTimeout:
+                pass
+            rto = min(2 * rto, RTO_MAX)
+
+    def handle(self, msg: Message) -> bool:
+        """Take an acknowledgement or a probe addressed to a server; False otherwise."""
+        op = msg.body.get("op")
+        if op == "conn_probe":
+            self.rt.send(str(msg.body["reply_to"]),
+                         {"op": "conn_probe_ack", "cid": msg.body["cid"]})
+            return True
+        if op != "conn_reply_ack":
+            return False
+        served = self._conns.get((str(msg.body["reply_to"]), int(msg.body["cid"])))
+        if served is not None and served.acked is not None and not served.acked.done():
+            served.acked.set_result(None)
+        return True
+
+
+async def _wait(fut: Future[Any]) -> Any:
+    return await fut
