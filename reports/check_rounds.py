@@ -17,7 +17,10 @@ def _host_of(proc: str) -> str:
 
 def members_alive_at_completion(events: Sequence[TraceEvent]) -> CheckResult:
     """Every member of a completed round has a live process on its host when the round
-    completes (its first ``rdzv_done``): a round never admits a host that is already gone."""
+    completes: at its ``rdzv_complete`` (the instant the membership was decided) where the
+    protocol records one, else at its first ``rdzv_done`` (which may come later: a member
+    that dies in between was alive at completion). A round never admits a host that is
+    already gone."""
     res = CheckResult("members_alive_at_completion",
                       "every member of a completed round is alive when it completes")
     live: dict[str, int] = {}
@@ -29,7 +32,7 @@ def members_alive_at_completion(events: Sequence[TraceEvent]) -> CheckResult:
         elif ev.kind == "proc_exit":
             live[ev.host] = live.get(ev.host, 0) - 1
             last_exit[ev.host] = ev
-        elif ev.kind == "rdzv_done":
+        elif ev.kind in ("rdzv_complete", "rdzv_done"):
             rnd = ev.get("round")
             if rnd in seen_rounds:
                 continue

@@ -43,7 +43,11 @@ class StateHolder:
     observer's wall clock, locally."""
 
     def __init__(self, backend: C10dBackend, settings: RendezvousSettings, clock: Clock,
-                 cache_duration: float = 1.0) -> None:
+                 cache_duration: float = 1.0,
+                 on_completed: Callable[[RendezvousState], None] | None = None) -> None:
+        self.on_completed = on_completed
+        """Told when this node's write is the one that completed a round (the instant the
+        membership is decided), for the trace; upstream has no such hook."""
         self.backend = backend
         self.settings = settings
         self.clock = clock
@@ -53,14 +57,18 @@ class StateHolder:
         self.dirty = False
         self.last_sync_time = -1.0
         self.dead_nodes: list[NodeDesc] = []
+        self.synced_complete = False
+        """Whether the state as last read or written was complete."""
 
     async def sync(self) -> bool | None:
         """True/False: a write was attempted and won/lost; None: a read (or the cache)."""
         bits: bytes | None = None
         token: bytes | None = None
         has_set: bool | None
+        completes = False
         if self.dirty:
             has_set = False
+            completes = self.state.complete and not self.synced_complete
             resp = await self.backend.set_state(self.state.encode(), self.token)
             if resp is not None:
                 bits, token, has_set = resp
@@ -83,6 +91,9 @@ class StateHolder:
         self.token = token
         self.dirty = False
         self.last_sync_time = self.clock.monotonic()
+        if has_set and completes and self.on_completed is not None:
+            self.on_completed(self.state)
+        self.synced_complete = self.state.complete
         self.dead_nodes = sanitize(self.state, self.settings, self.clock.now_us())
         return has_set
 

@@ -17,7 +17,7 @@ from protocols.torchelastic.ops import (
     join_op,
     keep_alive_op,
 )
-from protocols.torchelastic.state import NodeDesc, RendezvousSettings, to_us
+from protocols.torchelastic.state import NodeDesc, RendezvousSettings, RendezvousState, to_us
 
 MASTER_ADDR_KEY = "MASTER_ADDR"
 MASTER_PORT_KEY = "MASTER_PORT"
@@ -101,13 +101,19 @@ class DynamicRendezvousHandler:
         unset). Off: every round's rank 0 publishes a fresh free port."""
         self.backend = C10dBackend(store, settings.run_id)
         clock = RuntimeClock(rt)
-        self.holder = StateHolder(self.backend, settings, clock, cache_duration)
+        self.holder = StateHolder(self.backend, settings, clock, cache_duration,
+                                  on_completed=self._record_completed)
         self.executor = Executor(node, self.holder, settings, clock, lambda s: delay(rt, s))
         self.heartbeat_lock = Lock(rt, "heartbeat")
         self._timer: Task[None] | None = None
         self._timer_stop: Event | None = None
         self.bootstrap: RendezvousStoreInfo | None = None
         self.shared_store_addr: str | None = None
+
+    def _record_completed(self, state: RendezvousState) -> None:
+        """This node's write completed the round: the membership is decided now."""
+        members = sorted(state.participants)
+        self.rt.record("rdzv_complete", round=state.round, members=[n.addr for n in members])
 
     async def init(self) -> None:
         """What upstream's constructors do against the store (install the sentinel)."""
