@@ -8,12 +8,16 @@ classification, blacklist cooldown), ``registry`` the reset barrier and its deci
 task service that starts workers). Behaviour follows ``shared/specs/horovod.md``.
 
 Simplified or left out (each would need its own knob to add): only the global Gloo context
-is built (not the local and cross ones); HTTP retries and the 10 ms key poll are folded into
-the store's own waits; registering a worker's notification service does not probe it;
-``shutdown()`` does not wait for a background thread stuck in a collective; a dead worker
-host is never reported by its spawner, so the barrier waits (upstream's ssh client would
-notice only through TCP keepalive, if at all); the ElasticSampler, the TensorFlow wrapper
-and stall warnings are not modelled. A kill is SIGTERM, then SIGKILL after ``kill_grace``.
+is built (not the local and cross ones); the Gloo store's HTTP retries and 10 ms key poll are
+folded into the store's own waits; registering a worker's notification service does not
+probe it; ``shutdown()`` does not wait for a background thread stuck in a collective; the
+ElasticSampler, the TensorFlow wrapper and stall warnings are not modelled. The spawn (ssh),
+its exit status and ``rank_and_size`` (HTTP) travel over modelled TCP connections (``conn``):
+retransmitted through partitions, failing after ``connect_timeout`` (ssh exit 255, the HTTP
+client's 3 attempts then abort 134), a dead worker host noticed by the ssh session's TCP
+keepalive (``keepalive_*``, counted from the connect, not from the last segment received); a
+kill ends the host's spawners on the driver's side within ``kill_grace``. A kill is SIGTERM,
+then SIGKILL after ``kill_grace``.
 The model and optimizer travel as one blob (not per-parameter named broadcasts). A
 ``rank_and_size`` answered after the driver stopped makes the worker abort at once (upstream
 it gets its stale slot and aborts when the stopped server fails its Gloo rendezvous: the
