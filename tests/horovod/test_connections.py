@@ -121,7 +121,16 @@ def test_a_dead_worker_host_is_detected_when_the_ssh_keepalive_gives_up() -> Non
     assert run.epoch_logs("size", "hostname") == [(2, "localhost")] * 3
 
 
-def test_with_linux_keepalive_defaults_the_dead_host_still_blocks_the_first_two_hours() -> None:
-    run = simulate_run(load("worker_host_crash_keepalive", keepalive_time=None,
-                            keepalive_interval=None, keepalive_probes=None))
-    assert run.of("hvd_ssh_failed") == [] and run.of("hvd_trip") == [] and run.result.hung
+def test_with_linux_keepalive_defaults_the_dead_host_blocks_the_job_for_2_h_11_min() -> None:
+    # 7200 s idle + 9 probes x 75 s, counted from the connect at ~0 s; a 1 s discovery
+    # period keeps the 2 h run cheap
+    defaults = {"keepalive_time": None, "keepalive_interval": None, "keepalive_probes": None}
+    early = simulate_run(load("worker_host_crash_keepalive", **defaults))
+    assert early.of("hvd_trip") == [] and early.result.hung  # time limit 300 s
+    sc = load("worker_host_crash_keepalive", discovery_period=1.0, **defaults)
+    run = simulate_run(sc.model_copy(update={"time_limit": 9000.0}))
+    failed = run.of("hvd_ssh_failed")
+    assert [e.get("error") for e in failed] == ["keepalive timed out"] * 2
+    assert all(7874.9 < e.t < 7875.1 for e in failed)
+    assert run.epoch_logs("size", "hostname") == [(2, "localhost")] * 3
+    assert run.metrics.outcome == "completed"
