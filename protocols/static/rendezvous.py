@@ -120,11 +120,10 @@ async def _arrived(keys: Store) -> list[str]:
     """The names written so far, in arrival order; an index whose host died before writing
     its name is skipped (waiting for it would block until the store's timeout)."""
     count = int(await keys.add("count", 0))
-    names = []
-    for i in range(count):
-        if await keys.check([f"host/{i}"]):
-            names.append((await keys.get(f"host/{i}")).decode())
-    return names
+    indices = [f"host/{i}" for i in range(count)]
+    if not await keys.check(indices):  # rare: keep only the names that were written
+        indices = [k for k in indices if await keys.check([k])]
+    return [(await keys.get(k)).decode() for k in indices]
 
 
 async def next_membership(
