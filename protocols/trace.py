@@ -13,7 +13,7 @@ run_end                   exit_codes {proc: code}, outcome ("completed"|"failed"
 proc_start / proc_exit    entry / code, reason
 fault                     id, type, target, phase ("start"|"heal"|"skipped"), reason?
 rdzv_join                 round
-rdzv_complete             round, members [host...]: the instant a round's membership is decided (torchelastic)
+rdzv_complete             round, members [host...]: the round's membership is decided now
 rdzv_done                 round, members [host...], rank, world_size[, master]
 rdzv_rejected             round
 rdzv_failed               round, error
