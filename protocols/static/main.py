@@ -36,6 +36,11 @@ def _settings(cls: type[Any], raw: Mapping[str, Any]) -> Any:
 
 async def host_main(rt: Runtime, args: Mapping[str, Any]) -> int:
     """Entry of every host: ``args`` holds knobs, workload, store_host and seed."""
+    return await run_host(rt, args, Member)
+
+
+async def run_host(rt: Runtime, args: Mapping[str, Any], member: type[Member]) -> int:
+    """A host's life with ``member`` as its behaviour (variants subclass :class:`Member`)."""
     knobs: StaticKnobs = _settings(StaticKnobs, args.get("knobs", {}))
     work: Workload = _settings(Workload, args.get("workload", {}))
     store_host = str(args["store_host"])
@@ -46,8 +51,8 @@ async def host_main(rt: Runtime, args: Mapping[str, Any]) -> int:
     except StoreConnectionError as exc:
         rt.record("job_failed", error=f"store unreachable: {exc}")
         return 1
-    member = Member(rt, store, knobs, work, int(args.get("seed", 0)))
-    return await member.run(is_store_host=rt.host == store_host)
+    life = member(rt, store, knobs, work, int(args.get("seed", 0)))
+    return await life.run(is_store_host=rt.host == store_host)
 
 
 class Member:
