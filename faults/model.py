@@ -30,15 +30,33 @@ class Fault:
         return ()
 
 
+class OnHost:
+    """Mixin: a fault that names one host (``host``)."""
+
+    host: str
+
+    def hosts(self) -> tuple[str, ...]:
+        return (self.host,)
+
+
+class Healing:
+    """Mixin: a fault that heals ``duration`` seconds after it starts."""
+
+    at: float
+    duration: float
+
+    @property
+    def heals_at(self) -> float | None:
+        return self.at + self.duration
+
+
+
 @dataclass(frozen=True)
-class CrashHost(Fault):
+class CrashHost(OnHost, Fault):
     """The machine dies: every process on it ends at once (SIGKILL), messages to it vanish,
     a store it hosts is gone."""
 
     host: str = ""
-
-    def hosts(self) -> tuple[str, ...]:
-        return (self.host,)
 
 
 @dataclass(frozen=True)
@@ -53,31 +71,20 @@ class CrashProcess(Fault):
 
 
 @dataclass(frozen=True)
-class HangHost(Fault):
+class HangHost(OnHost, Healing, Fault):
     """The machine freezes (SIGSTOP of every process) for ``duration`` seconds, then resumes."""
 
     host: str = ""
     duration: float = 0.0
 
-    @property
-    def heals_at(self) -> float | None:
-        return self.at + self.duration
-
-    def hosts(self) -> tuple[str, ...]:
-        return (self.host,)
-
 
 @dataclass(frozen=True)
-class Partition(Fault):
+class Partition(Healing, Fault):
     """The network is cut between ``groups`` (hosts in different groups cannot talk) for
     ``duration`` seconds; hosts in no group stay connected to everyone."""
 
     groups: tuple[tuple[str, ...], ...] = ()
     duration: float = 0.0
-
-    @property
-    def heals_at(self) -> float | None:
-        return self.at + self.duration
 
     def hosts(self) -> tuple[str, ...]:
         return tuple(h for g in self.groups for h in g)
@@ -112,7 +119,7 @@ class Bridge(Partition):
 
 
 @dataclass(frozen=True)
-class OneWayPartition(Fault):
+class OneWayPartition(Healing, Fault):
     """Packets from ``src`` hosts to ``dst`` hosts are dropped for ``duration`` seconds; the
     other direction still works. Connection-based traffic (store, collectives) needs both
     directions, so it stalls as under a full cut; one-way messages still flow dst -> src."""
@@ -121,16 +128,12 @@ class OneWayPartition(Fault):
     dst: tuple[str, ...] = ()
     duration: float = 0.0
 
-    @property
-    def heals_at(self) -> float | None:
-        return self.at + self.duration
-
     def hosts(self) -> tuple[str, ...]:
         return (*self.src, *self.dst)
 
 
 @dataclass(frozen=True)
-class CrashRestart(Fault):
+class CrashRestart(OnHost, Fault):
     """The host crashes, and after ``downtime`` comes back with fresh processes (as a
     scheduler restarts a pod): its first process starts again, a new incarnation."""
 
@@ -141,12 +144,9 @@ class CrashRestart(Fault):
     def heals_at(self) -> float | None:
         return self.at + self.downtime
 
-    def hosts(self) -> tuple[str, ...]:
-        return (self.host,)
-
 
 @dataclass(frozen=True)
-class Straggler(Fault):
+class Straggler(OnHost, Healing, Fault):
     """The host computes ``factor`` times slower (its sleeps, which model compute, last
     ``factor`` times longer) for ``duration`` seconds."""
 
@@ -154,28 +154,18 @@ class Straggler(Fault):
     factor: float = 2.0
     duration: float = 0.0
 
-    @property
-    def heals_at(self) -> float | None:
-        return self.at + self.duration
-
-    def hosts(self) -> tuple[str, ...]:
-        return (self.host,)
-
 
 @dataclass(frozen=True)
-class Preempt(Fault):
+class Preempt(OnHost, Fault):
     """Preemption with notice: SIGTERM to every process of the host, SIGKILL to what is left
     after ``grace`` seconds; the host is then gone."""
 
     host: str = ""
     grace: float = 30.0
 
-    def hosts(self) -> tuple[str, ...]:
-        return (self.host,)
-
 
 @dataclass(frozen=True)
-class LinkFault(Fault):
+class LinkFault(Healing, Fault):
     """A bad link between hosts ``a`` and ``b`` (``*``: any host) for ``duration`` seconds:
     ``delay`` extra one-way seconds; messages lost with probability ``loss``, duplicated with
     ``duplicate``, and delayed by up to ``reorder`` extra seconds (so they overtake each
@@ -190,10 +180,6 @@ class LinkFault(Fault):
     reorder: float = 0.0
     duration: float = 0.0
 
-    @property
-    def heals_at(self) -> float | None:
-        return self.at + self.duration
-
     def hosts(self) -> tuple[str, ...]:
         return tuple(h for h in (self.a, self.b) if h != "*")
 
@@ -205,7 +191,7 @@ class LinkFault(Fault):
 
 
 @dataclass(frozen=True)
-class ClockSkew(Fault):
+class ClockSkew(OnHost, Healing, Fault):
     """The host's wall clock is ``offset`` seconds off for ``duration`` seconds, then set
     right again (two steps of the wall clock; the monotonic clock never steps)."""
 
@@ -213,53 +199,33 @@ class ClockSkew(Fault):
     offset: float = 0.0
     duration: float = 0.0
 
-    @property
-    def heals_at(self) -> float | None:
-        return self.at + self.duration
-
-    def hosts(self) -> tuple[str, ...]:
-        return (self.host,)
-
 
 @dataclass(frozen=True)
-class ClockJump(Fault):
+class ClockJump(OnHost, Fault):
     """The host's wall clock steps by ``delta`` seconds for good (NTP step, ``date -s``)."""
 
     host: str = ""
     delta: float = 0.0
 
-    def hosts(self) -> tuple[str, ...]:
-        return (self.host,)
-
 
 @dataclass(frozen=True)
-class StoreCrash(Fault):
+class StoreCrash(OnHost, Fault):
     """The store server on ``host`` dies; the process that hosted it lives on."""
 
     host: str = ""
 
-    def hosts(self) -> tuple[str, ...]:
-        return (self.host,)
-
 
 @dataclass(frozen=True)
-class StoreFreeze(Fault):
+class StoreFreeze(OnHost, Healing, Fault):
     """The store server on ``host`` stops answering for ``duration`` seconds (requests
     wait, and time out on the clients' own timeouts), then serves what waited."""
 
     host: str = ""
     duration: float = 0.0
 
-    @property
-    def heals_at(self) -> float | None:
-        return self.at + self.duration
-
-    def hosts(self) -> tuple[str, ...]:
-        return (self.host,)
-
 
 @dataclass(frozen=True)
-class CollectiveFault(Fault):
+class CollectiveFault(OnHost, Fault):
     """The next collective a process of ``host`` enters (from ``at`` on) fails at once on that
     member (``mode`` "fail": it aborts, peers see a dead peer) or never completes (``mode``
     "hang": every member times out)."""
@@ -267,35 +233,26 @@ class CollectiveFault(Fault):
     host: str = ""
     mode: str = "fail"
 
-    def hosts(self) -> tuple[str, ...]:
-        return (self.host,)
-
 
 @dataclass(frozen=True)
-class ScaleUp(Fault):
+class ScaleUp(OnHost, Fault):
     """A new agent starts on ``host`` (one not running yet, or gone): the host's first
     process starts there, as an operator or autoscaler adding a node would."""
 
     host: str = ""
 
-    def hosts(self) -> tuple[str, ...]:
-        return (self.host,)
-
 
 @dataclass(frozen=True)
-class ScaleDown(Fault):
+class ScaleDown(OnHost, Fault):
     """``host`` is taken out of the job: its processes get SIGTERM, SIGKILL after ``grace``,
     and the host is gone."""
 
     host: str = ""
     grace: float = 0.0
 
-    def hosts(self) -> tuple[str, ...]:
-        return (self.host,)
-
 
 @dataclass(frozen=True)
-class DiscoveryAdd(Fault):
+class DiscoveryAdd(OnHost, Fault):
     """From ``at`` on, the protocol's discovery source also reports ``host`` (with
     ``slots``; None: the source's default), until ``duration`` seconds later (None: for
     good). Membership grows through discovery, as when a scheduler adds a node."""
@@ -308,16 +265,13 @@ class DiscoveryAdd(Fault):
     def heals_at(self) -> float | None:
         return None if self.duration is None else self.at + self.duration
 
-    def hosts(self) -> tuple[str, ...]:
-        return (self.host,)
-
     def line(self) -> str:
         """The ``host[:slots]`` line the discovery script prints for it."""
         return self.host if self.slots is None else f"{self.host}:{self.slots}"
 
 
 @dataclass(frozen=True)
-class DiscoveryRemove(Fault):
+class DiscoveryRemove(OnHost, Fault):
     """From ``at`` on, the protocol's discovery source no longer reports ``host``, until
     ``duration`` seconds later (None: for good); the host itself keeps running."""
 
@@ -328,32 +282,21 @@ class DiscoveryRemove(Fault):
     def heals_at(self) -> float | None:
         return None if self.duration is None else self.at + self.duration
 
-    def hosts(self) -> tuple[str, ...]:
-        return (self.host,)
-
 
 @dataclass(frozen=True)
-class DiscoveryScriptError(Fault):
+class DiscoveryScriptError(Healing, Fault):
     """Every discovery call made during ``duration`` seconds from ``at`` fails (the
     discovery script exits non-zero)."""
 
     duration: float = 0.0
 
-    @property
-    def heals_at(self) -> float | None:
-        return self.at + self.duration
-
 
 @dataclass(frozen=True)
-class DiscoveryScriptHang(Fault):
+class DiscoveryScriptHang(Healing, Fault):
     """A discovery call made during ``duration`` seconds from ``at`` hangs: it returns
     only when the fault heals."""
 
     duration: float = 0.0
-
-    @property
-    def heals_at(self) -> float | None:
-        return self.at + self.duration
 
 
 DISCOVERY_FAULTS: tuple[type[Fault], ...] = (
