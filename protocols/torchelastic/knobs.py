@@ -29,12 +29,13 @@ class TorchElasticKnobs:
     """Workers per agent (``--nproc-per-node``)."""
     run_id: str = "none"
     """``--rdzv-id`` (the CLI's default is the literal string "none")."""
-    join_timeout: float = 600.0
-    last_call_timeout: float = 30.0
-    close_timeout: float = 30.0
-    heartbeat_timeout: float = 5.0
-    keep_alive_interval: float = 5.0
-    keep_alive_max_attempt: int = 3
+    # The rendezvous timeouts take their upstream defaults from RendezvousSettings.
+    join_timeout: float = RendezvousSettings.join_timeout
+    last_call_timeout: float = RendezvousSettings.last_call_timeout
+    close_timeout: float = RendezvousSettings.close_timeout
+    heartbeat_timeout: float = RendezvousSettings.heartbeat_timeout
+    keep_alive_interval: float = RendezvousSettings.keep_alive_interval
+    keep_alive_max_attempt: int = RendezvousSettings.keep_alive_max_attempt
     read_timeout: float = 60.0
     """Rendezvous TCPStore client timeout (connect, get, wait)."""
     store_port: int = 29400
