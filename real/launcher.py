@@ -289,7 +289,7 @@ class Launcher:
 
     def _kill_everything(self) -> None:
         leaders = [h.proc for h in self.hosts.values()]
-        if not reaper.kill_run(self.run_dir.marker, leaders, self._adopted(), timeout=10.0):
+        if not reaper.kill_run(self.run_dir.marker, leaders, self._adopted, timeout=10.0):
             left = [e.pid for e in reaper.scan(self.run_dir.marker)]
             print(
                 f"real: processes of {self.run_dir.root} survived SIGKILL: {left}", file=sys.stderr

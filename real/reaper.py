@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 PR_SET_PDEATHSIG = 1
@@ -141,30 +141,59 @@ def reap(procs: Iterable[tuple[int, int]]) -> dict[int, int]:
     return codes
 
 
+def _all_entries() -> list[ProcEntry]:
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            entry = _entry(int(name))
+            if entry is not None:
+                out.append(entry)
+    return out
+
+
 def kill_run(
     marker: str,
     leaders: Sequence[subprocess.Popen[bytes]],
-    known: Iterable[tuple[int, int]],
+    known: Callable[[], Iterable[tuple[int, int]]],
     timeout: float,
 ) -> bool:
-    """Kill every process of the run: the process groups of ``leaders`` (this process's
-    children, each leading its group), then whatever still carries ``marker``; reap the
-    leaders and the ``known`` processes (pid, start time) adopted meanwhile. True when
-    nothing of the run is left."""
-    for leader in leaders:
-        if leader.poll() is None:  # unreaped, so its pid (= its group id) is not recycled
-            kill_hard(leader.pid, group=True)
+    """Kill every process of the run and reap what falls to this process; True when nothing
+    of the run is left.
+
+    The run's processes are found three ways: the process groups of ``leaders`` (this
+    process's children, each leading its group; children stay in their host's group), the
+    ``marker`` on command lines, and ``known()`` (pid, start time) pairs. The group is the
+    one that survives a process's death: an exiting process has already lost its command
+    line but not its group, and a zombie keeps both its group and its start time. So the
+    loop goes on until no member of the groups and no known process is left, each one
+    either reaped here (it was adopted: this process is a subreaper while a run lasts) or
+    by its own parent."""
     own = {leader.pid for leader in leaders}
-    adopted = {(pid, start) for pid, start in known if pid not in own}
     deadline = time.monotonic() + timeout
     while True:
-        alive = scan(marker)
-        for entry in alive:
-            kill_hard(entry.pid)
-        adopted |= {(e.pid, e.start) for e in alive if e.pid not in own}
-        reap(adopted)
+        unreaped = {leader.pid for leader in leaders if leader.poll() is None}
+        for pid in unreaped:  # unreaped, so its pid (= its group id) is not recycled
+            kill_hard(pid, group=True)
+        ids = {(pid, start) for pid, start in known() if pid not in own}
+        entries = _all_entries()
+        pids = {e.pid for e in entries}
+        # A reaped leader's pid is not reused while its group has members; a process now
+        # holding that pid is a recycled one, and its group not the run's.
+        groups = {pid for pid in own if pid not in pids or pid in unreaped}
+        left = []
+        for e in entries:
+            ours = e.pgid in groups or (e.pid, e.start) in ids
+            if not ours and e.state != "Z" and marker in _cmdline(e.pid):
+                ours = True
+            if ours and e.pid not in own:
+                left.append(e)
+        for e in left:
+            if e.state != "Z":
+                kill_hard(e.pid)
+        reaped = reap((e.pid, e.start) for e in left if e.state == "Z")
+        remaining = [e for e in left if e.pid not in reaped]
         pending = [leader for leader in leaders if leader.poll() is None]
-        if not alive and not pending:
+        if not remaining and not pending:
             return True
         if time.monotonic() > deadline:
             return False
