@@ -9,6 +9,7 @@ import binascii
 from collections import OrderedDict
 
 from protocols.api import Store, StoreError
+from protocols.torchelastic.memo import WriteMemo
 from protocols.torchelastic.ops import RendezvousConnectionError, RendezvousStateError
 
 NULL_SENTINEL = b"Y2FuaW1hZGFt"
@@ -41,9 +42,13 @@ class C10dBackend:
     ) -> tuple[bytes, bytes, bool] | None:
         """Write ``state`` if ``token`` is still current; return what is stored now."""
         expected = token if token else NULL_SENTINEL
-        current = await self._call(
-            self.store.compare_set(self.key, expected, base64.b64encode(state))
-        )
+        value = base64.b64encode(state)
+        _WRITTEN.hold(value, state)
+        current: bytes | None = None
+        try:
+            current = await self._call(self.store.compare_set(self.key, expected, value))
+        finally:
+            _WRITTEN.settle(value, current is value)  # `is`: the simulator's store hands it back
         pair = self._decode(current)
         if pair is None:
             return None
@@ -63,6 +68,9 @@ class C10dBackend:
     def _decode(value: bytes) -> tuple[bytes, bytes] | None:
         if value == NULL_SENTINEL:
             return None
+        known = _WRITTEN.get(value)
+        if known is not None:
+            return known, value
         bits = _B64_DECODED.get(value)
         if bits is None:
             try:
@@ -79,3 +87,5 @@ _B64_CACHE_SIZE = 64
 _B64_DECODED: OrderedDict[bytes, bytes] = OrderedDict()
 """Stored value -> decoded bytes, for the latest few values: every node polls the same
 stored value again and again (bytes are immutable, so sharing them is safe)."""
+_WRITTEN: WriteMemo[bytes] = WriteMemo(64)
+"""Stored value -> state bytes, for the values this process wrote."""

@@ -16,7 +16,14 @@ from protocols.torchelastic.ops import (
     RendezvousTimeoutError,
     apply,
 )
-from protocols.torchelastic.state import NodeDesc, RendezvousSettings, RendezvousState, sanitize
+from protocols.torchelastic.state import (
+    WRITTEN,
+    NodeDesc,
+    RendezvousSettings,
+    RendezvousState,
+    expired_nodes,
+    sweep,
+)
 
 SYNC_DELAY = 1.0
 """Seconds an executor sleeps after a SYNC action before polling again."""
@@ -53,6 +60,9 @@ class StateHolder:
         self.clock = clock
         self.cache_duration = cache_duration
         self.state = RendezvousState()
+        """The local copy. Possibly shared with other nodes' holders (the decoded store
+        value): change it only through :meth:`mutable`."""
+        self._shared = False
         self.token: bytes | None = None
         self.dirty = False
         self.last_sync_time = -1.0
@@ -69,7 +79,15 @@ class StateHolder:
         if self.dirty:
             has_set = False
             completes = self.state.complete and not self.synced_complete
-            resp = await self.backend.set_state(self.state.encode(), self.token)
+            written = self.state
+            data = written.encode()
+            self._shared = True  # `written` may become the stored state: copy before changing it
+            WRITTEN.hold(data, written)
+            resp = None
+            try:
+                resp = await self.backend.set_state(data, self.token)
+            finally:
+                WRITTEN.settle(data, resp is not None and resp[2])
             if resp is not None:
                 bits, token, has_set = resp
         else:
@@ -83,19 +101,30 @@ class StateHolder:
                 bits, token = got
         if bits is not None:
             try:
-                self.state = RendezvousState.decode(bits)
+                self.state = RendezvousState.decode_shared(bits)
+                self._shared = True
             except ValueError as exc:
                 raise RendezvousStateError(str(exc)) from exc
         else:
             self.state = RendezvousState()
+            self._shared = False
         self.token = token
         self.dirty = False
         self.last_sync_time = self.clock.monotonic()
         if has_set and completes and self.on_completed is not None:
             self.on_completed(self.state)
         self.synced_complete = self.state.complete
-        self.dead_nodes = sanitize(self.state, self.settings, self.clock.now_us())
+        self.dead_nodes = expired_nodes(self.state, self.settings, self.clock.now_us())
+        if self.dead_nodes:
+            sweep(self.mutable(), self.dead_nodes, self.settings)
         return has_set
+
+    def mutable(self) -> RendezvousState:
+        """The local state, copied first if it is shared (copy on write)."""
+        if self._shared:
+            self.state = self.state.copy()
+            self._shared = False
+        return self.state
 
     def mark_dirty(self) -> None:
         """The next sync writes the local state."""
@@ -130,7 +159,7 @@ class Executor:
             raise RendezvousTimeoutError()
         if action in (Action.FINISH, Action.SYNC):
             return action, deadline
-        apply(action, state, self.node, self.settings, self.clock.now_us())
+        apply(action, self.holder.mutable(), self.node, self.settings, self.clock.now_us())
         if action is Action.REMOVE_FROM_REDUNDANCY_LIST and update_deadline is not None:
             deadline = update_deadline(self.settings.join_timeout)
         self.holder.mark_dirty()

@@ -17,7 +17,13 @@ from protocols.torchelastic.ops import (
     join_op,
     keep_alive_op,
 )
-from protocols.torchelastic.state import NodeDesc, RendezvousSettings, RendezvousState, to_us
+from protocols.torchelastic.state import (
+    NodeDesc,
+    RendezvousSettings,
+    RendezvousState,
+    sorted_nodes,
+    to_us,
+)
 
 MASTER_ADDR_KEY = "MASTER_ADDR"
 MASTER_PORT_KEY = "MASTER_PORT"
@@ -112,7 +118,7 @@ class DynamicRendezvousHandler:
 
     def _record_completed(self, state: RendezvousState) -> None:
         """This node's write completed the round: the membership is decided now."""
-        members = sorted(state.participants)
+        members = sorted_nodes(state.participants)
         self.rt.record("rdzv_complete", round=state.round, members=[n.addr for n in members])
 
     async def init(self) -> None:
@@ -130,7 +136,7 @@ class DynamicRendezvousHandler:
         self._start_heartbeats()
         state = self.holder.state
         rank, world = state.participants[self.node], len(state.participants)
-        members = tuple(sorted(state.participants))
+        members = sorted_nodes(state.participants)
         store = self.store.prefixed(f"torch.rendezvous.{self.settings.run_id}.{state.round}")
         if not self.share_store:
             port = 29500 + self.rt.rng.randrange(20000)  # stands for get_free_port()

@@ -4,6 +4,7 @@ the scale benchmark (the full elastic agent runs workers between rounds)."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -55,6 +56,24 @@ def rendezvous_settings(raw: Mapping[str, Any]) -> RendezvousSettings:
     return RendezvousSettings(**{k: v for k, v in raw.items() if k in names})
 
 
+MEMBERS_LISTED = 100
+"""Up to this many members, ``rdzv_done`` lists them; above, it carries their digest (every
+node listing 10,000 addresses would make a gigabyte of trace)."""
+_DIGESTS: dict[int, tuple[tuple[NodeDesc, ...], str]] = {}
+
+
+def _members_field(members: tuple[NodeDesc, ...]) -> dict[str, Any]:
+    if len(members) <= MEMBERS_LISTED:
+        return {"members": [n.addr for n in members]}
+    known = _DIGESTS.get(id(members))  # the nodes of one round share one tuple
+    if known is None or known[0] is not members:
+        text = "\n".join(f"{n.addr} {n.pid} {n.local_id}" for n in members)
+        known = _DIGESTS[id(members)] = (members, hashlib.sha256(text.encode()).hexdigest())
+        if len(_DIGESTS) > 8:
+            del _DIGESTS[next(iter(_DIGESTS))]
+    return {"members_count": len(members), "members_sha256": known[1]}
+
+
 async def rendezvous_once(rt: Runtime, args: Mapping[str, Any]) -> int:
     """Join one round through a store hosted by ``args['store_host']``; record the result."""
     knobs = dict(args.get("knobs", {}))
@@ -69,10 +88,9 @@ async def rendezvous_once(rt: Runtime, args: Mapping[str, Any]) -> int:
     handler = DynamicRendezvousHandler(rt, node, settings, store)
     await handler.init()
     info = await handler.next_rendezvous()
-    members = [n.addr for n in sorted(handler.holder.state.participants)]
     ops_at_join = store.ops
-    rt.record("rdzv_done", round=info.round, members=members, rank=info.rank,
-              world_size=info.world_size, store_ops=ops_at_join)
+    rt.record("rdzv_done", round=info.round, rank=info.rank, world_size=info.world_size,
+              store_ops=ops_at_join, **_members_field(info.members))
     # Leave only when everyone has seen the round complete: closing earlier would fail a
     # participant that syncs late (JoinOp looks at `closed` first).
     done = await info.store.add("bench/joined", 1)

@@ -8,9 +8,12 @@ Monotonic deadlines are float seconds, as upstream's ``time.monotonic()``.
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
+
+from protocols.torchelastic.memo import WriteMemo
 
 US = 1_000_000
 
@@ -87,10 +90,11 @@ class RendezvousState:
     """Last keep-alive of each node, wall-clock microseconds of the writer's clock."""
 
     def copy(self) -> RendezvousState:
-        """An independent copy."""
+        """An independent copy (its two node maps remember their encoded form, see
+        :class:`_Tracked`)."""
         return RendezvousState(
-            self.round, self.complete, self.deadline, self.closed, dict(self.participants),
-            set(self.wait_list), set(self.redundancy_list), dict(self.last_heartbeats),
+            self.round, self.complete, self.deadline, self.closed, _clone(self.participants),
+            set(self.wait_list), set(self.redundancy_list), _clone(self.last_heartbeats),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -111,24 +115,34 @@ class RendezvousState:
         reads off the network): exactly ``json.dumps(self.to_json(), separators=(",", ":"))``.
 
         Built from per-node JSON fragments instead, since every compare-and-set of every
-        node encodes the whole state: in a large round this is the simulator's hot path."""
+        node encodes the whole state: in a large round this is the simulator's hot path.
+        A node map that was copied from an encoded state re-encodes only the nodes changed
+        since (:class:`_Tracked`)."""
         parts = _entries(self.participants)
         waiting = ",".join(map(_MEMBERS.__getitem__, sorted(self.wait_list)))
         spares = ",".join(map(_MEMBERS.__getitem__, sorted(self.redundancy_list)))
         beats = _entries(self.last_heartbeats)
-        return (
+        data = (
             f'{{"round":{_json(self.round)},"complete":{_json(self.complete)},'
             f'"deadline":{_json(self.deadline)},"closed":{_json(self.closed)},'
             f'"participants":[{parts}],"wait_list":[{waiting}],'
             f'"redundancy_list":[{spares}],"last_heartbeats":[{beats}]}}'
         ).encode()
+        return data
 
     @staticmethod
     def decode(data: bytes) -> RendezvousState:
-        """Inverse of :meth:`encode`; ValueError on corrupt input.
+        """Inverse of :meth:`encode`; ValueError on corrupt input. The caller owns the result."""
+        return RendezvousState.decode_shared(data).copy()
 
-        Every node decodes the same stored bytes again and again; decoded states are cached
-        by their bytes and handed out as copies (callers mutate them)."""
+    @staticmethod
+    def decode_shared(data: bytes) -> RendezvousState:
+        """:meth:`decode` without the copy: a cached state that the caller must NOT change
+        (copy it first). Every node reads the same stored bytes again and again, and most
+        only look; in a round of N nodes, a private copy each would be N² memory."""
+        known = WRITTEN.get(data)
+        if known is not None:
+            return known
         cached = _DECODED.get(data)
         if cached is None:
             cached = _decode(data)
@@ -137,11 +151,15 @@ class RendezvousState:
                 _DECODED.popitem(last=False)
         else:
             _DECODED.move_to_end(data)
-        return cached.copy()
+        return cached
 
 
-_DECODE_CACHE_SIZE = 256
+_DECODE_CACHE_SIZE = 64
 _DECODED: OrderedDict[bytes, RendezvousState] = OrderedDict()
+WRITTEN: WriteMemo[RendezvousState] = WriteMemo(64)
+"""The states behind the bytes this process wrote (:class:`~protocols.torchelastic.executor.
+StateHolder` holds each write): :meth:`RendezvousState.decode_shared` of those bytes is a
+lookup."""
 _JSON_CACHE_SIZE = 1 << 17
 
 
@@ -173,9 +191,144 @@ def _json(value: int | bool | None) -> str:
 def _entries(mapping: dict[NodeDesc, int]) -> str:
     """``[addr,pid,local_id,value]`` for every node, in node order, comma-separated (sorts
     the keys alone: comparing (node, value) pairs costs twice as much)."""
-    keys = sorted(mapping)
-    values = map(mapping.__getitem__, keys)
-    return ",".join(map(_ENTRIES.__getitem__, zip(keys, values, strict=True)))
+    if type(mapping) is not _Tracked:
+        keys = sorted(mapping)
+        values = map(mapping.__getitem__, keys)
+        return ",".join(map(_ENTRIES.__getitem__, zip(keys, values, strict=True)))
+    frag = mapping.frag
+    dirty = mapping.dirty
+    if frag is None or len(dirty) > max(64, len(mapping) >> 4):
+        frag = _Fragment.of(mapping)
+    elif dirty:
+        frag = frag.updated(mapping, dirty)
+    mapping.frag = frag
+    if dirty:
+        mapping.dirty = set()
+    return frag.joined
+
+
+class _Fragment:
+    """The encoded form of a node map: its nodes in order, each entry's JSON, and those
+    joined. Never changed once made (maps copied from one another share it)."""
+
+    __slots__ = ("_members", "joined", "keys", "least", "texts")
+
+    def __init__(self, keys: list[NodeDesc], texts: list[str]) -> None:
+        self.keys = keys
+        self.texts = texts
+        self.joined = ",".join(texts)
+        self._members: tuple[NodeDesc, ...] | None = None
+        self.least: int | None = None
+        """The least value, once someone asked (see :func:`_oldest`)."""
+
+    @staticmethod
+    def of(mapping: dict[NodeDesc, int]) -> _Fragment:
+        keys = sorted(mapping)
+        values = map(mapping.__getitem__, keys)
+        return _Fragment(keys, list(map(_ENTRIES.__getitem__, zip(keys, values, strict=True))))
+
+    def updated(self, mapping: dict[NodeDesc, int], changed: set[NodeDesc]) -> _Fragment:
+        """The fragment of ``mapping``, which differs from this one's map in ``changed``."""
+        keys, texts = self.keys.copy(), self.texts.copy()
+        for node in sorted(changed):
+            i = bisect_left(keys, node)
+            here = i < len(keys) and keys[i] == node
+            if node in mapping:
+                text = _ENTRIES[node, mapping[node]]
+                if here:
+                    texts[i] = text
+                else:
+                    keys.insert(i, node)
+                    texts.insert(i, text)
+            elif here:
+                del keys[i]
+                del texts[i]
+        return _Fragment(keys, texts)
+
+    def members(self) -> tuple[NodeDesc, ...]:
+        """The nodes in order, as one tuple shared by every holder of this fragment."""
+        if self._members is None:
+            self._members = tuple(self.keys)
+        return self._members
+
+
+class _Tracked(dict[NodeDesc, int]):
+    """A node map (participants, last heartbeats) that knows the encoded form of its
+    content at some earlier point (``frag``) and which nodes changed since (``dirty``), so
+    the encoder redoes only those. A change it cannot follow key by key forgets the form."""
+
+    __slots__ = ("dirty", "frag")
+
+    def __init__(self, src: Any = (), frag: _Fragment | None = None) -> None:
+        super().__init__(src)
+        self.frag = frag
+        self.dirty: set[NodeDesc] = set()
+
+    def __setitem__(self, key: NodeDesc, value: int) -> None:
+        super().__setitem__(key, value)
+        if self.frag is not None:
+            self.dirty.add(key)
+
+    def __delitem__(self, key: NodeDesc) -> None:
+        super().__delitem__(key)
+        if self.frag is not None:
+            self.dirty.add(key)
+
+    def _forget(self) -> None:
+        self.frag = None
+        self.dirty = set()
+
+    def pop(self, *args: Any) -> Any:
+        self._forget()
+        return super().pop(*args)
+
+    def popitem(self) -> tuple[NodeDesc, int]:
+        self._forget()
+        return super().popitem()
+
+    def clear(self) -> None:
+        self._forget()
+        super().clear()
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self._forget()
+        super().update(*args, **kwargs)
+
+    def setdefault(self, key: NodeDesc, default: int = 0) -> int:
+        self._forget()
+        return super().setdefault(key, default)
+
+    def __ior__(self, other: Any) -> _Tracked:  # type: ignore[override,misc]
+        self._forget()
+        super().update(other)
+        return self
+
+
+def _clone(mapping: dict[NodeDesc, int]) -> _Tracked:
+    if type(mapping) is _Tracked:
+        out = _Tracked(mapping, mapping.frag)
+        if mapping.dirty:
+            out.dirty = set(mapping.dirty)
+        return out
+    return _Tracked(mapping)
+
+
+def _oldest(mapping: dict[NodeDesc, int]) -> int:
+    """``min(mapping.values())``, once per encoded form: every node sweeps the same state."""
+    if type(mapping) is _Tracked and mapping.frag is not None and not mapping.dirty:
+        frag = mapping.frag
+        if frag.least is None:
+            frag.least = min(mapping.values())
+        return frag.least
+    return min(mapping.values())
+
+
+def sorted_nodes(mapping: dict[NodeDesc, int]) -> tuple[NodeDesc, ...]:
+    """``tuple(sorted(mapping))``; for a map fresh from the store, the tuple its encoded form
+    already holds (in a large round every node asks for the same one)."""
+    if type(mapping) is _Tracked and mapping.frag is not None and not mapping.dirty:
+        return mapping.frag.members()
+    return tuple(sorted(mapping))
 
 
 class _NodeCache(dict[tuple[Any, Any, Any], NodeDesc]):
@@ -228,14 +381,19 @@ def remove_participant_epilogue(state: RendezvousState, settings: RendezvousSett
         state.deadline = None
 
 
-def sanitize(state: RendezvousState, settings: RendezvousSettings, now_us: int) -> list[NodeDesc]:
-    """Drop nodes whose last heartbeat is older than interval x max_attempt by the
-    OBSERVER's clock ``now_us``; local only. Returns the dead nodes."""
+def expired_nodes(state: RendezvousState, settings: RendezvousSettings,
+                  now_us: int) -> list[NodeDesc]:
+    """The nodes whose last heartbeat is older than interval x max_attempt by the
+    OBSERVER's clock ``now_us`` (pure)."""
     expire = now_us - settings.keep_alive_interval_us * settings.keep_alive_max_attempt
     beats = state.last_heartbeats
-    if not beats or min(beats.values()) >= expire:  # the usual case, without a Python loop
+    if not beats or _oldest(beats) >= expire:  # the usual case, without a Python loop
         return []
-    dead = [n for n, hb in beats.items() if hb < expire]
+    return [n for n, hb in beats.items() if hb < expire]
+
+
+def sweep(state: RendezvousState, dead: list[NodeDesc], settings: RendezvousSettings) -> None:
+    """Remove ``dead`` (from :func:`expired_nodes`) from ``state``, in place; local only."""
     removed = False
     for node in dead:
         del state.last_heartbeats[node]
@@ -246,4 +404,11 @@ def sanitize(state: RendezvousState, settings: RendezvousSettings, now_us: int) 
         state.redundancy_list.discard(node)
     if removed:
         remove_participant_epilogue(state, settings)
+
+
+def sanitize(state: RendezvousState, settings: RendezvousSettings, now_us: int) -> list[NodeDesc]:
+    """Upstream's ``_sanitize``: sweep the expired nodes out of ``state`` in place; returns
+    them."""
+    dead = expired_nodes(state, settings, now_us)
+    sweep(state, dead, settings)
     return dead
