@@ -50,7 +50,8 @@ def print_report(r: RunReport, console: Console) -> None:
         console.print(faults)
     console.print("[bold]Checks[/]")
     for c in r.checks:
-        console.print(f"  {OK if c.ok else BAD} {c.name}: {c.description} ({c.checked} checked)")
+        console.print(f"  {OK if c.ok else BAD} {c.name}: {escape(c.description)} "
+                      f"({c.checked} checked)")
         for v in c.violations:
             console.print(f"      [red]{escape(v.message)}[/]")
             for ev in v.witness:
@@ -68,9 +69,10 @@ def print_report(r: RunReport, console: Console) -> None:
     )
     for err in m.errors[:5]:
         console.print(f"  [yellow]{escape(err)}[/]")
-    console.print(f"Trace: {r.out_dir / 'trace.jsonl'} ({r.result.trace_events} events) "
+    trace = escape(str(r.out_dir / "trace.jsonl"))
+    console.print(f"Trace: {trace} ({r.result.trace_events} events) "
                   f"sha256 {r.result.trace_sha256}")
-    console.print(f"Summary: {r.out_dir / 'summary.json'}")
+    console.print(f"Summary: {escape(str(r.out_dir / 'summary.json'))}")
     if r.report_files:
-        console.print(f"Report: {r.report_files[0]}")
+        console.print(f"Report: {escape(str(r.report_files[0]))}")
     console.print("[bold green]PASS[/]" if r.passed else "[bold red]FAIL[/] (exit 1)")

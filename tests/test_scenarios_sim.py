@@ -153,3 +153,15 @@ def test_a_host_dying_between_taking_its_index_and_writing_its_name_does_not_blo
     s = json.loads((out / "summary.json").read_text())
     assert [f["fired"] for f in s["faults"]] == [True, True]
     assert s["metrics"]["rounds"][1]["members"] == ["h0", "h1"]
+
+
+def test_the_console_prints_bracketed_text_as_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Check descriptions and paths are text, not console markup: '[min, max]' must show."""
+    out = tmp_path / "runs [x]"
+    assert main(["run", str(ROOT / "scenarios" / "scale_down.yaml"), "--out", str(out),
+                 "--no-report"]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "world sizes within [min, max];" in printed
+    assert "runs [x]" in printed
