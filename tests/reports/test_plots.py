@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -104,11 +102,9 @@ def test_256_processes_are_aggregated_into_legible_rows_with_the_crashed_one_apa
     assert rows[1].label.startswith("h0/main .. ")
 
 
-def test_plots_of_a_256_host_run_render_in_under_10_seconds(view256: RunView) -> None:
-    started = time.perf_counter()
+def test_plots_of_a_256_host_run_stay_a_page_high(view256: RunView) -> None:
+    """(How fast they render is benchmarks/bench_plots.py's: no timed assertion here.)"""
     images = plot_images(view256)
-    elapsed = time.perf_counter() - started
-    assert elapsed < 10, f"plots took {elapsed:.1f} s"
     timeline = images["timeline"]
     assert timeline is not None and timeline.startswith(PNG_MAGIC)
     height = int.from_bytes(timeline[20:24], "big")  # IHDR: a page, not a poster
