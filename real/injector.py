@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -143,8 +143,11 @@ class Kill:
 class Injector:
     """Fires a schedule of faults at the targets as run time passes."""
 
-    def __init__(self, faults: Sequence[Fault], targets: Targets, trace: TraceFile) -> None:
+    def __init__(self, faults: Sequence[Fault], targets: Targets, trace: TraceFile,
+                 clock: Callable[[], float]) -> None:
         self._targets = targets
+        self._clock = clock
+        """Run time now (an action that takes time, such as loading a cut, reads it after)."""
         self._trace = trace
         self._queue = [_Action(f.at, i, f, "start") for i, f in enumerate(faults)]
         heapq.heapify(self._queue)
@@ -207,6 +210,10 @@ class Injector:
                 why_not = f"host {fault.host}: every process had already exited"
         elif isinstance(fault, Partition | OneWayPartition):
             why_not = self._targets.cut(fault)
+            # Loading the rules takes milliseconds: the cut is in force from here on, not
+            # from when it was due. (A heal is traced before its rules go: the traced
+            # interval is one in which the cut certainly held.)
+            now = self._clock()
             if not why_not:
                 self._push(now + fault.duration, fault, "heal")
         elif isinstance(fault, Straggler):

@@ -82,7 +82,7 @@ class Launcher:
     def run(self, emit: Callable[[TraceEvent], None]) -> RunResult:
         """Run the world; emit the merged trace; report exits and faults."""
         self.run_dir.prepare()
-        injector = Injector(self.faults, self, self._trace)
+        injector = Injector(self.faults, self, self._trace, self._now)
         was_subreaper = reaper.set_subreaper(True)
         try:
             with _interrupts_raise():

@@ -226,3 +226,46 @@ def test_a_namespace_left_by_a_killed_launcher_is_deleted_by_the_next_run() -> N
     finally:
         if stale in netns.existing():
             subprocess.run(["ip", "netns", "del", stale], check=False)
+
+
+class _SlowCut:
+    """Targets whose cut takes 5 ms of run time to load (nft does take milliseconds)."""
+
+    def __init__(self) -> None:
+        self.now = 1.0
+        self.cut_at: float | None = None
+
+    def signal_host(self, host: str, sig: int) -> bool:
+        return True
+
+    def signal_proc(self, name: str, sig: int) -> str:
+        return ""
+
+    def cut(self, fault: Partition | OneWayPartition) -> str:
+        self.now += 0.005
+        self.cut_at = self.now  # in force from here
+        return ""
+
+    def heal(self, fault: Partition | OneWayPartition) -> str:
+        return ""
+
+
+def test_a_cut_is_traced_from_when_it_is_in_force_not_from_when_it_was_due(
+    tmp_path: Path,
+) -> None:
+    """Otherwise a message sent between the two crosses a cut that the trace says was
+    there (CI saw one: sent 1.7 ms after the traced start, delivered at once)."""
+    from real.injector import Injector
+    from real.tracefile import TraceFile
+
+    targets = _SlowCut()
+    trace = TraceFile(tmp_path / "trace.jsonl")
+    cut = Partition(id="cut", at=1.0, groups=(("h0",), ("h1",)), duration=2.0)
+    injector = Injector([cut], targets, trace, lambda: targets.now)
+    injector.fire_due(1.0)
+    (start,) = [json.loads(line) for line in trace.path.read_text().splitlines()]
+    assert start["data"]["phase"] == "start"
+    assert start["t"] >= targets.cut_at == 1.005
+    assert injector.next_due() == 1.005 + 2.0  # the cut lasts its whole duration
+    (report,) = injector.reports(10.0)
+    assert report.fired and report.at == start["t"]
