@@ -122,13 +122,12 @@ class RendezvousState:
         waiting = ",".join(map(_MEMBERS.__getitem__, sorted(self.wait_list)))
         spares = ",".join(map(_MEMBERS.__getitem__, sorted(self.redundancy_list)))
         beats = _entries(self.last_heartbeats)
-        data = (
+        return (
             f'{{"round":{_json(self.round)},"complete":{_json(self.complete)},'
             f'"deadline":{_json(self.deadline)},"closed":{_json(self.closed)},'
             f'"participants":[{parts}],"wait_list":[{waiting}],'
             f'"redundancy_list":[{spares}],"last_heartbeats":[{beats}]}}'
         ).encode()
-        return data
 
     @staticmethod
     def decode(data: bytes) -> RendezvousState:
