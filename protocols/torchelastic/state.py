@@ -383,7 +383,7 @@ def remove_participant_epilogue(state: RendezvousState, settings: RendezvousSett
 def expired_nodes(state: RendezvousState, settings: RendezvousSettings,
                   now_us: int) -> list[NodeDesc]:
     """The nodes whose last heartbeat is older than interval x max_attempt by the
-    OBSERVER's clock ``now_us`` (pure)."""
+    OBSERVER's clock ``now_us`` (pure). With :func:`sweep`, upstream's ``_sanitize``."""
     expire = now_us - settings.keep_alive_interval_us * settings.keep_alive_max_attempt
     beats = state.last_heartbeats
     if not beats or _oldest(beats) >= expire:  # the usual case, without a Python loop
@@ -404,10 +404,3 @@ def sweep(state: RendezvousState, dead: list[NodeDesc], settings: RendezvousSett
     if removed:
         remove_participant_epilogue(state, settings)
 
-
-def sanitize(state: RendezvousState, settings: RendezvousSettings, now_us: int) -> list[NodeDesc]:
-    """Upstream's ``_sanitize``: sweep the expired nodes out of ``state`` in place; returns
-    them."""
-    dead = expired_nodes(state, settings, now_us)
-    sweep(state, dead, settings)
-    return dead

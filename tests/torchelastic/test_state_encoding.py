@@ -14,8 +14,9 @@ from protocols.torchelastic.state import (
     NodeDesc,
     RendezvousSettings,
     RendezvousState,
-    sanitize,
+    expired_nodes,
     sorted_nodes,
+    sweep,
 )
 
 NODES = st.builds(
@@ -60,7 +61,8 @@ def test_sweep_removes_exactly_the_expired_nodes(state: RendezvousState, now: in
     expire = now - s.keep_alive_interval_us * attempts
     expected_dead = sorted(n for n, hb in state.last_heartbeats.items() if hb < expire)
     swept = state.copy()
-    dead = sanitize(swept, s, now)
+    dead = expired_nodes(swept, s, now)  # what StateHolder.sync does after every sync
+    sweep(swept, dead, s)
     assert sorted(dead) == expected_dead
     assert set(swept.last_heartbeats) == set(state.last_heartbeats) - set(dead)
     assert set(swept.participants) == set(state.participants) - set(dead)
