@@ -8,12 +8,17 @@ Monotonic deadlines are float seconds, as upstream's ``time.monotonic()``.
 from __future__ import annotations
 
 import json
-from bisect import bisect_left
 from collections import OrderedDict
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from itertools import pairwise
+from typing import Any
 
 from protocols.torchelastic.memo import WriteMemo
+from protocols.torchelastic.nodemap import NodeDesc, NodeMap
+
+__all__ = ["NodeDesc", "NodeMap", "RendezvousSettings", "RendezvousState", "expired_nodes",
+           "sorted_nodes", "sweep", "to_us"]
 
 US = 1_000_000
 
@@ -21,20 +26,6 @@ US = 1_000_000
 def to_us(seconds: float) -> int:
     """Seconds to whole microseconds (round half to even, as ``timedelta`` does)."""
     return round(seconds * US)
-
-
-class NodeDesc(NamedTuple):
-    """A rendezvous participant: ordered by (addr, pid, local_id), as upstream sorts them.
-
-    A restarted agent has a new pid, so it is a new node. (A tuple, so hashing and sorting
-    thousands of them stays in C; the field order is the sort order.)"""
-
-    addr: str
-    pid: int
-    local_id: int = 0
-
-    def __repr__(self) -> str:
-        return f"{self.addr}_{self.pid}_{self.local_id}"
 
 
 @dataclass(frozen=True)
@@ -83,18 +74,25 @@ class RendezvousState:
     deadline: int | None = None
     """Last-call deadline, wall-clock microseconds of the writer's clock."""
     closed: bool = False
-    participants: dict[NodeDesc, int] = field(default_factory=dict)
+    participants: MutableMapping[NodeDesc, int] = field(default_factory=NodeMap)
     wait_list: set[NodeDesc] = field(default_factory=set)
     redundancy_list: set[NodeDesc] = field(default_factory=set)
-    last_heartbeats: dict[NodeDesc, int] = field(default_factory=dict)
+    last_heartbeats: MutableMapping[NodeDesc, int] = field(default_factory=NodeMap)
     """Last keep-alive of each node, wall-clock microseconds of the writer's clock."""
 
+    def __post_init__(self) -> None:
+        if type(self.participants) is not NodeMap:
+            self.participants = NodeMap(self.participants)
+        if type(self.last_heartbeats) is not NodeMap:
+            self.last_heartbeats = NodeMap(self.last_heartbeats)
+
     def copy(self) -> RendezvousState:
-        """An independent copy (its two node maps remember their encoded form, see
-        :class:`_Tracked`)."""
+        """An independent copy. Its two node maps share their chunks with this state's
+        until either changes them (:class:`~protocols.torchelastic.nodemap.NodeMap`)."""
         return RendezvousState(
-            self.round, self.complete, self.deadline, self.closed, _clone(self.participants),
-            set(self.wait_list), set(self.redundancy_list), _clone(self.last_heartbeats),
+            self.round, self.complete, self.deadline, self.closed,
+            _maps(self.participants).copy(), set(self.wait_list), set(self.redundancy_list),
+            _maps(self.last_heartbeats).copy(),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -116,12 +114,12 @@ class RendezvousState:
 
         Built from per-node JSON fragments instead, since every compare-and-set of every
         node encodes the whole state: in a large round this is the simulator's hot path.
-        A node map that was copied from an encoded state re-encodes only the nodes changed
-        since (:class:`_Tracked`)."""
-        parts = _entries(self.participants)
+        A node map re-encodes only the chunks changed since it was copied from an encoded
+        state (:class:`~protocols.torchelastic.nodemap.NodeMap`)."""
+        parts = _maps(self.participants).joined(_ENTRIES)
         waiting = ",".join(map(_MEMBERS.__getitem__, sorted(self.wait_list)))
         spares = ",".join(map(_MEMBERS.__getitem__, sorted(self.redundancy_list)))
-        beats = _entries(self.last_heartbeats)
+        beats = _maps(self.last_heartbeats).joined(_ENTRIES)
         return (
             f'{{"round":{_json(self.round)},"complete":{_json(self.complete)},'
             f'"deadline":{_json(self.deadline)},"closed":{_json(self.closed)},'
@@ -187,146 +185,17 @@ def _json(value: int | bool | None) -> str:
     return str(value) if type(value) is int else json.dumps(value)
 
 
-def _entries(mapping: dict[NodeDesc, int]) -> str:
-    """``[addr,pid,local_id,value]`` for every node, in node order, comma-separated (sorts
-    the keys alone: comparing (node, value) pairs costs twice as much)."""
-    if type(mapping) is not _Tracked:
-        keys = sorted(mapping)
-        values = map(mapping.__getitem__, keys)
-        return ",".join(map(_ENTRIES.__getitem__, zip(keys, values, strict=True)))
-    frag = mapping.frag
-    dirty = mapping.dirty
-    if frag is None or len(dirty) > max(64, len(mapping) >> 4):
-        frag = _Fragment.of(mapping)
-    elif dirty:
-        frag = frag.updated(mapping, dirty)
-    mapping.frag = frag
-    if dirty:
-        mapping.dirty = set()
-    return frag.joined
+def _maps(mapping: MutableMapping[NodeDesc, int]) -> NodeMap:
+    """``mapping`` as a :class:`NodeMap` (a state's maps are, unless someone assigned a
+    plain dict to one since)."""
+    return mapping if type(mapping) is NodeMap else NodeMap(mapping)
 
 
-class _Fragment:
-    """The encoded form of a node map: its nodes in order, each entry's JSON, and those
-    joined. Never changed once made (maps copied from one another share it)."""
-
-    __slots__ = ("_members", "joined", "keys", "least", "texts")
-
-    def __init__(self, keys: list[NodeDesc], texts: list[str]) -> None:
-        self.keys = keys
-        self.texts = texts
-        self.joined = ",".join(texts)
-        self._members: tuple[NodeDesc, ...] | None = None
-        self.least: int | None = None
-        """The least value, once someone asked (see :func:`_oldest`)."""
-
-    @staticmethod
-    def of(mapping: dict[NodeDesc, int]) -> _Fragment:
-        keys = sorted(mapping)
-        values = map(mapping.__getitem__, keys)
-        return _Fragment(keys, list(map(_ENTRIES.__getitem__, zip(keys, values, strict=True))))
-
-    def updated(self, mapping: dict[NodeDesc, int], changed: set[NodeDesc]) -> _Fragment:
-        """The fragment of ``mapping``, which differs from this one's map in ``changed``."""
-        keys, texts = self.keys.copy(), self.texts.copy()
-        for node in sorted(changed):
-            i = bisect_left(keys, node)
-            here = i < len(keys) and keys[i] == node
-            if node in mapping:
-                text = _ENTRIES[node, mapping[node]]
-                if here:
-                    texts[i] = text
-                else:
-                    keys.insert(i, node)
-                    texts.insert(i, text)
-            elif here:
-                del keys[i]
-                del texts[i]
-        return _Fragment(keys, texts)
-
-    def members(self) -> tuple[NodeDesc, ...]:
-        """The nodes in order, as one tuple shared by every holder of this fragment."""
-        if self._members is None:
-            self._members = tuple(self.keys)
-        return self._members
-
-
-class _Tracked(dict[NodeDesc, int]):
-    """A node map (participants, last heartbeats) that knows the encoded form of its
-    content at some earlier point (``frag``) and which nodes changed since (``dirty``), so
-    the encoder redoes only those. A change it cannot follow key by key forgets the form."""
-
-    __slots__ = ("dirty", "frag")
-
-    def __init__(self, src: Any = (), frag: _Fragment | None = None) -> None:
-        super().__init__(src)
-        self.frag = frag
-        self.dirty: set[NodeDesc] = set()
-
-    def __setitem__(self, key: NodeDesc, value: int) -> None:
-        super().__setitem__(key, value)
-        if self.frag is not None:
-            self.dirty.add(key)
-
-    def __delitem__(self, key: NodeDesc) -> None:
-        super().__delitem__(key)
-        if self.frag is not None:
-            self.dirty.add(key)
-
-    def _forget(self) -> None:
-        self.frag = None
-        self.dirty = set()
-
-    def pop(self, *args: Any) -> Any:
-        self._forget()
-        return super().pop(*args)
-
-    def popitem(self) -> tuple[NodeDesc, int]:
-        self._forget()
-        return super().popitem()
-
-    def clear(self) -> None:
-        self._forget()
-        super().clear()
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        self._forget()
-        super().update(*args, **kwargs)
-
-    def setdefault(self, key: NodeDesc, default: int = 0) -> int:
-        self._forget()
-        return super().setdefault(key, default)
-
-    def __ior__(self, other: Any) -> _Tracked:  # type: ignore[override,misc]
-        self._forget()
-        super().update(other)
-        return self
-
-
-def _clone(mapping: dict[NodeDesc, int]) -> _Tracked:
-    if type(mapping) is _Tracked:
-        out = _Tracked(mapping, mapping.frag)
-        if mapping.dirty:
-            out.dirty = set(mapping.dirty)
-        return out
-    return _Tracked(mapping)
-
-
-def _oldest(mapping: dict[NodeDesc, int]) -> int:
-    """``min(mapping.values())``, once per encoded form: every node sweeps the same state."""
-    if type(mapping) is _Tracked and mapping.frag is not None and not mapping.dirty:
-        frag = mapping.frag
-        if frag.least is None:
-            frag.least = min(mapping.values())
-        return frag.least
-    return min(mapping.values())
-
-
-def sorted_nodes(mapping: dict[NodeDesc, int]) -> tuple[NodeDesc, ...]:
-    """``tuple(sorted(mapping))``; for a map fresh from the store, the tuple its encoded form
-    already holds (in a large round every node asks for the same one)."""
-    if type(mapping) is _Tracked and mapping.frag is not None and not mapping.dirty:
-        return mapping.frag.members()
+def sorted_nodes(mapping: MutableMapping[NodeDesc, int]) -> tuple[NodeDesc, ...]:
+    """``tuple(sorted(mapping))``; for a map fresh from the store, one tuple shared by every
+    node that asks (in a large round every node asks for the same one)."""
+    if type(mapping) is NodeMap:
+        return mapping.members()
     return tuple(sorted(mapping))
 
 
@@ -356,13 +225,24 @@ def _decode(data: bytes) -> RendezvousState:
             complete=bool(obj["complete"]),
             deadline=None if obj["deadline"] is None else int(obj["deadline"]),
             closed=bool(obj["closed"]),
-            participants={nodes[a, p, i]: int(r) for a, p, i, r in obj["participants"]},
+            participants=_node_map([(nodes[a, p, i], int(r))
+                                    for a, p, i, r in obj["participants"]]),
             wait_list={nodes[a, p, i] for a, p, i in obj["wait_list"]},
             redundancy_list={nodes[a, p, i] for a, p, i in obj["redundancy_list"]},
-            last_heartbeats={nodes[a, p, i]: int(t) for a, p, i, t in obj["last_heartbeats"]},
+            last_heartbeats=_node_map([(nodes[a, p, i], int(t))
+                                       for a, p, i, t in obj["last_heartbeats"]]),
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"corrupt rendezvous state: {exc}") from exc
+
+
+def _node_map(pairs: list[tuple[NodeDesc, int]]) -> NodeMap:
+    """The map of decoded entries: in node order and unique as :meth:`RendezvousState.encode`
+    writes them (checked: anything else is sorted, a repeated node's last value wins)."""
+    keys = [k for k, _ in pairs]
+    if all(a < b for a, b in pairwise(keys)):
+        return NodeMap.from_sorted(keys, [v for _, v in pairs])
+    return NodeMap(pairs)
 
 
 def _n(node: NodeDesc) -> list[Any]:
@@ -386,7 +266,7 @@ def expired_nodes(state: RendezvousState, settings: RendezvousSettings,
     OBSERVER's clock ``now_us`` (pure). With :func:`sweep`, upstream's ``_sanitize``."""
     expire = now_us - settings.keep_alive_interval_us * settings.keep_alive_max_attempt
     beats = state.last_heartbeats
-    if not beats or _oldest(beats) >= expire:  # the usual case, without a Python loop
+    if not beats or _maps(beats).least() >= expire:  # the usual case, without a Python loop
         return []
     return [n for n, hb in beats.items() if hb < expire]
 
