@@ -75,6 +75,7 @@ def build_world(sc: Scenario, seed: int, mode: Mode) -> World:
         bandwidth=sc.cluster.bandwidth,
         links=sc.links(),
         process_start=sc.cluster.process_start,
+        wake_latency=sc.cluster.wake_latency,
         time_limit=sc.time_limit,
     )
 

@@ -26,7 +26,7 @@ from elastic_sim.fault_schema import (
 from elastic_sim.fault_schema import fault_dict as fault_dict
 from elastic_sim.registry import PROTOCOLS, suggest, validate_knobs
 from faults.model import Fault
-from faults.world import HostSpec, LinkSpec
+from faults.world import WAKE_LATENCY, HostSpec, LinkSpec
 from protocols.static.settings import Workload
 
 NonNeg = Annotated[float, Field(ge=0)]
@@ -69,6 +69,8 @@ class ClusterModel(_Strict):
     links: list[LinkModel] = []
     process_start: NonNeg = PROCESS_START
     """Sim only: seconds before a process started at run time (a worker) runs its entry."""
+    wake_latency: NonNeg = WAKE_LATENCY
+    """Sim only: seconds a sleep lasts beyond its due time (real sleeps wake late)."""
 
     def host_specs(self) -> list[HostSpec]:
         """Host specs in order (a count N gives h0..h{N-1})."""

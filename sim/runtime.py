@@ -69,7 +69,9 @@ class SimRuntime(Runtime):
     async def sleep(self, seconds: float) -> None:
         """Suspend this task for ``seconds`` virtual seconds (longer on a straggler)."""
         self._alive()
-        await Sleep(self._k, seconds * self._proc.host.slowdown)
+        if seconds > 0.0:
+            seconds = seconds * self._proc.host.slowdown + self._sim.world.wake_latency
+        await Sleep(self._k, seconds)
 
     # -- concurrency -------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from elastic_sim.scenario import parse_scenario
+from faults.world import WAKE_LATENCY
 from tests.horovod.util import Run, load, raw, simulate_run
 
 DRIVER = "localhost/main"
@@ -28,7 +29,8 @@ def test_a_spawn_to_a_dead_host_fails_after_the_connect_timeout_and_the_job_fail
     failed = run.of("hvd_ssh_failed")
     assert [(e.get("to"), e.get("error")) for e in failed] == [
         ("127.0.0.1/main", "connect timed out")] * 2
-    assert all(abs(e.t - 127.0) < 1e-6 for e in failed)  # Linux: 6 SYN retries
+    # Linux: 6 SYN retries, 127 s; the waiting thread wakes WAKE_LATENCY late
+    assert all(abs(e.t - (127.0 + WAKE_LATENCY)) < 1e-9 for e in failed)
     (trip,) = run.of("hvd_trip")
     assert trip.get("decision") == "all_failed"
     assert trip.get("states")["127.0.0.1:0"] == trip.get("states")["127.0.0.1:1"] == "FAILURE"
@@ -38,7 +40,7 @@ def test_a_spawn_to_a_dead_host_fails_after_the_connect_timeout_and_the_job_fail
 
 def test_a_shorter_connect_timeout_fails_the_spawn_sooner() -> None:
     run = simulate_run(load("found_spawn_to_dead_host_fails", connect_timeout=40.0))
-    assert [round(e.t, 6) for e in run.of("hvd_ssh_failed")] == [40.0, 40.0]
+    assert [round(e.t, 9) for e in run.of("hvd_ssh_failed")] == [40.0 + WAKE_LATENCY] * 2
     assert run.metrics.outcome == "failed"
 
 
@@ -49,7 +51,8 @@ def test_killing_a_dead_hosts_workers_returns_within_the_grace_and_the_driver_ex
     assert bl.get("target") == "127.0.0.1" and bl.get("kill") is True
     (ignored,) = run.of("hvd_exit_ignored")
     assert ignored.get("slot") == "127.0.0.1:1" and ignored.get("code") == -9
-    assert abs(ignored.t - (bl.t + 5.0)) < 1e-6  # kill_grace: SIGKILL of the local shell
+    # kill_grace (a sleep, so plus the wake latency): SIGKILL of the local shell
+    assert abs(ignored.t - (bl.t + 5.0 + WAKE_LATENCY)) < 1e-9
     assert run.of("hvd_job_succeeded") and driver_exit(run) == 0
     assert run.metrics.outcome == "completed" and not run.result.hung
 
