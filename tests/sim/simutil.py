@@ -25,8 +25,11 @@ def make_world(
     links: Sequence[LinkSpec] = (),
     collectives: CollectiveModel | None = None,
     time_limit: float = 100.0,
+    wake_latency: float = 0.0,
 ) -> World:
-    """A small world running ``entry`` on every host."""
+    """A small world running ``entry`` on every host. Sleeps end on the dot unless
+    ``wake_latency`` says otherwise: these tests time the network, the store and the
+    collectives to the nanosecond, not how late an OS wakes a sleeper."""
     specs = tuple(h if isinstance(h, HostSpec) else HostSpec(h) for h in hosts)
     return World(
         hosts=specs,
@@ -38,6 +41,7 @@ def make_world(
         links=tuple(links),
         collectives=collectives or CollectiveModel(),
         time_limit=time_limit,
+        wake_latency=wake_latency,
     )
 
 
