@@ -51,6 +51,7 @@ class SimRuntime(Runtime):
         self.info = ProcessInfo(host=proc.host.name, name=proc.name, env=dict(proc.env),
                                 pid=proc.pid)
         self.rng = random.Random(f"{sim.seed}/proc/{proc.name}/{proc.incarnation}")
+        self._wake_latency = sim.world.wake_latency
 
     def _alive(self) -> None:
         if not self._proc.alive:
@@ -67,10 +68,11 @@ class SimRuntime(Runtime):
         return self._proc.host.clock.monotonic(self._k.now, self._proc.start_time)
 
     async def sleep(self, seconds: float) -> None:
-        """Suspend this task for ``seconds`` virtual seconds (longer on a straggler)."""
+        """Suspend this task for ``seconds`` virtual seconds (longer on a straggler), waking
+        the world's ``wake_latency`` late as a real sleep does."""
         self._alive()
         if seconds > 0.0:
-            seconds = seconds * self._proc.host.slowdown + self._sim.world.wake_latency
+            seconds = seconds * self._proc.host.slowdown + self._wake_latency
         await Sleep(self._k, seconds)
 
     # -- concurrency -------------------------------------------------------------------

@@ -21,7 +21,6 @@ from protocols.torchelastic.state import (
     NodeDesc,
     RendezvousSettings,
     RendezvousState,
-    sorted_nodes,
     to_us,
 )
 
@@ -118,7 +117,7 @@ class DynamicRendezvousHandler:
 
     def _record_completed(self, state: RendezvousState) -> None:
         """This node's write completed the round: the membership is decided now."""
-        members = sorted_nodes(state.participants)
+        members = state.participants.members()
         self.rt.record("rdzv_complete", round=state.round, members=[n.addr for n in members])
 
     async def init(self) -> None:
@@ -136,7 +135,7 @@ class DynamicRendezvousHandler:
         self._start_heartbeats()
         state = self.holder.state
         rank, world = state.participants[self.node], len(state.participants)
-        members = sorted_nodes(state.participants)
+        members = state.participants.members()
         store = self.store.prefixed(f"torch.rendezvous.{self.settings.run_id}.{state.round}")
         if not self.share_store:
             port = 29500 + self.rt.rng.randrange(20000)  # stands for get_free_port()

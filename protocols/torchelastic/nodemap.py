@@ -60,27 +60,25 @@ class NodeMap(MutableMapping[NodeDesc, int]):
 
     def __init__(self, src: Mapping[NodeDesc, int] | Iterable[tuple[NodeDesc, int]] = ()
                  ) -> None:
-        self._tag = next(_TAGS)
         items = src.items() if isinstance(src, Mapping) else src
         pairs = sorted(dict(items).items())
-        self._chunks = [
-            _Chunk([k for k, _ in part], [v for _, v in part], self._tag)
-            for part in (pairs[i:i + CHUNK] for i in range(0, len(pairs), CHUNK))
-        ]
-        self._maxes = [c.keys[-1] for c in self._chunks]
-        self._len = len(pairs)
-        self._members: tuple[NodeDesc, ...] | None = None
+        self._tag = next(_TAGS)
+        self._fill([k for k, _ in pairs], [v for _, v in pairs])
 
     @classmethod
     def from_sorted(cls, keys: list[NodeDesc], vals: list[int]) -> NodeMap:
         """A map of ``keys`` (strictly increasing) to ``vals``, without sorting again."""
-        out = cls()
-        tag = out._tag
-        out._chunks = [_Chunk(keys[i:i + CHUNK], vals[i:i + CHUNK], tag)
-                       for i in range(0, len(keys), CHUNK)]
-        out._maxes = [c.keys[-1] for c in out._chunks]
-        out._len = len(keys)
+        out = cls.__new__(cls)
+        out._tag = next(_TAGS)
+        out._fill(keys, vals)
         return out
+
+    def _fill(self, keys: list[NodeDesc], vals: list[int]) -> None:
+        self._chunks = [_Chunk(keys[i:i + CHUNK], vals[i:i + CHUNK], self._tag)
+                        for i in range(0, len(keys), CHUNK)]
+        self._maxes = [c.keys[-1] for c in self._chunks]
+        self._len = len(keys)
+        self._members: tuple[NodeDesc, ...] | None = None
 
     def copy(self) -> NodeMap:
         """An independent map sharing every chunk until one of the two changes it."""
@@ -116,7 +114,7 @@ class NodeMap(MutableMapping[NodeDesc, int]):
         except TypeError:  # a key that does not compare with nodes
             return False
 
-    def get(self, key: NodeDesc, default: Any = None) -> Any:
+    def get(self, key: NodeDesc, default: int | None = None) -> int | None:  # type: ignore[override]
         i, j, here = self._find(key)
         return self._chunks[i].vals[j] if here else default
 
@@ -207,10 +205,7 @@ class NodeMap(MutableMapping[NodeDesc, int]):
             del self._maxes[i]
 
     def clear(self) -> None:
-        self._chunks = []
-        self._maxes = []
-        self._len = 0
-        self._members = None
+        self._fill([], [])
 
     # -- derived values, shared by the versions that share a chunk -----------------------
 

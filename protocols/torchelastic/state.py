@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
@@ -18,7 +17,7 @@ from protocols.torchelastic.memo import WriteMemo
 from protocols.torchelastic.nodemap import NodeDesc, NodeMap
 
 __all__ = ["NodeDesc", "NodeMap", "RendezvousSettings", "RendezvousState", "expired_nodes",
-           "sorted_nodes", "sweep", "to_us"]
+           "sweep", "to_us"]
 
 US = 1_000_000
 
@@ -74,25 +73,19 @@ class RendezvousState:
     deadline: int | None = None
     """Last-call deadline, wall-clock microseconds of the writer's clock."""
     closed: bool = False
-    participants: MutableMapping[NodeDesc, int] = field(default_factory=NodeMap)
+    participants: NodeMap = field(default_factory=NodeMap)
     wait_list: set[NodeDesc] = field(default_factory=set)
     redundancy_list: set[NodeDesc] = field(default_factory=set)
-    last_heartbeats: MutableMapping[NodeDesc, int] = field(default_factory=NodeMap)
+    last_heartbeats: NodeMap = field(default_factory=NodeMap)
     """Last keep-alive of each node, wall-clock microseconds of the writer's clock."""
-
-    def __post_init__(self) -> None:
-        if type(self.participants) is not NodeMap:
-            self.participants = NodeMap(self.participants)
-        if type(self.last_heartbeats) is not NodeMap:
-            self.last_heartbeats = NodeMap(self.last_heartbeats)
 
     def copy(self) -> RendezvousState:
         """An independent copy. Its two node maps share their chunks with this state's
         until either changes them (:class:`~protocols.torchelastic.nodemap.NodeMap`)."""
         return RendezvousState(
             self.round, self.complete, self.deadline, self.closed,
-            _maps(self.participants).copy(), set(self.wait_list), set(self.redundancy_list),
-            _maps(self.last_heartbeats).copy(),
+            self.participants.copy(), set(self.wait_list), set(self.redundancy_list),
+            self.last_heartbeats.copy(),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -116,10 +109,10 @@ class RendezvousState:
         node encodes the whole state: in a large round this is the simulator's hot path.
         A node map re-encodes only the chunks changed since it was copied from an encoded
         state (:class:`~protocols.torchelastic.nodemap.NodeMap`)."""
-        parts = _maps(self.participants).joined(_ENTRIES)
+        parts = self.participants.joined(_ENTRIES)
         waiting = ",".join(map(_MEMBERS.__getitem__, sorted(self.wait_list)))
         spares = ",".join(map(_MEMBERS.__getitem__, sorted(self.redundancy_list)))
-        beats = _maps(self.last_heartbeats).joined(_ENTRIES)
+        beats = self.last_heartbeats.joined(_ENTRIES)
         return (
             f'{{"round":{_json(self.round)},"complete":{_json(self.complete)},'
             f'"deadline":{_json(self.deadline)},"closed":{_json(self.closed)},'
@@ -183,20 +176,6 @@ def _json(value: int | bool | None) -> str:
     if value is True or value is False:
         return "true" if value else "false"
     return str(value) if type(value) is int else json.dumps(value)
-
-
-def _maps(mapping: MutableMapping[NodeDesc, int]) -> NodeMap:
-    """``mapping`` as a :class:`NodeMap` (a state's maps are, unless someone assigned a
-    plain dict to one since)."""
-    return mapping if type(mapping) is NodeMap else NodeMap(mapping)
-
-
-def sorted_nodes(mapping: MutableMapping[NodeDesc, int]) -> tuple[NodeDesc, ...]:
-    """``tuple(sorted(mapping))``; for a map fresh from the store, one tuple shared by every
-    node that asks (in a large round every node asks for the same one)."""
-    if type(mapping) is NodeMap:
-        return mapping.members()
-    return tuple(sorted(mapping))
 
 
 class _NodeCache(dict[tuple[Any, Any, Any], NodeDesc]):
@@ -266,7 +245,7 @@ def expired_nodes(state: RendezvousState, settings: RendezvousSettings,
     OBSERVER's clock ``now_us`` (pure). With :func:`sweep`, upstream's ``_sanitize``."""
     expire = now_us - settings.keep_alive_interval_us * settings.keep_alive_max_attempt
     beats = state.last_heartbeats
-    if not beats or _maps(beats).least() >= expire:  # the usual case, without a Python loop
+    if not beats or beats.least() >= expire:  # the usual case, without a Python loop
         return []
     return [n for n, hb in beats.items() if hb < expire]
 

@@ -31,7 +31,13 @@ from protocols.torchelastic.ops import (
     join_op,
     keep_alive_op,
 )
-from protocols.torchelastic.state import US, NodeDesc, RendezvousSettings, RendezvousState
+from protocols.torchelastic.state import (
+    US,
+    NodeDesc,
+    NodeMap,
+    RendezvousSettings,
+    RendezvousState,
+)
 from tests.torchelastic import torch_side
 from tests.torchelastic.memstore import MemStore, run_now
 
@@ -92,7 +98,7 @@ def rdzv_state(draw: st.DrawFn, s: RendezvousSettings) -> RendezvousState:
         deadline=draw(st.one_of(st.none(), st.integers(-3 * US, 3 * US).map(lambda d: NOW + d),
                                 st.sampled_from([NOW - 1, NOW, NOW + 1]))),
         closed=draw(st.integers(0, 3)) == 0,
-        participants=dict(zip(parts, ranks, strict=True)),
+        participants=NodeMap(zip(parts, ranks, strict=True)),
         wait_list=set(subset(masks[1] & 0x3C3)),
         redundancy_list=set(subset(masks[2] & 0x90C)),
     )

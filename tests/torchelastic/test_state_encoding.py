@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from protocols.torchelastic.state import (
     WRITTEN,
     NodeDesc,
+    NodeMap,
     RendezvousSettings,
     RendezvousState,
     expired_nodes,
-    sorted_nodes,
     sweep,
 )
 
@@ -35,10 +35,10 @@ def states(draw: st.DrawFn) -> RendezvousState:
         complete=draw(st.booleans()),
         deadline=draw(st.one_of(st.none(), TIMES)),
         closed=draw(st.booleans()),
-        participants=draw(st.dictionaries(NODES, st.integers(0, 10**4), max_size=12)),
+        participants=NodeMap(draw(st.dictionaries(NODES, st.integers(0, 10**4), max_size=12))),
         wait_list=draw(st.sets(NODES, max_size=6)),
         redundancy_list=draw(st.sets(NODES, max_size=6)),
-        last_heartbeats=draw(st.dictionaries(NODES, TIMES, max_size=16)),
+        last_heartbeats=NodeMap(draw(st.dictionaries(NODES, TIMES, max_size=16))),
     )
 
 
@@ -108,5 +108,5 @@ def test_a_state_copied_edited_and_reencoded_still_writes_the_canonical_json(
         WRITTEN.settle(data, won=True)
         assert RendezvousState.decode(data) == state
         assert RendezvousState.decode(bytes(bytearray(data))) == state  # parsed
-        assert sorted_nodes(RendezvousState.decode(data).participants) == tuple(
+        assert RendezvousState.decode(data).participants.members() == tuple(
             sorted(state.participants))

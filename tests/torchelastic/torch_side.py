@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from protocols.torchelastic.ops import Action
-from protocols.torchelastic.state import NodeDesc, RendezvousSettings, RendezvousState
+from protocols.torchelastic.state import NodeDesc, NodeMap, RendezvousSettings, RendezvousState
 
 TORCH_VERSION = "2.13.0"
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -110,10 +110,10 @@ def state_from_torch(ts: Any) -> RendezvousState:
     return RendezvousState(
         round=ts.round, complete=ts.complete,
         deadline=None if ts.deadline is None else _us(ts.deadline), closed=ts.closed,
-        participants={n(k): v for k, v in ts.participants.items()},
+        participants=NodeMap({n(k): v for k, v in ts.participants.items()}),
         wait_list={n(k) for k in ts.wait_list},
         redundancy_list={n(k) for k in ts.redundancy_list},
-        last_heartbeats={n(k): _us(v) for k, v in ts.last_heartbeats.items()},
+        last_heartbeats=NodeMap({n(k): _us(v) for k, v in ts.last_heartbeats.items()}),
     )
 
 
