@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from benchmarks.torchrun_compare import ROOT, SCENARIOS, setup_from_yaml, worlds_of
+from benchmarks.torchrun_compare import SCENARIOS
+from benchmarks.torchrun_trial import ROOT, setup_from_yaml, worlds_of
 
 
 def _line(kind: str, t: float, pid: int, rnd: int, rank: int, size: int,
