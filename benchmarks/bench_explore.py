@@ -48,7 +48,7 @@ def four_hosts(sc: Scenario) -> Scenario:
 
 def baseline_rate(sc: Scenario, budget: int, seed: int) -> float:
     """Cases per minute of the bare simulator over the same cases (in-process)."""
-    import sim
+    from elastic_sim import sim
 
     space = space_for(sc)
     cases = [make_case(seed, i, space) for i in range(budget)]

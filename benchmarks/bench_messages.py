@@ -26,8 +26,8 @@ import simpy
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from faults.world import HostSpec, World  # noqa: E402
-from protocols.api import Runtime  # noqa: E402
+from elastic_sim.protocols.api import Runtime  # noqa: E402
+from elastic_sim.world import HostSpec, World  # noqa: E402
 
 LATENCY = 2 * 0.00005
 
@@ -45,7 +45,7 @@ async def ring_main(rt: Runtime, args: Mapping[str, Any]) -> int:
 
 def run_elastic_sim(n: int, rounds: int) -> float:
     """Wall seconds for the workload in elastic-sim."""
-    import sim
+    from elastic_sim import sim
 
     world = World(
         hosts=tuple(HostSpec(f"h{i}") for i in range(n)),

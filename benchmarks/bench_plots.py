@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from reports.render import plot_images  # noqa: E402
-from reports.view import RunView, build_view  # noqa: E402
+from elastic_sim.reports.render import plot_images  # noqa: E402
+from elastic_sim.reports.view import RunView, build_view  # noqa: E402
 from tests.reports.synth import static_run, summary_for  # noqa: E402
 
 

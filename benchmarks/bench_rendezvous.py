@@ -39,16 +39,16 @@ import simpy
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from faults.world import HostSpec, World  # noqa: E402
-from protocols.trace import TraceEvent  # noqa: E402
+from elastic_sim.trace import TraceEvent  # noqa: E402
+from elastic_sim.world import HostSpec, World  # noqa: E402
 
 
 def _progress(simulation: Any, every: float, t0: float) -> None:
     """Every ``every`` virtual seconds, print (to stderr) where the round stands: the
     participants in the stored state and the store's queue. Read-only: it changes no
     event of the run."""
-    from protocols.torchelastic.backend import C10dBackend
-    from protocols.torchelastic.state import RendezvousState
+    from elastic_sim.protocols.torchelastic.backend import C10dBackend
+    from elastic_sim.protocols.torchelastic.state import RendezvousState
 
     kernel = simulation.kernel
 
@@ -74,7 +74,7 @@ def faithful_round(n: int, spread: float = 0.0, knobs: dict[str, Any] | None = N
     """Run one round for ``n`` agents (min = n // 2, max = n: it completes at max); agent i
     starts at ``i * spread / n`` seconds (0: all at once). ``knobs`` override upstream's
     defaults; ``progress`` > 0 prints the round's state every that many virtual seconds."""
-    from sim.run import Simulation
+    from elastic_sim.sim.run import Simulation
 
     done: list[TraceEvent] = []
 
@@ -84,7 +84,7 @@ def faithful_round(n: int, spread: float = 0.0, knobs: dict[str, Any] | None = N
 
     world = World(
         hosts=tuple(HostSpec(f"node{i}", start_at=i * spread / n) for i in range(n)),
-        entry="protocols.torchelastic.join_once:rendezvous_once",
+        entry="elastic_sim.protocols.torchelastic.join_once:rendezvous_once",
         args={"store_host": "node0",
               "knobs": {"min_nodes": max(1, n // 2), "max_nodes": n, "run_id": "bench",
                         "last_call_timeout": 3000.0, "join_timeout": 3000.0, **(knobs or {})}},

@@ -158,8 +158,8 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from elastic_sim.explore import explore, space_for
+    from elastic_sim.faults.schedule import DEFAULT_TYPES, GENERATORS
     from elastic_sim.scenario import load_scenario
-    from faults.schedule import DEFAULT_TYPES, GENERATORS
 
     sc = load_scenario(args.scenario)
     types = tuple(t for t in (args.faults or ",".join(DEFAULT_TYPES)).split(",") if t)
@@ -180,7 +180,7 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
     if args.max_duration <= 0:
         raise ScenarioError("--max-duration", "", f"expected a positive number, got "
                             f"{args.max_duration}")
-    from reports.checks import CHECKS
+    from elastic_sim.checks import CHECKS
 
     ignore = None if args.ignore is None else tuple(c for c in args.ignore.split(",") if c)
     names = [c.__name__ for c in CHECKS]
@@ -212,8 +212,8 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_report(args: argparse.Namespace, console: Console) -> int:
-    from reports.campaign import find_runs, write_campaign_report
-    from reports.render import render_run_dir
+    from elastic_sim.reports.campaign import find_runs, write_campaign_report
+    from elastic_sim.reports.render import render_run_dir
 
     root: Path = args.run_dir
     if (root / "trace.jsonl").is_file():

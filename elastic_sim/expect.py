@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from elastic_sim.reports.metrics import Metrics
 from elastic_sim.scenario import ExpectModel
-from protocols.trace import TraceEvent
-from reports.metrics import Metrics
+from elastic_sim.trace import TraceEvent
 
 
 @dataclass
@@ -59,7 +59,7 @@ def evaluate(
                                      "hung" if hung else f"{m.end_time:.3f} s",
                                      not hung and m.end_time <= expect.max_end_s))
     if expect.violated_checks is not None:
-        from reports.checks import run_checks
+        from elastic_sim.checks import run_checks
 
         failed = sorted(c.name for c in run_checks(events) if not c.ok)
         wanted = sorted(expect.violated_checks)

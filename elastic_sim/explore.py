@@ -23,18 +23,18 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from elastic_sim.registry import PROTOCOLS, ProtocolInfo
-from elastic_sim.runner import run_scenario, simulate
-from elastic_sim.scenario import Scenario, fault_dict, with_faults
-from faults.model import Fault
-from faults.schedule import (
+from elastic_sim.checks import CheckResult, run_checks
+from elastic_sim.faults.model import Fault
+from elastic_sim.faults.schedule import (
     DEFAULT_TYPES,
     FaultSpace,
     random_schedule,
     schedule_size,
     shrink_candidates,
 )
-from reports.checks import CheckResult, run_checks
+from elastic_sim.registry import PROTOCOLS, ProtocolInfo
+from elastic_sim.runner import run_scenario, simulate
+from elastic_sim.scenario import Scenario, fault_dict, with_faults
 
 MAX_SHRINK_RUNS = 400
 """Runs one shrink may spend before it keeps the smallest schedule found so far."""

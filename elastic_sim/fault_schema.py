@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from elastic_sim.errors import ScenarioError
-from faults.model import (
+from elastic_sim.faults.model import (
     Bridge,
     ClockJump,
     ClockSkew,
@@ -42,7 +42,7 @@ from faults.model import (
     StoreFreeze,
     Straggler,
 )
-from faults.triggers import (
+from elastic_sim.faults.triggers import (
     EventTrigger,
     FailureModel,
     TraceFileError,

@@ -11,9 +11,9 @@ from typing import Any
 
 import pydantic
 
-from protocols.horovod.settings import HorovodKnobs, check_knobs
-from protocols.static.settings import StaticKnobs
-from protocols.torchelastic.knobs import TorchElasticKnobs
+from elastic_sim.protocols.horovod.settings import HorovodKnobs, check_knobs
+from elastic_sim.protocols.static.settings import StaticKnobs
+from elastic_sim.protocols.torchelastic.knobs import TorchElasticKnobs
 
 
 @dataclass(frozen=True)
@@ -32,19 +32,19 @@ class ProtocolInfo:
 
 PROTOCOLS: dict[str, ProtocolInfo] = {
     "static": ProtocolInfo(
-        entry="protocols.static.main:host_main",
+        entry="elastic_sim.protocols.static.main:host_main",
         knobs=StaticKnobs,
         summary="store rendezvous per round, sync from the most advanced member, "
         "allreduce training with commits, re-rendezvous on failure",
     ),
     "torchelastic": ProtocolInfo(
-        entry="protocols.torchelastic.launcher:host_main",
+        entry="elastic_sim.protocols.torchelastic.launcher:host_main",
         knobs=TorchElasticKnobs,
         summary="torchrun 2.13: c10d dynamic rendezvous, elastic agent restarting its "
         "worker processes, checkpoint every k steps",
     ),
     "horovod": ProtocolInfo(
-        entry="protocols.horovod.main:host_main",
+        entry="elastic_sim.protocols.horovod.main:host_main",
         knobs=HorovodKnobs,
         summary="horovodrun elastic (Gloo): driver with host discovery, reset barrier and "
         "blacklist, rank 0 notification, State commit/restore/sync run loop",

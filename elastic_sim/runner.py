@@ -11,15 +11,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from elastic_sim.checks import CheckResult, run_checks
 from elastic_sim.errors import ScenarioError
 from elastic_sim.expect import ExpectationResult, evaluate
+from elastic_sim.faults.model import Fault
 from elastic_sim.registry import PROTOCOLS
+from elastic_sim.reports.metrics import Metrics, compute
 from elastic_sim.scenario import Scenario, scenario_dict, workload_dict
-from faults.model import Fault
-from faults.world import RunResult, World
-from protocols.trace import TraceEvent, TraceWriter, encode
-from reports.checks import CheckResult, run_checks
-from reports.metrics import Metrics, compute
+from elastic_sim.trace import TraceEvent, TraceWriter, encode
+from elastic_sim.world import RunResult, World
 
 Mode = Literal["sim", "real"]
 
@@ -92,7 +92,7 @@ def refuse_unsupported(sc: Scenario, faults: list[Fault], mode: Mode, file: str)
     expands into the fault)."""
     if mode != "real":
         return
-    from real.injector import why_unsupported
+    from elastic_sim.real.injector import why_unsupported
 
     for f in faults:
         why = why_unsupported(f)
@@ -149,7 +149,7 @@ def run_scenario(
     summary = summary_json(report)
     _write_json(out_dir / "summary.json", summary)
     if write_report:
-        from reports.render import write_reports
+        from elastic_sim.reports.render import write_reports
 
         report.report_files = write_reports(out_dir, events, summary)
     return report
@@ -206,11 +206,11 @@ def _run_runtime(
     tie_seed: int | None = None,
 ) -> RunResult:
     if mode == "sim":
-        import sim
+        from elastic_sim import sim
 
         return sim.run(world, faults, seed, emit, tie_seed)
     try:
-        import real
+        from elastic_sim import real
     except ImportError as exc:  # torch missing
         raise ScenarioError("--mode real", "", f"real mode needs torch: {exc}") from None
     if progress:

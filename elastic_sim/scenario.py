@@ -24,10 +24,10 @@ from elastic_sim.fault_schema import (
     expand,
 )
 from elastic_sim.fault_schema import fault_dict as fault_dict
+from elastic_sim.faults.model import Fault
+from elastic_sim.protocols.static.settings import Workload
 from elastic_sim.registry import PROTOCOLS, suggest, validate_knobs
-from faults.model import Fault
-from faults.world import WAKE_LATENCY, HostSpec, LinkSpec
-from protocols.static.settings import Workload
+from elastic_sim.world import WAKE_LATENCY, HostSpec, LinkSpec
 
 NonNeg = Annotated[float, Field(ge=0)]
 PROCESS_START = 1.3
@@ -358,7 +358,7 @@ def _check_references(sc: Scenario, file: str) -> None:
         if fid in ids:
             raise ScenarioError(file, base + ".id", f"duplicate fault id {fid!r}")
         ids.add(fid)
-    from reports.checks import CHECKS
+    from elastic_sim.checks import CHECKS
 
     check_names = [c.__name__ for c in CHECKS]
     for i, name in enumerate(sc.expect.violated_checks or ()):

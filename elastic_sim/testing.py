@@ -27,20 +27,20 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
+from elastic_sim.checks import CheckResult, run_checks
 from elastic_sim.explore import Signature, known_violations, signatures_of, space_for
-from elastic_sim.registry import PROTOCOLS, ProtocolInfo
-from elastic_sim.runner import simulate
-from elastic_sim.scenario import Scenario, fault_dict, load_scenario, parse_scenario, with_faults
-from faults.schedule import DEFAULT_TYPES, FaultSpace
-from faults.strategies import (
+from elastic_sim.faults.schedule import DEFAULT_TYPES, FaultSpace
+from elastic_sim.faults.strategies import (
     GeneratedRun,
     fault_schedules,
     generated_runs,
     sim_seeds,
     tie_seeds,
 )
-from protocols.api import resolve_entry
-from reports.checks import CheckResult, run_checks
+from elastic_sim.protocols.api import resolve_entry
+from elastic_sim.registry import PROTOCOLS, ProtocolInfo
+from elastic_sim.runner import simulate
+from elastic_sim.scenario import Scenario, fault_dict, load_scenario, parse_scenario, with_faults
 
 __all__ = [
     "FaultSpace",

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from faults.model import (
+from elastic_sim.faults.model import (
     DiscoveryAdd,
     DiscoveryRemove,
     DiscoveryScriptError,
     DiscoveryScriptHang,
     Fault,
 )
-from protocols.api import NO_DISCOVERY_FAULTS, DiscoveryOverlay
+from elastic_sim.protocols.api import NO_DISCOVERY_FAULTS, DiscoveryOverlay
 
 
 @dataclass

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
-from faults.model import (
+from elastic_sim.faults.model import (
     FAULT_TYPES,
     CrashHost,
     DiscoveryAdd,

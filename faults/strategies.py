@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from faults.model import Fault
-from faults.schedule import FaultSpace, draw_schedule
+from elastic_sim.faults.model import Fault
+from elastic_sim.faults.schedule import FaultSpace, draw_schedule
 
 MAX_SEED = 2**32 - 1
 

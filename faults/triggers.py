@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from faults.model import CrashHost, CrashRestart, Fault
+from elastic_sim.faults.model import CrashHost, CrashRestart, Fault
 
 
 @dataclass(frozen=True)

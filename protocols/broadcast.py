@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from protocols.api import TracedGroup
+from elastic_sim.protocols.api import TracedGroup
 
 SIZE_BYTES = 8
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Generic, TypeVar
 
-from protocols.api import Future, OperationTimeout, Runtime
+from elastic_sim.protocols.api import Future, OperationTimeout, Runtime
 
 T = TypeVar("T")
 

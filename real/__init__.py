@@ -10,10 +10,10 @@ import importlib.util
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from faults.model import Fault
-from faults.world import RunResult, World
-from protocols.trace import TraceEvent
-from real.injector import UnsupportedInRealMode, check_supported
+from elastic_sim.faults.model import Fault
+from elastic_sim.real.injector import UnsupportedInRealMode, check_supported
+from elastic_sim.trace import TraceEvent
+from elastic_sim.world import RunResult, World
 
 __all__ = ["UnsupportedInRealMode", "run"]
 
@@ -35,6 +35,6 @@ def run(
     check_supported(world, faults)
     if importlib.util.find_spec("torch") is None:
         raise ModuleNotFoundError("real mode needs torch (pip install torch==2.13.0)", name="torch")
-    from real.launcher import Launcher
+    from elastic_sim.real.launcher import Launcher
 
     return Launcher(world, faults, seed, Path(workdir), bind).run(emit)

@@ -14,7 +14,7 @@ import functools
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, ParamSpec, TypeVar
 
-from protocols import api
+from elastic_sim.protocols import api
 
 T = TypeVar("T")
 P = ParamSpec("P")

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from protocols.api import (
+from elastic_sim.protocols.api import (
     CollectiveError,
     CollectiveFailed,
     CollectiveTimeout,
@@ -26,8 +26,8 @@ from protocols.api import (
     Store,
     StoreError,
 )
-from real.aio import boundary
-from real.store import Blocking, TCPStoreClient, torch_distributed
+from elastic_sim.real.aio import boundary
+from elastic_sim.real.store import Blocking, TCPStoreClient, torch_distributed
 
 R = TypeVar("R")
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from faults.model import (
+from elastic_sim.faults.model import (
     ClockJump,
     ClockSkew,
     CollectiveFault,
@@ -43,10 +43,10 @@ from faults.model import (
     StoreFreeze,
     Straggler,
 )
-from faults.triggers import Triggered
-from faults.world import FaultReport, World
-from real import netns
-from real.tracefile import TraceFile
+from elastic_sim.faults.triggers import Triggered
+from elastic_sim.real import netns
+from elastic_sim.real.tracefile import TraceFile
+from elastic_sim.world import FaultReport, World
 
 INJECTOR = "fault-injector"
 """The ``proc`` of fault events."""

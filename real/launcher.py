@@ -27,15 +27,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from faults.model import Fault, OneWayPartition, Partition
-from faults.world import HostSpec, RunResult, World
-from protocols.trace import TraceEvent, encode
-from real import netns, reaper
-from real.injector import Injector
-from real.process import popen
-from real.spec import ProcSpec
-from real.tracefile import TraceFile, merge
-from real.workdir import RunDir, Started
+from elastic_sim.faults.model import Fault, OneWayPartition, Partition
+from elastic_sim.real import netns, reaper
+from elastic_sim.real.injector import Injector
+from elastic_sim.real.process import popen
+from elastic_sim.real.spec import ProcSpec
+from elastic_sim.real.tracefile import TraceFile, merge
+from elastic_sim.real.workdir import RunDir, Started
+from elastic_sim.trace import TraceEvent, encode
+from elastic_sim.world import HostSpec, RunResult, World
 
 READY_TIMEOUT = 180.0
 """Seconds every host gets to start Python and import torch (8 at once on 2 cores: ~8 s)."""

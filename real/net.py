@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
-from protocols.api import JSON, Message, OperationTimeout
+from elastic_sim.protocols.api import JSON, Message, OperationTimeout
 
 MAX_FRAME = 64 << 20
 """Largest frame accepted (bytes); a bigger length prefix closes the connection."""

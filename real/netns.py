@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from faults.model import Fault, OneWayPartition, Partition
+from elastic_sim.faults.model import Fault, OneWayPartition, Partition
 
 CUT_TYPES = (Partition, OneWayPartition)
 """Fault types cut by nftables rules (isolate, isolate_store and bridge are partitions)."""

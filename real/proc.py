@@ -19,12 +19,12 @@ import traceback
 from pathlib import Path
 from typing import NoReturn
 
-from protocols.api import resolve_entry
-from real import reaper
-from real.runtime import RealRuntime
-from real.spec import ProcSpec
-from real.tracefile import TraceFile
-from real.workdir import RunDir
+from elastic_sim.protocols.api import resolve_entry
+from elastic_sim.real import reaper
+from elastic_sim.real.runtime import RealRuntime
+from elastic_sim.real.spec import ProcSpec
+from elastic_sim.real.tracefile import TraceFile
+from elastic_sim.real.workdir import RunDir
 
 
 def main(argv: list[str]) -> NoReturn:

@@ -16,10 +16,10 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from protocols.api import SIGNALS, Proc
-from real.aio import boundary
-from real.spec import ProcSpec
-from real.workdir import RunDir
+from elastic_sim.protocols.api import SIGNALS, Proc
+from elastic_sim.real.aio import boundary
+from elastic_sim.real.spec import ProcSpec
+from elastic_sim.real.workdir import RunDir
 
 ExitHook = Callable[["ChildProc", int, str], None]
 """Called once with (child, exit code, reason) when a child killed by a signal ends."""
@@ -43,7 +43,7 @@ def popen(
     env = {**os.environ, **spec.env}
     with open(run_dir.log(spec.name), "ab") as log:
         return subprocess.Popen(
-            [*prefix, sys.executable, "-m", "real.proc", str(path)],
+            [*prefix, sys.executable, "-m", "elastic_sim.real.proc", str(path)],
             stdin=subprocess.DEVNULL if stdin is None else stdin,
             stdout=log if stdout is None else stdout,
             stderr=log,

@@ -20,14 +20,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from protocols import api
-from protocols.api import JSON, Message, ProcessInfo, Store
-from real import aio, group, net, reaper, store
-from real.aio import boundary
-from real.process import ChildProc, popen
-from real.spec import ProcSpec
-from real.tracefile import TraceFile
-from real.workdir import RunDir, Started, write_atomic
+from elastic_sim.protocols import api
+from elastic_sim.protocols.api import JSON, Message, ProcessInfo, Store
+from elastic_sim.real import aio, group, net, reaper, store
+from elastic_sim.real.aio import boundary
+from elastic_sim.real.process import ChildProc, popen
+from elastic_sim.real.spec import ProcSpec
+from elastic_sim.real.tracefile import TraceFile
+from elastic_sim.real.workdir import RunDir, Started, write_atomic
 
 T = TypeVar("T")
 

@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, Protocol, TypeVar
 
-from protocols.api import Store, StoreConnectionError, StoreError, StoreTimeout
-from real.aio import boundary
+from elastic_sim.protocols.api import Store, StoreConnectionError, StoreError, StoreTimeout
+from elastic_sim.real.aio import boundary
 
 R = TypeVar("R")
 

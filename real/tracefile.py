@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from protocols.trace import TraceEvent, decode, encode
-from real.workdir import append_line
+from elastic_sim.real.workdir import append_line
+from elastic_sim.trace import TraceEvent, decode, encode
 
 
 class TraceFile:

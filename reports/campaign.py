@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import protocols.trace
-from protocols.trace import read_trace
-from reports.html import CSS, esc, img_tag, table
-from reports.spans import timelines
+import elastic_sim.trace
+from elastic_sim.reports.html import CSS, esc, img_tag, table
+from elastic_sim.reports.spans import timelines
+from elastic_sim.trace import read_trace
 
 CAMPAIGN_FILE = "campaign.html"
 
@@ -73,7 +73,7 @@ def load_run(run_dir: Path) -> RunRecord:
 
 def vocabulary() -> list[str]:
     """The event kinds the trace format defines (read from its documented table)."""
-    doc = protocols.trace.__doc__ or ""
+    doc = elastic_sim.trace.__doc__ or ""
     table = doc.split("========================")[2:-1]
     names: list[str] = []
     for line in "".join(table).splitlines():
@@ -140,7 +140,7 @@ def campaign_png(c: Campaign) -> bytes | None:
     times = c.recovery_times()
     if not times:
         return None
-    from reports.plots import new_figure, png_bytes, recovery_axes
+    from elastic_sim.reports.plots import new_figure, png_bytes, recovery_axes
 
     phases = c.mean_phases()
     fig = new_figure(max(3.6, 1.9 + 0.45 * len(phases)))

@@ -10,8 +10,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from reports.metrics import lost_samples
-from reports.view import RunView
+from elastic_sim.reports.metrics import lost_samples
+from elastic_sim.reports.view import RunView
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d1d1f;

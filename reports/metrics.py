@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from protocols.trace import TraceEvent
+from elastic_sim.trace import TraceEvent
 
 Outcome = Literal["completed", "failed", "hung"]
 

@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from protocols.trace import TraceEvent
-from reports.metrics import rounds_of, world_size_series
-from reports.spans import (
+from elastic_sim.reports.metrics import rounds_of, world_size_series
+from elastic_sim.reports.spans import (
     FaultSpan,
     ProcessTimeline,
     end_time_of,
@@ -23,6 +22,7 @@ from reports.spans import (
     host_key,
     timelines,
 )
+from elastic_sim.trace import TraceEvent
 
 RUN_PID = 0
 """The pseudo-process holding run-wide tracks (world size, run start and end)."""

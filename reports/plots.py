@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from reports.metrics import Recovery, RoundInfo
-from reports.spans import STATES, FaultSpan, ProcessTimeline
+from elastic_sim.reports.metrics import Recovery, RoundInfo
+from elastic_sim.reports.spans import STATES, FaultSpan, ProcessTimeline
 
 if TYPE_CHECKING:
     import numpy as np

@@ -10,11 +10,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from protocols.trace import TraceEvent, read_trace
-from reports.html import render_html
-from reports.perfetto import chrome_trace
-from reports.plots import recovery_png, timeline_png, world_size_png
-from reports.view import RunView, build_view
+from elastic_sim.reports.html import render_html
+from elastic_sim.reports.perfetto import chrome_trace
+from elastic_sim.reports.plots import recovery_png, timeline_png, world_size_png
+from elastic_sim.reports.view import RunView, build_view
+from elastic_sim.trace import TraceEvent, read_trace
 
 REPORT_FILE = "report.html"
 PERFETTO_FILE = "trace.perfetto.json"

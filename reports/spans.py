@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from protocols.trace import TraceEvent
+from elastic_sim.trace import TraceEvent
 
 PHASES = ("rendezvous", "sync", "training")
 OVERLAYS = ("blocked", "stopped", "down")

@@ -6,8 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from protocols.trace import TraceEvent
-from reports.metrics import (
+from elastic_sim.reports.metrics import (
     Goodput,
     Metrics,
     Restarts,
@@ -17,7 +16,14 @@ from reports.metrics import (
     round_ends,
     world_size_series,
 )
-from reports.spans import FaultSpan, ProcessTimeline, end_time_of, fault_spans, timelines
+from elastic_sim.reports.spans import (
+    FaultSpan,
+    ProcessTimeline,
+    end_time_of,
+    fault_spans,
+    timelines,
+)
+from elastic_sim.trace import TraceEvent
 
 
 @dataclass

@@ -10,7 +10,7 @@ Modules: :mod:`sim.kernel` (virtual time, scheduled callbacks on simpy, the trac
 :mod:`sim.runtime` (SimRuntime), :mod:`sim.run` (wiring and :func:`run`).
 """
 
-from sim.run import Simulation, run
-from sim.runtime import SimRuntime
+from elastic_sim.sim.run import Simulation, run
+from elastic_sim.sim.runtime import SimRuntime
 
 __all__ = ["SimRuntime", "Simulation", "run"]

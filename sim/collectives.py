@@ -27,14 +27,14 @@ import random
 from collections import deque
 from typing import Any
 
-from faults.world import CollectiveModel
-from protocols.api import CollectiveFailed, CollectiveTimeout
-from sim.group import SimGroup, op_results, same_op
-from sim.host import SimProcess
-from sim.kernel import Call, Kernel
-from sim.network import Network, Path
-from sim.store import StoreServer
-from sim.tasks import Pending, Waiter, wake_all
+from elastic_sim.protocols.api import CollectiveFailed, CollectiveTimeout
+from elastic_sim.sim.group import SimGroup, op_results, same_op
+from elastic_sim.sim.host import SimProcess
+from elastic_sim.sim.kernel import Call, Kernel
+from elastic_sim.sim.network import Network, Path
+from elastic_sim.sim.store import StoreServer
+from elastic_sim.sim.tasks import Pending, Waiter, wake_all
+from elastic_sim.world import CollectiveModel
 
 OPEN, SCHEDULED, BLOCKED, DONE, BROKEN = range(5)
 

@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
-from faults.discovery import DiscoveryFaults
-from faults.model import (
+from elastic_sim.faults.discovery import DiscoveryFaults
+from elastic_sim.faults.model import (
     FAULT_TYPES_BY_CLASS,
     ClockJump,
     ClockSkew,
@@ -46,15 +46,15 @@ from faults.model import (
     StoreFreeze,
     Straggler,
 )
-from faults.triggers import Triggered
-from faults.world import FaultReport
-from protocols.api import SIGNAL_NUMBERS, DiscoveryOverlay
-from protocols.trace import TraceEvent
-from sim.collectives import CollectiveEngine
-from sim.host import Cluster, SimHost
-from sim.kernel import Kernel
-from sim.network import Network
-from sim.store import StoreRegistry
+from elastic_sim.faults.triggers import Triggered
+from elastic_sim.protocols.api import SIGNAL_NUMBERS, DiscoveryOverlay
+from elastic_sim.sim.collectives import CollectiveEngine
+from elastic_sim.sim.host import Cluster, SimHost
+from elastic_sim.sim.kernel import Kernel
+from elastic_sim.sim.network import Network
+from elastic_sim.sim.store import StoreRegistry
+from elastic_sim.trace import TraceEvent
+from elastic_sim.world import FaultReport
 
 INJECTOR = "fault-injector"
 
@@ -403,6 +403,8 @@ def _discovery_host(f: Fault) -> str:
 
 
 def _protocol(entry: str) -> str:
-    """The protocol an entry belongs to (``protocols.<name>.<module>:fn``), else the entry."""
+    """The protocol an entry belongs to (``elastic_sim.protocols.<name>.<module>:fn``), else
+    the entry."""
     parts = entry.partition(":")[0].split(".")
-    return parts[1] if len(parts) > 2 and parts[0] == "protocols" else entry
+    shipped = len(parts) > 3 and parts[:2] == ["elastic_sim", "protocols"]
+    return parts[2] if shipped else entry

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from protocols.api import Cancelled, CollectiveFailed, Group
+from elastic_sim.protocols.api import Cancelled, CollectiveFailed, Group
 
 if TYPE_CHECKING:
-    from sim.collectives import CollectiveEngine, Entry, Member
+    from elastic_sim.sim.collectives import CollectiveEngine, Entry, Member
 
 
 def same_op(a: Entry, b: Entry) -> bool:

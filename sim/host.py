@@ -17,12 +17,20 @@ import logging
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
-from faults.world import HostSpec, World
-from protocols.api import JSON, SIGNAL_NUMBERS, SIGNALS, Entry, Proc, Runtime, resolve_entry
-from sim.clock import HostClock
-from sim.kernel import Kernel
-from sim.mailbox import Mailbox
-from sim.tasks import SimFuture, SimTask
+from elastic_sim.protocols.api import (
+    JSON,
+    SIGNAL_NUMBERS,
+    SIGNALS,
+    Entry,
+    Proc,
+    Runtime,
+    resolve_entry,
+)
+from elastic_sim.sim.clock import HostClock
+from elastic_sim.sim.kernel import Kernel
+from elastic_sim.sim.mailbox import Mailbox
+from elastic_sim.sim.tasks import SimFuture, SimTask
+from elastic_sim.world import HostSpec, World
 
 log = logging.getLogger(__name__)
 

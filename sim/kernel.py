@@ -24,10 +24,10 @@ import simpy
 from simpy.core import StopSimulation
 from simpy.events import NORMAL, URGENT, Event
 
-from protocols.trace import TraceEvent
+from elastic_sim.trace import TraceEvent
 
 if TYPE_CHECKING:
-    from sim.tasks import SimTask
+    from elastic_sim.sim.tasks import SimTask
 
 
 def _fire(ev: Event) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections import deque
 
-from protocols.api import Message, OperationTimeout
-from sim.kernel import Call, Kernel
-from sim.tasks import Pending
+from elastic_sim.protocols.api import Message, OperationTimeout
+from elastic_sim.sim.kernel import Call, Kernel
+from elastic_sim.sim.tasks import Pending
 
 
 class _Recv(Pending[Message]):

@@ -24,8 +24,8 @@ from collections.abc import Iterable, Sequence
 
 import networkx as nx
 
-from faults.model import LinkFault, Partition
-from faults.world import World
+from elastic_sim.faults.model import LinkFault, Partition
+from elastic_sim.world import World
 
 SWITCH = "switch"
 """The name of the star topology's switch node (usable in ``world.links``)."""

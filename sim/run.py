@@ -13,17 +13,17 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Sequence
 
-from faults.model import Fault
-from faults.world import RunResult, World
-from protocols.api import Runtime
-from protocols.trace import TraceEvent
-from sim.collectives import CollectiveEngine
-from sim.faults import FaultInjector
-from sim.host import Cluster, SimProcess
-from sim.kernel import Kernel
-from sim.network import Network
-from sim.runtime import SimRuntime
-from sim.store import SERVICE_TIME, StoreRegistry
+from elastic_sim.faults.model import Fault
+from elastic_sim.protocols.api import Runtime
+from elastic_sim.sim.collectives import CollectiveEngine
+from elastic_sim.sim.faults import FaultInjector
+from elastic_sim.sim.host import Cluster, SimProcess
+from elastic_sim.sim.kernel import Kernel
+from elastic_sim.sim.network import Network
+from elastic_sim.sim.runtime import SimRuntime
+from elastic_sim.sim.store import SERVICE_TIME, StoreRegistry
+from elastic_sim.trace import TraceEvent
+from elastic_sim.world import RunResult, World
 
 
 class Simulation:

@@ -12,7 +12,7 @@ import random
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from protocols.api import (
+from elastic_sim.protocols.api import (
     JSON,
     Cancelled,
     DiscoveryOverlay,
@@ -27,12 +27,12 @@ from protocols.api import (
     StoreConnectionError,
     Task,
 )
-from sim.host import SimProc, SimProcess, json_copy
-from sim.store import SimStore
-from sim.tasks import SimFuture, Sleep
+from elastic_sim.sim.host import SimProc, SimProcess, json_copy
+from elastic_sim.sim.store import SimStore
+from elastic_sim.sim.tasks import SimFuture, Sleep
 
 if TYPE_CHECKING:
-    from sim.run import Simulation
+    from elastic_sim.sim.run import Simulation
 
 T = TypeVar("T")
 

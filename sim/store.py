@@ -20,11 +20,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from protocols.api import Cancelled, Store, StoreConnectionError, StoreError, StoreTimeout
-from sim.host import SimHost, SimProcess
-from sim.kernel import Call, Kernel
-from sim.network import Network
-from sim.tasks import Pending
+from elastic_sim.protocols.api import (
+    Cancelled,
+    Store,
+    StoreConnectionError,
+    StoreError,
+    StoreTimeout,
+)
+from elastic_sim.sim.host import SimHost, SimProcess
+from elastic_sim.sim.kernel import Call, Kernel
+from elastic_sim.sim.network import Network
+from elastic_sim.sim.tasks import Pending
 
 SERVICE_TIME = 50e-6
 """Default server time per request (seconds)."""

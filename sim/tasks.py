@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, Generic, NoReturn, Protocol, TypeVar
 
-from protocols.api import Cancelled, Future, Task
-from sim.kernel import Kernel
+from elastic_sim.protocols.api import Cancelled, Future, Task
+from elastic_sim.sim.kernel import Kernel
 
 T = TypeVar("T")
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocols.trace import TraceEvent
-from reports.check_liveness import LOOP_ROUNDS, PROGRESS_BOUND
-from reports.checks import (
+from elastic_sim.checks import (
     collective_sequence,
     committed_progress,
     epoch_isolation,
@@ -24,6 +22,8 @@ from reports.checks import (
     terminates,
     world_converges,
 )
+from elastic_sim.checks.liveness import LOOP_ROUNDS, PROGRESS_BOUND
+from elastic_sim.trace import TraceEvent
 
 
 def ev(t: float, host: str, kind: str, **data: Any) -> TraceEvent:

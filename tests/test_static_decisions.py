@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocols.static.rendezvous import choose_members
-from protocols.static.training import (
+from elastic_sim.protocols.static.rendezvous import choose_members
+from elastic_sim.protocols.static.training import (
     TrainState,
     apply_step,
     choose_root,

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocols.api import Future, Message, OperationTimeout, Runtime
+from elastic_sim.protocols.api import Future, Message, OperationTimeout, Runtime
 
 SYN_RTO = 1.0
 """The first retransmission timeout; each retry doubles it (Linux's initial RTO)."""

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from protocols.api import NO_DISCOVERY_FAULTS, DiscoveryOverlay
-from protocols.horovod.hosts import Rng, parse_host_slots
-from protocols.horovod.settings import Discovery, DiscoveryFailure, HostsAt, RandomHosts
+from elastic_sim.protocols.api import NO_DISCOVERY_FAULTS, DiscoveryOverlay
+from elastic_sim.protocols.horovod.hosts import Rng, parse_host_slots
+from elastic_sim.protocols.horovod.settings import Discovery, DiscoveryFailure, HostsAt, RandomHosts
 
 
 class DiscoveryError(RuntimeError):

@@ -12,10 +12,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from protocols.api import Future, Message, OperationTimeout, Runtime, Task
-from protocols.horovod.conn import Client, ConnectFailed, ConnectionDead, Keepalive, Server
-from protocols.horovod.discovery import DiscoveryError, DiscoverySource, Probe
-from protocols.horovod.hosts import (
+from elastic_sim.protocols.api import Future, Message, OperationTimeout, Runtime, Task
+from elastic_sim.protocols.horovod.conn import (
+    Client,
+    ConnectFailed,
+    ConnectionDead,
+    Keepalive,
+    Server,
+)
+from elastic_sim.protocols.horovod.discovery import DiscoveryError, DiscoverySource, Probe
+from elastic_sim.protocols.horovod.hosts import (
     INVALID_SLOT,
     HostState,
     HostUpdateResult,
@@ -29,9 +35,9 @@ from protocols.horovod.hosts import (
     parse_host_slots,
     whitelist,
 )
-from protocols.horovod.registry import WorkerState, WorkerStateRegistry
-from protocols.horovod.settings import HorovodKnobs
-from protocols.sync import Condition, Event, Lock
+from elastic_sim.protocols.horovod.registry import WorkerState, WorkerStateRegistry
+from elastic_sim.protocols.horovod.settings import HorovodKnobs
+from elastic_sim.protocols.sync import Condition, Event, Lock
 
 NON_ZERO_EXIT_MESSAGE = "Horovod detected that one or more processes exited with non-zero status"
 SHUTDOWN_MESSAGE = "Job has been shutdown, see above error messages for details."

@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from protocols.api import Message, Proc, Runtime, Task
-from protocols.horovod.conn import Client, Server
-from protocols.horovod.driver import ElasticDriver
-from protocols.horovod.settings import HorovodKnobs, load_knobs
-from protocols.sync import Event
+from elastic_sim.protocols.api import Message, Proc, Runtime, Task
+from elastic_sim.protocols.horovod.conn import Client, Server
+from elastic_sim.protocols.horovod.driver import ElasticDriver
+from elastic_sim.protocols.horovod.settings import HorovodKnobs, load_knobs
+from elastic_sim.protocols.sync import Event
 
-WORKER_ENTRY = "protocols.horovod.worker:worker_main"
+WORKER_ENTRY = "elastic_sim.protocols.horovod.worker:worker_main"
 
 
 class TaskService:

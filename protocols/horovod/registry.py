@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Literal, Protocol
 
-from protocols.api import Runtime
-from protocols.sync import Condition, Event, Lock
+from elastic_sim.protocols.api import Runtime
+from elastic_sim.protocols.sync import Condition, Event, Lock
 
 RESET_LIMIT_EXCEEDED_MESSAGE = "Job has exceeded its reset limit of {} resets"
 """The error a job stops with when one more reset would pass ``reset_limit``."""

@@ -8,11 +8,11 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from protocols.api import Runtime, TracedGroup
-from protocols.broadcast import broadcast_bytes, broadcast_object
-from protocols.horovod.hosts import HostUpdateResult
-from protocols.static.training import TrainState
-from protocols.sync import Queue
+from elastic_sim.protocols.api import Runtime, TracedGroup
+from elastic_sim.protocols.broadcast import broadcast_bytes, broadcast_object
+from elastic_sim.protocols.horovod.hosts import HostUpdateResult
+from elastic_sim.protocols.static.training import TrainState
+from elastic_sim.protocols.sync import Queue
 
 
 def newer_updates(

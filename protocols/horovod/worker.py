@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from protocols.api import (
+from elastic_sim.protocols.api import (
     CollectiveError,
     OperationTimeout,
     Runtime,
@@ -19,13 +19,13 @@ from protocols.api import (
     StoreError,
     TracedGroup,
 )
-from protocols.horovod.conn import Client, ConnectFailed
-from protocols.horovod.discovery import epoch_hosts
-from protocols.horovod.hosts import SlotInfo
-from protocols.horovod.settings import ExitMode, HorovodKnobs, load_knobs
-from protocols.horovod.state import HorovodInternalError, HostsUpdatedInterrupt, State
-from protocols.static.settings import Workload
-from protocols.static.training import apply_step, gradients, initial_state
+from elastic_sim.protocols.horovod.conn import Client, ConnectFailed
+from elastic_sim.protocols.horovod.discovery import epoch_hosts
+from elastic_sim.protocols.horovod.hosts import SlotInfo
+from elastic_sim.protocols.horovod.settings import ExitMode, HorovodKnobs, load_knobs
+from elastic_sim.protocols.horovod.state import HorovodInternalError, HostsUpdatedInterrupt, State
+from elastic_sim.protocols.static.settings import Workload
+from elastic_sim.protocols.static.training import apply_step, gradients, initial_state
 
 ABORT_EXIT = 134
 """SIGABRT: Gloo initialisation failed or the slot was removed from the job."""

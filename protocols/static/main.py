@@ -6,9 +6,15 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from protocols.api import CollectiveError, Runtime, Store, StoreConnectionError, TracedGroup
-from protocols.broadcast import broadcast_bytes, broadcast_object
-from protocols.static.rendezvous import (
+from elastic_sim.protocols.api import (
+    CollectiveError,
+    Runtime,
+    Store,
+    StoreConnectionError,
+    TracedGroup,
+)
+from elastic_sim.protocols.broadcast import broadcast_bytes, broadcast_object
+from elastic_sim.protocols.static.rendezvous import (
     DONE_KEY,
     POLL,
     JobEnded,
@@ -17,8 +23,8 @@ from protocols.static.rendezvous import (
     next_membership,
     someone_waiting,
 )
-from protocols.static.settings import StaticKnobs, Workload
-from protocols.static.training import (
+from elastic_sim.protocols.static.settings import StaticKnobs, Workload
+from elastic_sim.protocols.static.training import (
     TrainState,
     apply_step,
     choose_root,

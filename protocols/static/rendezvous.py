@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from protocols.api import Runtime, Store, StoreTimeout
-from protocols.static.settings import StaticKnobs
+from elastic_sim.protocols.api import Runtime, Store, StoreTimeout
+from elastic_sim.protocols.static.settings import StaticKnobs
 
 POLL = 1.0
 """How often a host waiting for a round checks whether the job has ended meanwhile."""

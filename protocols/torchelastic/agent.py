@@ -18,13 +18,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocols.api import JSON, Cancelled, OperationTimeout, Proc, Runtime, Store, Task
-from protocols.torchelastic.agent_ranks import AgentRanks, assign_ranks
-from protocols.torchelastic.handler import DynamicRendezvousHandler, RendezvousInfo
-from protocols.torchelastic.knobs import TorchElasticKnobs
-from protocols.torchelastic.ops import RendezvousGracefulExitError
+from elastic_sim.protocols.api import JSON, Cancelled, OperationTimeout, Proc, Runtime, Store, Task
+from elastic_sim.protocols.torchelastic.agent_ranks import AgentRanks, assign_ranks
+from elastic_sim.protocols.torchelastic.handler import DynamicRendezvousHandler, RendezvousInfo
+from elastic_sim.protocols.torchelastic.knobs import TorchElasticKnobs
+from elastic_sim.protocols.torchelastic.ops import RendezvousGracefulExitError
 
-WORKER_ENTRY = "protocols.torchelastic.worker:worker_main"
+WORKER_ENTRY = "elastic_sim.protocols.torchelastic.worker:worker_main"
 TERMINAL_STATE_KEY = "torchelastic/agent/terminal_state"
 ROLE = "default"
 

@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from protocols.api import Store
+from elastic_sim.protocols.api import Store
 
 ROLE_INFO_PREFIX = "torchelastic/role_info/"
 ASSIGNED_RANKS_PREFIX = "torchelastic/assigned_ranks/"

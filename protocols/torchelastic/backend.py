@@ -8,9 +8,9 @@ import base64
 import binascii
 from collections import OrderedDict
 
-from protocols.api import Store, StoreError
-from protocols.torchelastic.memo import WriteMemo
-from protocols.torchelastic.ops import RendezvousConnectionError, RendezvousStateError
+from elastic_sim.protocols.api import Store, StoreError
+from elastic_sim.protocols.torchelastic.memo import WriteMemo
+from elastic_sim.protocols.torchelastic.ops import RendezvousConnectionError, RendezvousStateError
 
 NULL_SENTINEL = b"Y2FuaW1hZGFt"
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from protocols.torchelastic.backend import C10dBackend
-from protocols.torchelastic.ops import (
+from elastic_sim.protocols.torchelastic.backend import C10dBackend
+from elastic_sim.protocols.torchelastic.ops import (
     Action,
     Context,
     Op,
@@ -16,7 +16,7 @@ from protocols.torchelastic.ops import (
     RendezvousTimeoutError,
     apply,
 )
-from protocols.torchelastic.state import (
+from elastic_sim.protocols.torchelastic.state import (
     WRITTEN,
     NodeDesc,
     RendezvousSettings,

@@ -6,18 +6,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protocols.api import OperationTimeout, Runtime, Store, StoreError, Task
-from protocols.sync import Event, Lock
-from protocols.torchelastic.backend import C10dBackend
-from protocols.torchelastic.executor import Executor, StateHolder
-from protocols.torchelastic.ops import (
+from elastic_sim.protocols.api import OperationTimeout, Runtime, Store, StoreError, Task
+from elastic_sim.protocols.sync import Event, Lock
+from elastic_sim.protocols.torchelastic.backend import C10dBackend
+from elastic_sim.protocols.torchelastic.executor import Executor, StateHolder
+from elastic_sim.protocols.torchelastic.ops import (
     RendezvousError,
     close_op,
     exit_op,
     join_op,
     keep_alive_op,
 )
-from protocols.torchelastic.state import (
+from elastic_sim.protocols.torchelastic.state import (
     NodeDesc,
     RendezvousSettings,
     RendezvousState,

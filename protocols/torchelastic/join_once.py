@@ -8,9 +8,9 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from protocols.api import Runtime, Store
-from protocols.torchelastic.handler import DynamicRendezvousHandler
-from protocols.torchelastic.state import NodeDesc, RendezvousSettings
+from elastic_sim.protocols.api import Runtime, Store
+from elastic_sim.protocols.torchelastic.handler import DynamicRendezvousHandler
+from elastic_sim.protocols.torchelastic.state import NodeDesc, RendezvousSettings
 
 
 class CountingStore(Store):

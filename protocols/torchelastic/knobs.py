@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protocols.torchelastic.state import RendezvousSettings
+from elastic_sim.protocols.torchelastic.state import RendezvousSettings
 
 
 @dataclass(frozen=True)

@@ -26,16 +26,16 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from protocols.api import Runtime, StoreError
-from protocols.torchelastic.agent import (
+from elastic_sim.protocols.api import Runtime, StoreError
+from elastic_sim.protocols.torchelastic.agent import (
     ElasticAgent,
     KeyboardInterruptBeforeWorkers,
     SignalException,
 )
-from protocols.torchelastic.handler import DynamicRendezvousHandler
-from protocols.torchelastic.knobs import TorchElasticKnobs
-from protocols.torchelastic.ops import RendezvousConnectionError, RendezvousError
-from protocols.torchelastic.state import NodeDesc
+from elastic_sim.protocols.torchelastic.handler import DynamicRendezvousHandler
+from elastic_sim.protocols.torchelastic.knobs import TorchElasticKnobs
+from elastic_sim.protocols.torchelastic.ops import RendezvousConnectionError, RendezvousError
+from elastic_sim.protocols.torchelastic.state import NodeDesc
 
 KEYBOARD_INTERRUPT_CODE = 130
 

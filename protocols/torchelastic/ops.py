@@ -11,7 +11,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from protocols.torchelastic.state import (
+from elastic_sim.protocols.torchelastic.state import (
     NodeDesc,
     RendezvousSettings,
     RendezvousState,

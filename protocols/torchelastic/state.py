@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from protocols.torchelastic.memo import WriteMemo
-from protocols.torchelastic.nodemap import NodeDesc, NodeMap
+from elastic_sim.protocols.torchelastic.memo import WriteMemo
+from elastic_sim.protocols.torchelastic.nodemap import NodeDesc, NodeMap
 
 __all__ = ["NodeDesc", "NodeMap", "RendezvousSettings", "RendezvousState", "expired_nodes",
            "sweep", "to_us"]

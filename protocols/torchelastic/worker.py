@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from protocols.api import Runtime, Store, TracedGroup
-from protocols.broadcast import broadcast_bytes, broadcast_object
-from protocols.static.settings import Workload
-from protocols.static.training import (
+from elastic_sim.protocols.api import Runtime, Store, TracedGroup
+from elastic_sim.protocols.broadcast import broadcast_bytes, broadcast_object
+from elastic_sim.protocols.static.settings import Workload
+from elastic_sim.protocols.static.training import (
     TrainState,
     apply_step,
     choose_root,

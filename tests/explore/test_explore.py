@@ -12,7 +12,7 @@ import pytest
 from elastic_sim.cli import main
 from elastic_sim.explore import explore, space_for
 from elastic_sim.testing import load, variant
-from protocols.trace import file_sha256
+from elastic_sim.trace import file_sha256
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SCENARIOS = ROOT / "scenarios"

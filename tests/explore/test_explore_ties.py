@@ -11,7 +11,7 @@ import yaml
 from elastic_sim.cli import main
 from elastic_sim.explore import explore, make_case, space_for
 from elastic_sim.testing import load, variant
-from protocols.trace import file_sha256
+from elastic_sim.trace import file_sha256
 
 SCENARIOS = Path(__file__).resolve().parent.parent.parent / "scenarios"
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from elastic_sim.checks import CHECKS
 from elastic_sim.cli import main
 from elastic_sim.scenario import load_scenario
-from reports.checks import CHECKS
 
 FOUND = Path(__file__).resolve().parent.parent.parent / "scenarios" / "found"
 NAMES = sorted(p.name for p in FOUND.glob("*.yaml"))

@@ -51,7 +51,7 @@ def test_hypothesis_shrinks_a_failing_schedule_of_a_broken_variant_to_one_fault(
 
 def test_the_assertion_names_the_violation_and_gives_the_schedule_as_yaml() -> None:
     broken = variant(STATIC, "static-no-rollback", "tests.explore.variants:no_rollback_main")
-    from faults.model import CrashHost
+    from elastic_sim.faults.model import CrashHost
 
     run = GeneratedRun((CrashHost("c", 2.55, "h3"),), 0)
     try:

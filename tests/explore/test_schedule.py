@@ -5,9 +5,14 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from faults.model import CrashHost, HangHost, Partition
-from faults.schedule import FaultSpace, random_schedule, schedule_size, shrink_candidates
-from faults.strategies import fault_schedules
+from elastic_sim.faults.model import CrashHost, HangHost, Partition
+from elastic_sim.faults.schedule import (
+    FaultSpace,
+    random_schedule,
+    schedule_size,
+    shrink_candidates,
+)
+from elastic_sim.faults.strategies import fault_schedules
 
 SPACE = FaultSpace(hosts=("h0", "h1", "h2", "h3"), horizon=10.0, max_faults=3,
                    max_duration=5.0, spare=("h0",))

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from protocols.api import Runtime
-from protocols.static.main import Member, run_host
+from elastic_sim.protocols.api import Runtime
+from elastic_sim.protocols.static.main import Member, run_host
 
 
 class NoRollbackMember(Member):

@@ -158,9 +158,9 @@ def test_torchelastic_has_no_discovery_source() -> None:
 
 
 def test_the_overlay_applies_the_latest_change_of_a_host_and_heals_back() -> None:
-    from faults.discovery import DiscoveryFaults
-    from faults.model import DiscoveryAdd, DiscoveryRemove, DiscoveryScriptHang
-    from protocols.horovod.discovery import overlaid
+    from elastic_sim.faults.discovery import DiscoveryFaults
+    from elastic_sim.faults.model import DiscoveryAdd, DiscoveryRemove, DiscoveryScriptHang
+    from elastic_sim.protocols.horovod.discovery import overlaid
 
     faults = DiscoveryFaults()
     add = DiscoveryAdd("a", 1.0, "h4", slots=2)
@@ -179,8 +179,8 @@ def test_the_overlay_applies_the_latest_change_of_a_host_and_heals_back() -> Non
 
 
 def test_a_search_can_draw_discovery_faults_and_every_one_is_reported() -> None:
+    from elastic_sim.faults.schedule import FaultSpace, random_schedule
     from elastic_sim.scenario import with_faults
-    from faults.schedule import FaultSpace, random_schedule
 
     kinds = ("discovery_add", "discovery_remove", "discovery_error", "discovery_hang")
     space = FaultSpace(hosts=("h1", "h2", "h3", "h4"), horizon=5.0, types=kinds,

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from faults.model import ClockJump, ClockSkew, Fault, LinkFault
-from protocols.api import OperationTimeout, Runtime
+from elastic_sim.faults.model import ClockJump, ClockSkew, Fault, LinkFault
+from elastic_sim.protocols.api import OperationTimeout, Runtime
 from tests.sim.simutil import make_world, of, simulate, trace_bytes
 
 N = 200

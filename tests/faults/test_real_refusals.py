@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from elastic_sim.cli import main
-from faults.model import CrashHost, HangHost, Preempt, ScaleDown, Straggler
-from real.injector import SUPPORTED
+from elastic_sim.faults.model import CrashHost, HangHost, Preempt, ScaleDown, Straggler
+from elastic_sim.real.injector import SUPPORTED
 from tests.faults.test_fault_schema import EXAMPLES, HEAD
 
 REAL = {"crash", "crash_process", "hang", "preempt", "scale_down", "straggler"}

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from elastic_sim.cli import main
-from faults.model import CrashHost, CrashRestart
-from faults.triggers import FailureModel, TraceFileError, parse_failure_trace
+from elastic_sim.faults.model import CrashHost, CrashRestart
+from elastic_sim.faults.triggers import FailureModel, TraceFileError, parse_failure_trace
 from tests.faults.util import run
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reports.check_liveness import CONVERGE_BOUND
+from elastic_sim.checks.liveness import CONVERGE_BOUND
 from tests.faults.util import run
 
 HANG = [{"id": "hang-h3", "type": "hang", "host": "h3", "at": 5.0, "duration": 40.0}]

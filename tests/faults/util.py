@@ -9,7 +9,7 @@ from typing import Any
 
 from elastic_sim.runner import RunReport, run_scenario
 from elastic_sim.scenario import parse_scenario
-from protocols.trace import TraceEvent
+from elastic_sim.trace import TraceEvent
 
 BASE: dict[str, Any] = {
     "name": "faults",

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from protocols.api import Runtime
-from protocols.horovod.registry import Barrier, BrokenBarrier
+from elastic_sim.protocols.api import Runtime
+from elastic_sim.protocols.horovod.registry import Barrier, BrokenBarrier
 from tests.sim.simutil import make_world, one, simulate
 
 M = "tests.horovod.test_barrier"

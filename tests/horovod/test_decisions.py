@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocols.horovod.discovery import (
+from elastic_sim.protocols.horovod.discovery import (
     DiscoveryError,
     DiscoverySource,
     Probe,
@@ -18,7 +18,7 @@ from protocols.horovod.discovery import (
     random_step,
     scheduled_hosts,
 )
-from protocols.horovod.hosts import (
+from elastic_sim.protocols.horovod.hosts import (
     HostState,
     HostUpdateResult,
     blacklist,
@@ -30,19 +30,19 @@ from protocols.horovod.hosts import (
     parse_host_slots,
     whitelist,
 )
-from protocols.horovod.registry import (
+from elastic_sim.protocols.horovod.registry import (
     RESET_LIMIT_EXCEEDED_MESSAGE,
     WorkerState,
     decide_trip,
 )
-from protocols.horovod.settings import (
+from elastic_sim.protocols.horovod.settings import (
     Discovery,
     DiscoveryFailure,
     HostsAt,
     RandomHosts,
     load_knobs,
 )
-from protocols.horovod.state import newer_updates
+from elastic_sim.protocols.horovod.state import newer_updates
 
 R, S, F = WorkerState.READY, WorkerState.SUCCESS, WorkerState.FAILURE
 

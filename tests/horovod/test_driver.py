@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from elastic_sim.scenario import parse_scenario
-from protocols.trace import TraceEvent
+from elastic_sim.trace import TraceEvent
 from tests.horovod.util import Run, load, raw, simulate_run
 
 BOTH = ["localhost:2", "127.0.0.1:2"]

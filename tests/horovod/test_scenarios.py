@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from elastic_sim.cli import main
-from protocols.trace import encode
+from elastic_sim.trace import encode
 from tests.horovod.util import ROOT, SCENARIOS, load, raw, simulate_run
 
 NAMES = sorted(p.stem for p in SCENARIOS.glob("*.yaml"))

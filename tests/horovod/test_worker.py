@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from elastic_sim.scenario import ClusterModel, parse_scenario
-from faults.world import WAKE_LATENCY
+from elastic_sim.world import WAKE_LATENCY
 from tests.horovod.util import load, raw, simulate_run
 
 

@@ -10,13 +10,13 @@ from typing import Any
 
 import yaml
 
+from elastic_sim.checks import CheckResult, run_checks
 from elastic_sim.expect import ExpectationResult, evaluate
+from elastic_sim.reports.metrics import Metrics
 from elastic_sim.runner import simulate
 from elastic_sim.scenario import Scenario, parse_scenario
-from faults.world import RunResult
-from protocols.trace import TraceEvent
-from reports.checks import CheckResult, run_checks
-from reports.metrics import Metrics
+from elastic_sim.trace import TraceEvent
+from elastic_sim.world import RunResult
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "scenarios" / "horovod"

@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from protocols.api import (
+from elastic_sim.protocols.api import (
     Cancelled,
     CollectiveError,
     CollectiveFailed,
@@ -21,7 +21,7 @@ from protocols.api import (
     StoreTimeout,
     TracedGroup,
 )
-from protocols.sync import Event
+from elastic_sim.protocols.sync import Event
 
 Args = Mapping[str, Any]
 

@@ -19,11 +19,11 @@ from typing import Any, TypeVar
 import pytest
 
 from elastic_sim.cli import main
-from faults.model import OneWayPartition, Partition
-from faults.world import HostSpec, World
-from protocols.api import Runtime
-from protocols.trace import TraceEvent
-from real import netns
+from elastic_sim.faults.model import OneWayPartition, Partition
+from elastic_sim.protocols.api import Runtime
+from elastic_sim.real import netns
+from elastic_sim.trace import TraceEvent
+from elastic_sim.world import HostSpec, World
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "scenarios" / "torchelastic"
@@ -110,7 +110,7 @@ def test_a_one_way_partition_drops_one_direction() -> None:
 
 @needs_cut
 def test_messages_across_a_cut_stall_until_it_heals(tmp_path: Path) -> None:
-    import real
+    from elastic_sim import real
 
     cut = Partition(id="cut", at=1.0, groups=(("h2",), ("h0",)), duration=1.5)
     events: list[TraceEvent] = []
@@ -142,9 +142,9 @@ def test_messages_across_a_cut_stall_until_it_heals(tmp_path: Path) -> None:
 
 LAUNCH = textwrap.dedent("""
     import sys
-    import real
-    from faults.model import Partition
-    from faults.world import HostSpec, World
+    from elastic_sim import real
+    from elastic_sim.faults.model import Partition
+    from elastic_sim.world import HostSpec, World
     w = World(hosts=(HostSpec("h0"), HostSpec("h1")), entry="tests.real.entries:sleeper",
               args={"children": ["c"]}, time_limit=120.0)
     cut = Partition(id="cut", at=0.2, groups=(("h0",), ("h1",)), duration=100.0)
@@ -255,8 +255,8 @@ def test_a_cut_is_traced_from_when_it_is_in_force_not_from_when_it_was_due(
 ) -> None:
     """Otherwise a message sent between the two crosses a cut that the trace says was
     there (CI saw one: sent 1.7 ms after the traced start, delivered at once)."""
-    from real.injector import Injector
-    from real.tracefile import TraceFile
+    from elastic_sim.real.injector import Injector
+    from elastic_sim.real.tracefile import TraceFile
 
     targets = _SlowCut()
     trace = TraceFile(tmp_path / "trace.jsonl")

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from faults.model import CrashHost, CrashProcess, Fault, HangHost, Partition
-from faults.world import HostSpec, RunResult, World
-from protocols.trace import TraceEvent
+from elastic_sim.faults.model import CrashHost, CrashProcess, Fault, HangHost, Partition
+from elastic_sim.trace import TraceEvent
+from elastic_sim.world import HostSpec, RunResult, World
 
 pytestmark = [
     pytest.mark.real,
@@ -58,7 +58,7 @@ def leftovers(workdir: Path) -> list[str]:
 def run(
     tmp_path: Path, w: World, faults: Sequence[Fault] = ()
 ) -> tuple[RunResult, list[TraceEvent]]:
-    import real
+    from elastic_sim import real
 
     events: list[TraceEvent] = []
     result = real.run(w, faults, seed=7, workdir=tmp_path / "run", emit=events.append)
@@ -247,8 +247,8 @@ def test_ctrl_c_on_the_launcher_leaves_no_process_behind(tmp_path: Path) -> None
     script = textwrap.dedent(
         f"""
         from pathlib import Path
-        import real
-        from faults.world import HostSpec, World
+        from elastic_sim import real
+        from elastic_sim.world import HostSpec, World
         w = World(hosts=(HostSpec("h0"), HostSpec("h1")), entry="{ENTRIES}:sleeper",
                   args={{"children": ["w"]}}, time_limit=120)
         real.run(w, [], 1, Path({str(workdir)!r}), lambda ev: None)
@@ -262,7 +262,7 @@ def test_ctrl_c_on_the_launcher_leaves_no_process_behind(tmp_path: Path) -> None
         while not (workdir / "trace" / "h1__w.jsonl").exists():
             assert time.monotonic() < deadline and launcher.poll() is None, "run did not start"
             time.sleep(0.1)
-        procs = [p for p in leftovers(workdir) if "real.proc" in p]
+        procs = [p for p in leftovers(workdir) if "elastic_sim.real.proc" in p]
         assert len(procs) == 4  # two hosts, each with a child
         launcher.send_signal(signal.SIGINT)
         _, err = launcher.communicate(timeout=30)
@@ -277,8 +277,7 @@ def test_ctrl_c_on_the_launcher_leaves_no_process_behind(tmp_path: Path) -> None
 def test_launcher_failure_leaves_no_process_behind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import real
-    import real.launcher
+    from elastic_sim import real
 
     monkeypatch.setattr(real.launcher, "READY_TIMEOUT", 0.05)
     with pytest.raises(real.launcher.LaunchError, match="not ready"):
@@ -295,7 +294,7 @@ def test_importing_real_does_not_import_torch() -> None:
 def test_partitions_are_refused_before_anything_starts_without_ip_and_nft(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import real
+    from elastic_sim import real
 
     monkeypatch.setenv("PATH", str(tmp_path))
 

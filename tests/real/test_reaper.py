@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from real import reaper
+from elastic_sim.real import reaper
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
 

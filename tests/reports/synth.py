@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocols.trace import TraceEvent
-from reports.metrics import compute
+from elastic_sim.reports.metrics import compute
+from elastic_sim.trace import TraceEvent
 
 SYNC_S = 0.005
 COLL_S = 0.002
@@ -58,7 +58,7 @@ def static_run(
     names = [f"h{i}" for i in range(hosts)]
     tr.add(0.0, "*", "run_start", "elastic-sim", scenario=scenario, seed=0, mode="sim")
     for h in names:
-        tr.add(0.0, h, "proc_start", entry="protocols.static.main:host_main")
+        tr.add(0.0, h, "proc_start", entry="elastic_sim.protocols.static.main:host_main")
         tr.add(0.001, h, "rdzv_join", round=0)
     members, rnd, step, committed = names, 0, 0, 0
     t = _form(tr, members, rnd, 0.003, 0)

@@ -7,9 +7,9 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from protocols.trace import TraceEvent, encode
-from reports.html import render_html
-from reports.view import build_view
+from elastic_sim.reports.html import render_html
+from elastic_sim.reports.view import build_view
+from elastic_sim.trace import TraceEvent, encode
 from tests.reports.synth import static_run, summary_for
 
 EVIL = '<script>alert("x")</script><img src=x onerror=alert(1)>'

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocols.trace import TraceEvent
-from reports.metrics import (
+from elastic_sim.reports.metrics import (
     goodput,
     lost_samples,
     recoveries_of,
@@ -14,6 +13,7 @@ from reports.metrics import (
     rounds_of,
     world_size_series,
 )
+from elastic_sim.trace import TraceEvent
 from tests.reports.synth import static_run
 
 

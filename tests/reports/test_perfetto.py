@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from reports.perfetto import chrome_trace
+from elastic_sim.reports.perfetto import chrome_trace
 from tests.reports.synth import static_run
 
 NUMBER = (int, float)

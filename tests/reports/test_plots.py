@@ -6,7 +6,7 @@ import pytest
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from reports.plots import (
+from elastic_sim.reports.plots import (
     COLORS,
     FAULT_COLOR,
     MAX_ROWS,
@@ -15,8 +15,8 @@ from reports.plots import (
     timeline_rows,
     world_size_figure,
 )
-from reports.render import plot_images
-from reports.view import RunView, build_view
+from elastic_sim.reports.render import plot_images
+from elastic_sim.reports.view import RunView, build_view
 from tests.reports.synth import static_run, summary_for
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

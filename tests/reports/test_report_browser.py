@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from elastic_sim.cli import main
-from reports.plots import COLORS, FAULT_COLOR
+from elastic_sim.reports.plots import COLORS, FAULT_COLOR
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")

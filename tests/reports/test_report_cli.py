@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from elastic_sim.cli import main
-from protocols.trace import write_trace
+from elastic_sim.trace import write_trace
 from tests.reports.synth import static_run, summary_for
 from tests.reports.test_perfetto import schema_errors
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from protocols.trace import TraceEvent
-from reports.spans import fault_spans, timelines
+from elastic_sim.reports.spans import fault_spans, timelines
+from elastic_sim.trace import TraceEvent
 from tests.reports.synth import static_run
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from faults.model import Fault
-from faults.world import CollectiveModel, HostSpec, LinkSpec, RunResult, World
-from protocols.trace import TraceEvent, encode
-from sim import run
+from elastic_sim.faults.model import Fault
+from elastic_sim.sim import run
+from elastic_sim.trace import TraceEvent, encode
+from elastic_sim.world import CollectiveModel, HostSpec, LinkSpec, RunResult, World
 
 L = 0.001
 """Default link latency of the test worlds: a star, so host to host is 2 * L."""

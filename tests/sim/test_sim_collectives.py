@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from faults.model import CrashHost, HangHost, Partition
-from faults.world import CollectiveModel
-from protocols.api import CollectiveError, Runtime
+from elastic_sim.faults.model import CrashHost, HangHost, Partition
+from elastic_sim.protocols.api import CollectiveError, Runtime
+from elastic_sim.world import CollectiveModel
 from tests.sim.simutil import L, make_world, of, one, simulate, trace_bytes
 
 M = "tests.sim.test_sim_collectives"

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from faults.model import CrashHost, CrashProcess, HangHost, Partition
-from faults.world import HostSpec, LinkSpec
-from protocols.api import Runtime
-from sim.network import Network
+from elastic_sim.faults.model import CrashHost, CrashProcess, HangHost, Partition
+from elastic_sim.protocols.api import Runtime
+from elastic_sim.sim.network import Network
+from elastic_sim.world import HostSpec, LinkSpec
 from tests.sim.simutil import L, make_world, of, one, simulate, trace_bytes
 
 M = "tests.sim.test_sim_network_faults"

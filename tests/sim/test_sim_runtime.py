@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from faults.model import CrashHost, CrashProcess, HangHost
-from faults.world import HostSpec
-from protocols.api import Cancelled, OperationTimeout, Runtime
-from protocols.sync import Event, Lock, Queue
+from elastic_sim.faults.model import CrashHost, CrashProcess, HangHost
+from elastic_sim.protocols.api import Cancelled, OperationTimeout, Runtime
+from elastic_sim.protocols.sync import Event, Lock, Queue
+from elastic_sim.world import HostSpec
 from tests.sim.simutil import L, make_world, of, one, simulate
 
 M = "tests.sim.test_sim_runtime"

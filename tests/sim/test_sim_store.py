@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from faults.model import CrashHost, HangHost, Partition
-from protocols.api import Runtime, Store, StoreError
+from elastic_sim.faults.model import CrashHost, HangHost, Partition
+from elastic_sim.protocols.api import Runtime, Store, StoreError
 from tests.sim.simutil import L, make_world, of, one, simulate
 
 M = "tests.sim.test_sim_store"

@@ -12,15 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from elastic_sim.checks import run_checks
+from elastic_sim.protocols.api import Runtime
 from elastic_sim.runner import simulate as simulate_scenario
 from elastic_sim.scenario import load_scenario
+from elastic_sim.sim import run
+from elastic_sim.sim.kernel import Kernel
 from elastic_sim.testing import GeneratedRun, assert_no_violation, runs_for, tie_seeds
-from faults.world import HostSpec
-from protocols.api import Runtime
-from protocols.trace import TraceEvent, encode
-from reports.checks import run_checks
-from sim import run
-from sim.kernel import Kernel
+from elastic_sim.trace import TraceEvent, encode
+from elastic_sim.world import HostSpec
 from tests.sim.simutil import make_world, one
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"

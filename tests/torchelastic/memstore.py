@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
-from protocols.api import Store, StoreTimeout
+from elastic_sim.protocols.api import Store, StoreTimeout
 
 T = TypeVar("T")
 

@@ -9,25 +9,25 @@ from typing import Any
 
 import pytest
 
-from faults.world import WAKE_LATENCY, HostSpec, World
-from protocols.api import Runtime
-from protocols.torchelastic.agent import (
+from elastic_sim.protocols.api import Runtime
+from elastic_sim.protocols.torchelastic.agent import (
     TRANSITIONS,
     WorkerState,
     decide,
     monitor_state,
     worker_env,
 )
-from protocols.torchelastic.agent_ranks import (
+from elastic_sim.protocols.torchelastic.agent_ranks import (
     AgentRanks,
     RoleInfo,
     compute_ranks,
     identical_ranks,
 )
-from protocols.torchelastic.handler import RendezvousInfo, RendezvousStoreInfo
-from protocols.torchelastic.knobs import TorchElasticKnobs
-from protocols.torchelastic.state import NodeDesc
-from protocols.trace import TraceEvent
+from elastic_sim.protocols.torchelastic.handler import RendezvousInfo, RendezvousStoreInfo
+from elastic_sim.protocols.torchelastic.knobs import TorchElasticKnobs
+from elastic_sim.protocols.torchelastic.state import NodeDesc
+from elastic_sim.trace import TraceEvent
+from elastic_sim.world import WAKE_LATENCY, HostSpec, World
 
 # -- control-loop decisions -------------------------------------------------------------
 
@@ -124,7 +124,7 @@ def test_knob_defaults_are_torchruns() -> None:
 
 # -- the launcher's epilogue, observed in the simulator ----------------------------------
 
-LAUNCHER = "protocols.torchelastic.launcher:host_main"
+LAUNCHER = "elastic_sim.protocols.torchelastic.launcher:host_main"
 FAST = {"min_nodes": 1, "max_nodes": 1, "max_restarts": 0, "keep_alive_interval": 1.0,
         "heartbeat_timeout": 1.0, "last_call_timeout": 1.0, "shutdown_timeout": 2.0,
         "close_timeout": 5.0}
@@ -141,7 +141,7 @@ async def signal_parent(rt: Runtime, args: Mapping[str, Any]) -> int:
 
 
 def run_sim(entry: str, args: dict[str, Any], faults: tuple[Any, ...] = ()) -> list[TraceEvent]:
-    import sim
+    from elastic_sim import sim
 
     events: list[TraceEvent] = []
     world = World(hosts=(HostSpec("h0"),), entry=entry, args=args, time_limit=120)
@@ -173,7 +173,7 @@ def test_success_closes_the_rendezvous_and_exits_0() -> None:
 
 
 def test_exhausted_restarts_close_the_rendezvous_and_exit_1() -> None:
-    from faults.model import CrashProcess
+    from elastic_sim.faults.model import CrashProcess
 
     events = run_sim(LAUNCHER, launch_args(max_restarts=1),
                      (CrashProcess("k1", 1.0, "h0/w0"), CrashProcess("k2", 2.5, "h0/w0")))
@@ -249,7 +249,7 @@ async def polite_worker(rt: Runtime, args: Mapping[str, Any]) -> int:
 
 async def stop_parent(rt: Runtime, args: Mapping[str, Any]) -> int:
     """An agent stops one polite and one stubborn worker."""
-    from protocols.torchelastic.agent import ElasticAgent
+    from elastic_sim.protocols.torchelastic.agent import ElasticAgent
 
     agent = ElasticAgent(rt, None, TorchElasticKnobs(), {}, 0)  # type: ignore[arg-type]
     agent.procs = [

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from protocols.torchelastic.agent_ranks import RoleInfo, compute_ranks, identical_ranks
+from elastic_sim.protocols.torchelastic.agent_ranks import RoleInfo, compute_ranks, identical_ranks
 
 torch = pytest.importorskip("torch", reason="the differential test needs torch 2.13")
 

@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocols.torchelastic.backend import NULL_SENTINEL, C10dBackend
-from protocols.torchelastic.executor import Executor, StateHolder
-from protocols.torchelastic.ops import (
+from elastic_sim.protocols.torchelastic.backend import NULL_SENTINEL, C10dBackend
+from elastic_sim.protocols.torchelastic.executor import Executor, StateHolder
+from elastic_sim.protocols.torchelastic.ops import (
     Action,
     Context,
     RendezvousError,
@@ -31,7 +31,7 @@ from protocols.torchelastic.ops import (
     join_op,
     keep_alive_op,
 )
-from protocols.torchelastic.state import (
+from elastic_sim.protocols.torchelastic.state import (
     US,
     NodeDesc,
     NodeMap,

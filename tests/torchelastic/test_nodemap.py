@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocols.torchelastic import nodemap
-from protocols.torchelastic.nodemap import NodeDesc, NodeMap
+from elastic_sim.protocols.torchelastic import nodemap
+from elastic_sim.protocols.torchelastic.nodemap import NodeDesc, NodeMap
 
 NODES = st.builds(NodeDesc, st.sampled_from(["a", "b", "c", "node1", "node10", "node2"]),
                   st.integers(0, 40), st.integers(0, 2))

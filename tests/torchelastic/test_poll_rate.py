@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from faults.world import WAKE_LATENCY, HostSpec, World
-from protocols.torchelastic.executor import StateHolder
+from elastic_sim.protocols.torchelastic.executor import StateHolder
+from elastic_sim.world import WAKE_LATENCY, HostSpec, World
 
 LATE = 10.0
 
@@ -21,7 +21,7 @@ LATE = 10.0
 def _reads(wake_latency: float, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many times each of two nodes read the stored state while it waited for a third
     (min = max = 3) that comes at 10 s."""
-    import sim
+    from elastic_sim import sim
 
     reads: dict[str, list[float]] = {}
     plain = StateHolder.sync
@@ -37,7 +37,7 @@ def _reads(wake_latency: float, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     monkeypatch.setattr(StateHolder, "sync", counting)
     world = World(
         hosts=(HostSpec("n0"), HostSpec("n1"), HostSpec("n2", start_at=LATE)),
-        entry="protocols.torchelastic.join_once:rendezvous_once",
+        entry="elastic_sim.protocols.torchelastic.join_once:rendezvous_once",
         args={"store_host": "n0", "knobs": {"min_nodes": 3, "max_nodes": 3, "run_id": "poll"}},
         wake_latency=wake_latency, time_limit=60.0,
     )

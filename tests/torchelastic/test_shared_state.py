@@ -5,11 +5,11 @@ identity, as the state it wrote, however many writes are in flight."""
 
 from __future__ import annotations
 
-from protocols.torchelastic.backend import C10dBackend
-from protocols.torchelastic.executor import Executor, StateHolder
-from protocols.torchelastic.memo import WriteMemo
-from protocols.torchelastic.ops import Action, join_op, keep_alive_op
-from protocols.torchelastic.state import NodeDesc, RendezvousSettings, RendezvousState
+from elastic_sim.protocols.torchelastic.backend import C10dBackend
+from elastic_sim.protocols.torchelastic.executor import Executor, StateHolder
+from elastic_sim.protocols.torchelastic.memo import WriteMemo
+from elastic_sim.protocols.torchelastic.ops import Action, join_op, keep_alive_op
+from elastic_sim.protocols.torchelastic.state import NodeDesc, RendezvousSettings, RendezvousState
 from tests.torchelastic.memstore import MemStore, run_now
 
 SETTINGS = RendezvousSettings(run_id="t", min_nodes=2, max_nodes=3, last_call_timeout=30)

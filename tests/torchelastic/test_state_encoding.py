@@ -9,7 +9,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocols.torchelastic.state import (
+from elastic_sim.protocols.torchelastic.state import (
     WRITTEN,
     NodeDesc,
     NodeMap,

@@ -13,8 +13,13 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from protocols.torchelastic.ops import Action
-from protocols.torchelastic.state import NodeDesc, NodeMap, RendezvousSettings, RendezvousState
+from elastic_sim.protocols.torchelastic.ops import Action
+from elastic_sim.protocols.torchelastic.state import (
+    NodeDesc,
+    NodeMap,
+    RendezvousSettings,
+    RendezvousState,
+)
 
 TORCH_VERSION = "2.13.0"
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)

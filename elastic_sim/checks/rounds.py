@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from protocols.trace import TraceEvent
-from reports.verdict import CheckResult, Violation
+from elastic_sim.checks.verdict import CheckResult, Violation
+from elastic_sim.trace import TraceEvent
 
 
 def _host_of(proc: str) -> str:

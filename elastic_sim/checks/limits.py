@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from protocols.trace import TraceEvent
-from reports.verdict import CheckResult, Violation
+from elastic_sim.checks.verdict import CheckResult, Violation
+from elastic_sim.trace import TraceEvent
 
 TERMINAL = ("job_done", "job_failed")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from protocols.trace import TraceEvent
+from elastic_sim.trace import TraceEvent
 
 
 @dataclass

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
-from protocols.trace import TraceEvent
-from reports.verdict import CheckResult as CheckResult
-from reports.verdict import Violation as Violation
+from elastic_sim.checks.verdict import CheckResult as CheckResult
+from elastic_sim.checks.verdict import Violation as Violation
+from elastic_sim.trace import TraceEvent
 
 MAX_VIOLATIONS = 5
 """Violations kept per check: the first ones are the ones that matter."""
@@ -157,14 +157,14 @@ def committed_progress(events: Sequence[TraceEvent]) -> CheckResult:
 
 # Checks v2 live in their own modules (one concept each); imported here so that CHECKS is
 # the one list of every check.
-from reports.check_limits import limits, rendezvous_closed_by_job_end  # noqa: E402
-from reports.check_liveness import (  # noqa: E402
+from elastic_sim.checks.limits import limits, rendezvous_closed_by_job_end  # noqa: E402
+from elastic_sim.checks.liveness import (  # noqa: E402
     no_restart_loop,
     progress_after_faults,
     terminates,
     world_converges,
 )
-from reports.check_rounds import (  # noqa: E402
+from elastic_sim.checks.rounds import (  # noqa: E402
     epoch_isolation,
     master_agreement,
     members_alive_at_completion,
