@@ -10,10 +10,15 @@ import argparse
 import sys
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from elastic_sim.errors import ScenarioError
+
+if TYPE_CHECKING:
+    from elastic_sim.real.cluster.launchers import LaunchOptions
+    from elastic_sim.scenario import Scenario
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -33,6 +38,20 @@ def _parser() -> argparse.ArgumentParser:
                      help="sim: deterministic simulation; real: OS processes, TCPStore, Gloo")
     run.add_argument("--out", type=Path, default=None,
                      help="output directory (default: runs/<scenario>-<mode>-s<seed>)")
+    run.add_argument("--launcher", choices=["local", "netns", "slurm", "k8s", "env"],
+                     default="local", help="real mode: where the hosts run: all on this "
+                     "machine (local), one network namespace each (netns), one Slurm task "
+                     "each (slurm, inside an allocation), Kubernetes manifests to apply (k8s), "
+                     "or nodes you start yourself (env)")
+    run.add_argument("--bind", default="127.0.0.1",
+                     help="interface the cluster coordinator listens on (default loopback)")
+    run.add_argument("--port", type=_nonneg_int, default=0,
+                     help="port of the cluster coordinator (default: any free one)")
+    run.add_argument("--nodes", type=_pos_int, default=None,
+                     help="number of cluster nodes (default: one per host, or the Slurm "
+                     "allocation's tasks)")
+    run.add_argument("--image", default="elastic-sim:latest",
+                     help="--launcher k8s: the container image with elastic-sim and torch")
     run.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
     run.add_argument("--no-report", action="store_true",
                      help="skip report.html, the plots and trace.perfetto.json")
@@ -43,6 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     _add_explore(sub)
     val = sub.add_parser("validate", help="check scenario files without running them")
     val.add_argument("scenarios", nargs="+")
+    sub.add_parser("node", add_help=False,
+                   help="cluster mode: run this machine's share of a real run (started once "
+                   "per machine by Slurm, Kubernetes, mpirun...; see `elastic-sim node --help`)")
     ls = sub.add_parser("scenarios", help="list the scenarios in a directory")
     ls.add_argument("directory", nargs="?", default="scenarios")
     return p
@@ -102,6 +124,11 @@ def _nonneg_int(text: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``elastic-sim`` console script."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["node"]:  # the node entry owns its arguments (and its exit codes)
+        from elastic_sim.real.cluster.node import main as node_main
+
+        return node_main(argv[1:])
     args = _parser().parse_args(argv)
     # Not a terminal (CI logs, pipes): wide enough that tables do not wrap.
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
@@ -118,10 +145,19 @@ def main(argv: list[str] | None = None) -> int:
     except ScenarioError as exc:
         _err(f"error: {exc}")
         return EXIT_BAD_INPUT
+
     except KeyboardInterrupt:
         _err("interrupted")
         return 130
     except Exception as exc:  # an internal error still gets one line, not a traceback
+        if type(exc).__name__ == "NotInAllocation":  # the sbatch script goes to stdout
+            why, _, script = str(exc).partition("\n\n")
+            print(script, end="")
+            _err(f"error: {why}")
+            return EXIT_BAD_INPUT
+        if type(exc).__name__ == "ClusterError":
+            _err(f"error: cluster run: {exc}")
+            return EXIT_BAD_INPUT
         if args.debug:
             traceback.print_exc()
         _err(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the "
@@ -142,16 +178,48 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     sc = load_scenario(args.scenario)
     seed = sc.seed if args.seed is None else args.seed
     out = args.out or Path("runs") / f"{sc.name}-{args.mode}-s{seed}"
+    launch = _launch_options(args, out)
+    if launch is not None and launch.launcher == "k8s":
+        return _cmd_k8s(args, sc, seed, out, console)
+    if launch is not None and launch.launcher == "slurm":
+        from elastic_sim.real.cluster.launchers import check_allocation
+        from elastic_sim.runner import build_world
+
+        check_allocation(build_world(sc, seed, "real"), launch)
     with console.status(f"running {sc.name} ({args.mode})...") as status:
         report = run_scenario(
             sc, seed=seed, mode=args.mode, out_dir=out, file=args.scenario,
             progress=lambda msg: status.update(msg), write_report=not args.no_report,
+            launch=launch,
         )
     if args.quiet:
         console.print(("PASS" if report.passed else "FAIL") + f" {report.out_dir}")
     else:
         print_report(report, console)
     return report.exit_code
+
+
+def _launch_options(args: argparse.Namespace, out: Path) -> LaunchOptions | None:
+    """The cluster options of ``run``; None for the local launcher."""
+    if args.launcher == "local":
+        return None
+    if args.mode != "real":
+        raise ScenarioError("--launcher", "", f"--launcher {args.launcher} needs --mode real")
+    from elastic_sim.real.cluster.launchers import LaunchOptions
+
+    return LaunchOptions(launcher=args.launcher, bind=args.bind, port=args.port,
+                         nodes=args.nodes, scenario_file=args.scenario, out=str(out))
+
+
+def _cmd_k8s(args: argparse.Namespace, sc: Scenario, seed: int, out: Path,
+             console: Console) -> int:
+    """``--launcher k8s``: write the manifests that run the scenario on a cluster."""
+    from elastic_sim.real.cluster.k8s import write_manifests
+
+    path = write_manifests(Path(args.scenario), sc, seed, out / "k8s", image=args.image,
+                           port=args.port or 29400)
+    console.print(f"wrote {path}; run it with: kubectl apply -f {path}", markup=False)
+    return 0
 
 
 def _cmd_explore(args: argparse.Namespace, console: Console) -> int:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from elastic_sim.checks import CheckResult, run_checks
 from elastic_sim.errors import ScenarioError
@@ -19,7 +20,10 @@ from elastic_sim.registry import PROTOCOLS
 from elastic_sim.reports.metrics import Metrics, compute
 from elastic_sim.scenario import Scenario, scenario_dict, workload_dict
 from elastic_sim.trace import TraceEvent, TraceWriter, encode
-from elastic_sim.world import RunResult, World
+from elastic_sim.world import NCCL, CollectiveModel, RunResult, World
+
+if TYPE_CHECKING:
+    from elastic_sim.real.cluster.launchers import LaunchOptions
 
 Mode = Literal["sim", "real"]
 
@@ -77,6 +81,8 @@ def build_world(sc: Scenario, seed: int, mode: Mode) -> World:
         process_start=sc.cluster.process_start,
         wake_latency=sc.cluster.wake_latency,
         time_limit=sc.time_limit,
+        device=sc.cluster.device,
+        collectives=NCCL if sc.cluster.device == "cuda" else CollectiveModel(),
     )
 
 
@@ -119,6 +125,7 @@ def run_scenario(
     file: str = "<scenario>",
     progress: Callable[[str], None] | None = None,
     write_report: bool = False,
+    launch: LaunchOptions | None = None,
 ) -> RunReport:
     """Run one scenario and write ``trace.jsonl`` and ``summary.json`` into ``out_dir``,
     and with ``write_report`` the reports (report.html, plots, Perfetto trace): the CLI
@@ -135,7 +142,7 @@ def run_scenario(
     started = time.perf_counter()
     try:
         metrics, result = _record(sc, world, faults, seed, mode, out_dir, part, events, progress,
-                                  sc.tie_seed if mode == "sim" else None)
+                                  sc.tie_seed if mode == "sim" else None, launch)
     except BaseException:
         part.unlink(missing_ok=True)  # nothing half-written
         raise
@@ -174,7 +181,7 @@ def simulate(sc: Scenario, seed: int, tie_seed: int | None = None,
 def _record(
     sc: Scenario, world: World, faults: list[Fault], seed: int, mode: Mode, out_dir: Path,
     part: Path, events: list[TraceEvent], progress: Callable[[str], None] | None,
-    tie_seed: int | None = None,
+    tie_seed: int | None = None, launch: LaunchOptions | None = None,
 ) -> tuple[Metrics, RunResult]:
     """Run the runtime, writing every event to ``part`` and ``events``."""
     with part.open("w", encoding="utf-8") as fh:
@@ -189,7 +196,8 @@ def _record(
         if tie_seed is not None:
             start["tie_seed"] = tie_seed
         emit(TraceEvent(0.0, "*", "elastic-sim", "run_start", start))
-        result = _run_runtime(world, faults, seed, mode, out_dir, emit, progress, tie_seed)
+        result = _run_runtime(world, faults, seed, mode, out_dir, emit, progress, tie_seed,
+                              launch)
         metrics = compute(events, sc.workload.steps, result.exit_codes, result.hung,
                           result.end_time, sc.workload.batch_size)
         emit(TraceEvent(result.end_time, "*", "elastic-sim", "run_end",
@@ -203,7 +211,7 @@ def _record(
 def _run_runtime(
     world: World, faults: list[Fault], seed: int, mode: Mode, out_dir: Path,
     emit: Callable[[TraceEvent], None], progress: Callable[[str], None] | None,
-    tie_seed: int | None = None,
+    tie_seed: int | None = None, launch: LaunchOptions | None = None,
 ) -> RunResult:
     if mode == "sim":
         from elastic_sim import sim
@@ -215,7 +223,8 @@ def _run_runtime(
         raise ScenarioError("--mode real", "", f"real mode needs torch: {exc}") from None
     if progress:
         progress("starting real processes (importing torch takes a few seconds)")
-    return real.run(world, faults, seed, out_dir / "real", emit)
+    return real.run(world, faults, seed, out_dir / "real", emit, launch=launch,
+                    log=lambda line: print(line, file=sys.stderr, flush=True))
 
 
 def summary_json(r: RunReport) -> dict[str, Any]:

@@ -71,6 +71,9 @@ class ClusterModel(_Strict):
     """Sim only: seconds before a process started at run time (a worker) runs its entry."""
     wake_latency: NonNeg = WAKE_LATENCY
     """Sim only: seconds a sleep lasts beyond its due time (real sleeps wake late)."""
+    device: Literal["cpu", "cuda"] = "cpu"
+    """Where training tensors live: ``cpu`` (Gloo groups) or ``cuda`` (NCCL groups, one
+    GPU per worker; the sim then uses its NCCL failure model)."""
 
     def host_specs(self) -> list[HostSpec]:
         """Host specs in order (a count N gives h0..h{N-1})."""

@@ -54,6 +54,13 @@ class CollectiveModel:
     """...but with this probability only at the group's timeout."""
 
 
+NCCL = CollectiveModel(alpha=0.00002, detect_fast_max=0.0, detect_slow_prob=1.0)
+"""NCCL's profile, ESTIMATED (no GPU measurement on these machines yet): a dead or
+powered-off peer is not seen by a pending collective, which waits for the group's timeout
+(the watchdog then aborts it, ``TORCH_NCCL_ASYNC_ERROR_HANDLING``); the software cost of a
+step is below Gloo's. Replace with measurements from a GPU machine."""
+
+
 @dataclass(frozen=True)
 class World:
     """Everything a runtime needs to run a job: the cluster, and what runs on it.
@@ -79,6 +86,9 @@ class World:
     ``Runtime.sleep`` of a positive duration."""
     time_limit: float = 3600.0
     """Run time after which a run that has not ended is stopped and called hung."""
+    device: Literal["cpu", "cuda"] = "cpu"
+    """Where real mode puts training tensors: Gloo groups on the CPU, or NCCL groups on
+    GPUs (one per worker)."""
 
     def host(self, name: str) -> HostSpec:
         """The host named ``name``; KeyError if there is none."""

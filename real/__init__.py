@@ -11,11 +11,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from elastic_sim.faults.model import Fault
+from elastic_sim.real.cluster.launchers import LaunchOptions
 from elastic_sim.real.injector import UnsupportedInRealMode, check_supported
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import RunResult, World
 
-__all__ = ["UnsupportedInRealMode", "run"]
+__all__ = ["LaunchOptions", "UnsupportedInRealMode", "run"]
 
 
 def run(
@@ -25,16 +26,23 @@ def run(
     workdir: Path,
     emit: Callable[[TraceEvent], None],
     bind: str = "127.0.0.1",
+    launch: LaunchOptions | None = None,
+    log: Callable[[str], None] = print,
 ) -> RunResult:
     """Run ``world`` with ``faults`` for real; emit every trace event in run-time order.
 
     Raises :class:`UnsupportedInRealMode` before starting anything if a fault cannot be
     injected for real, and ModuleNotFoundError if torch is not installed. Processes, logs
     and per-process traces live under ``workdir``; none of the processes outlives the
-    call, whatever happens (Ctrl-C included)."""
+    call, whatever happens (Ctrl-C included). ``launch`` spreads the hosts over cluster
+    nodes (:mod:`real.cluster`); by default every host runs on this machine."""
     check_supported(world, faults)
     if importlib.util.find_spec("torch") is None:
         raise ModuleNotFoundError("real mode needs torch (pip install torch==2.13.0)", name="torch")
+    if launch is not None and launch.launcher != "local":
+        from elastic_sim.real.cluster.launchers import run_cluster
+
+        return run_cluster(world, faults, seed, Path(workdir), emit, launch, log)
     from elastic_sim.real.launcher import Launcher
 
     return Launcher(world, faults, seed, Path(workdir), bind).run(emit)

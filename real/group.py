@@ -59,13 +59,7 @@ async def new_group(
     """Join Gloo group ``name`` through ``store`` (keys under the store's prefixes and
     ``name``); :class:`CollectiveTimeout` if the members do not all join in ``timeout``."""
     dist = torch_distributed()
-    client, prefixes = unwrap(store)
-    try:
-        c10d = await client.dedicated()
-    except StoreError as exc:
-        raise CollectiveFailed(f"group {name}: store: {exc}") from exc
-    for prefix in prefixes:
-        c10d = dist.PrefixStore(prefix, c10d)
+    c10d = await c10d_store(store, name)
 
     def create() -> Any:
         opts = dist.ProcessGroupGloo._Options()
@@ -78,6 +72,20 @@ async def new_group(
     except (RuntimeError, OSError) as exc:
         raise collective_error(str(exc)) from None
     return GlooGroup(pg, name, rank, size, blocking)
+
+
+async def c10d_store(store: Store, name: str) -> Any:
+    """A torch store (a dedicated connection) seen through ``store``'s prefixes, for a
+    torch process group to rendezvous on; :class:`CollectiveFailed` if the store fails."""
+    dist = torch_distributed()
+    client, prefixes = unwrap(store)
+    try:
+        c10d = await client.dedicated()
+    except StoreError as exc:
+        raise CollectiveFailed(f"group {name}: store: {exc}") from exc
+    for prefix in prefixes:
+        c10d = dist.PrefixStore(prefix, c10d)
+    return c10d
 
 
 class GlooGroup(Group):

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,9 +64,14 @@ class Launcher:
     """Runs one world on this machine (see the module docstring)."""
 
     def __init__(
-        self, world: World, faults: Sequence[Fault], seed: int, workdir: Path, bind: str
+        self, world: World, faults: Sequence[Fault], seed: int, workdir: Path, bind: str,
+        local: Sequence[str] | None = None, addresses: Mapping[str, str] | None = None,
     ) -> None:
         self.world = world
+        self.local = tuple(world.host_names if local is None else local)
+        """The hosts whose processes this launcher starts (a cluster node: its share)."""
+        self.addresses = dict(addresses or {})
+        """Host name -> network address, where hosts are on other machines (cluster mode)."""
         self.faults = list(faults)
         self.seed = seed
         self.bind = bind
@@ -82,7 +87,7 @@ class Launcher:
     def run(self, emit: Callable[[TraceEvent], None]) -> RunResult:
         """Run the world; emit the merged trace; report exits and faults."""
         self.run_dir.prepare()
-        injector = Injector(self.faults, self, self._trace, self._now)
+        injector = self._injector()
         was_subreaper = reaper.set_subreaper(True)
         try:
             with _interrupts_raise():
@@ -118,12 +123,18 @@ class Launcher:
             trace_events=count,
         )
 
+    def _injector(self) -> Injector:
+        """What fires the run's faults (a cluster node takes its commands instead)."""
+        return Injector(self.faults, self, self._trace, self._now)
+
     # -- start -----------------------------------------------------------------------------
 
     def _start(self) -> None:
         cut = self.netns
-        addresses = cut.addresses() if cut is not None else {}
+        addresses = cut.addresses() if cut is not None else self.addresses
         for host in self.world.hosts:
+            if host.name not in self.local:
+                continue
             name = f"{host.name}/{self.world.proc_name}"
             spec = ProcSpec(
                 name=name,
@@ -140,6 +151,7 @@ class Launcher:
                 sys_path=tuple(sys.path),
                 hosts=self.world.host_names,
                 addresses=addresses,
+                device=self.world.device,
             )
             proc = popen(
                 spec, self.run_dir, new_session=True, stdin=subprocess.PIPE,
@@ -185,8 +197,16 @@ class Launcher:
         tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
         return f"{host.name} exited with code {code} before it was ready; {log}:\n{tail}"
 
+    def _origin(self) -> float:
+        """The run's time origin, on this machine's clock (a cluster node is told it)."""
+        return time.time()
+
+    def _should_stop(self) -> bool:
+        """Whether to end the run before its hosts exit (a cluster node: when told)."""
+        return False
+
     def _go(self) -> None:
-        self.t0 = time.time()
+        self.t0 = self._origin()
         line = f"GO {self.t0!r}\n".encode()
         for host in self.hosts.values():
             assert host.proc.stdin is not None and host.proc.stdout is not None
@@ -218,7 +238,7 @@ class Launcher:
                     injector.fire_due(now)
                     if all(h.exit_t is not None for h in self.hosts.values()):
                         return False
-                    if now >= self.world.time_limit:
+                    if now >= self.world.time_limit or self._should_stop():
                         return True
                     reaper.reap(self._adopted())
                     wake = min(injector.next_due(), self.world.time_limit)

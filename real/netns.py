@@ -184,11 +184,12 @@ class Namespace:
 
 
 def _creator(name: str) -> int | None:
-    """The launcher pid in a run namespace's name (``es-<pid>-<n>``); None if not one."""
+    """The launcher pid in a run namespace's name (``es-<pid>-<tag>``, the tag letters and
+    digits); None if not one."""
     parts = name.removeprefix(Namespace.PREFIX).split("-")
     if not name.startswith(Namespace.PREFIX) or len(parts) != 2:
         return None
-    return int(parts[0]) if parts[0].isdigit() and parts[1].isdigit() else None
+    return int(parts[0]) if parts[0].isdigit() and parts[1].isalnum() else None
 
 
 def sweep_stale() -> list[str]:

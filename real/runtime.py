@@ -140,6 +140,10 @@ class RealRuntime(api.Runtime):
     async def _new_group(
         self, store: Store, name: str, rank: int, size: int, timeout: float
     ) -> api.Group:
+        if self.spec.device == "cuda":
+            from elastic_sim.real import nccl
+
+            return await nccl.new_group(self._blocking, store, name, rank, size, timeout)
         return await group.new_group(
             self._blocking, self.spec.bind, store, name, rank, size, timeout
         )
@@ -167,6 +171,7 @@ class RealRuntime(api.Runtime):
             sys_path=tuple(sys.path),
             hosts=self.spec.hosts,
             addresses=self.spec.addresses,
+            device=self.spec.device,
         )
         proc = popen(spec, self.run_dir, new_session=False)
         start = reaper.start_time(proc.pid)

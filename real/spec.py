@@ -39,6 +39,8 @@ class ProcSpec:
     hosts: tuple[str, ...] = ()
     """The world's host names. Addresses name hosts (``h0:29500``, as in the sim); in
     local mode each of them is this machine."""
+    device: str = "cpu"
+    """``cpu``: Gloo groups; ``cuda``: NCCL groups on this process's GPU."""
     addresses: Mapping[str, str] = field(default_factory=dict)
     """Host name -> its own network address, where each host has one (runs with a network
     cut); a host not named here is reached at this process's address."""
