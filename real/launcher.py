@@ -90,7 +90,7 @@ class Launcher:
         injector = self._injector()
         was_subreaper = reaper.set_subreaper(True)
         try:
-            with _interrupts_raise():
+            with interrupts_raise():
                 try:
                     if self.netns is not None:
                         self.netns.create()
@@ -373,7 +373,7 @@ class Launcher:
 
 
 @contextmanager
-def _interrupts_raise() -> Iterator[None]:
+def interrupts_raise() -> Iterator[None]:
     """While a run lasts, SIGTERM raises SystemExit like Ctrl-C raises KeyboardInterrupt,
     so the cleanup in ``finally`` runs (only the main thread can take signals)."""
     if threading.current_thread() is not threading.main_thread():

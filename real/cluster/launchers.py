@@ -21,6 +21,7 @@ from elastic_sim.faults.model import Fault
 from elastic_sim.real.cluster import wire
 from elastic_sim.real.cluster.bridge import Bridge, node_address
 from elastic_sim.real.cluster.coordinator import Coordinator
+from elastic_sim.real.launcher import interrupts_raise
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import RunResult, World
 
@@ -95,13 +96,11 @@ def run_cluster(
 ) -> RunResult:
     """Run ``world`` with one node per machine as ``opts.launcher`` starts them."""
     workdir.mkdir(parents=True, exist_ok=True)
-    if opts.launcher == "netns":
-        return _run_netns(world, faults, seed, workdir, emit, opts, log)
-    if opts.launcher == "slurm":
-        return _run_slurm(world, faults, seed, workdir, emit, opts, log)
-    if opts.launcher == "env":
-        return _run_env(world, faults, seed, workdir, emit, opts, log)
-    raise ValueError(f"launcher {opts.launcher!r} does not run nodes")
+    runs = {"netns": _run_netns, "slurm": _run_slurm, "env": _run_env}
+    if opts.launcher not in runs:
+        raise ValueError(f"launcher {opts.launcher!r} does not run nodes")
+    with interrupts_raise():  # SIGTERM cleans up as Ctrl-C does
+        return runs[opts.launcher](world, faults, seed, workdir, emit, opts, log)
 
 
 def _run_env(world: World, faults: Sequence[Fault], seed: int, workdir: Path,
