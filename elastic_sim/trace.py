@@ -19,7 +19,9 @@ rdzv_rejected             round
 rdzv_failed               round, error
 group_init/group_ready    group, rank, size
 coll_enter                group, seq, op, nbytes
-coll_done / coll_fail     group, seq, op[, error]
+coll_done / coll_fail     group, seq, op[, error][, peer] (peer: the group rank whose
+                          death failed the call, where the runtime knows it: the sim)
+group_failed              group, rank, size, error[, peer] (joining the group failed)
 sync                      round, root, step, digest, root_digest
 step                      round, step
 commit                    step, digest

@@ -58,7 +58,14 @@ class CollectiveError(Exception):
 
 
 class CollectiveFailed(CollectiveError):
-    """A peer of the group died (connection closed by peer) or the group was aborted."""
+    """A peer of the group died (connection closed by peer) or the group was aborted.
+
+    ``peer``: the group rank whose loss failed the call, when the runtime knows it (traced
+    as ``coll_fail``'s ``peer``: the failure names the dead peer)."""
+
+    def __init__(self, message: str, peer: int | None = None) -> None:
+        super().__init__(message)
+        self.peer = peer
 
 
 class CollectiveTimeout(CollectiveError):
@@ -270,6 +277,12 @@ class Group(abc.ABC):
         """Fail every pending and future collective of this member with CollectiveFailed."""
 
 
+def blamed(exc: CollectiveError) -> dict[str, int]:
+    """The trace field naming the peer a collective failure blamed (none if unknown)."""
+    peer = getattr(exc, "peer", None)
+    return {} if peer is None else {"peer": int(peer)}
+
+
 class TracedGroup:
     """What protocols hold: a :class:`Group` whose collectives are traced identically in
     both runtimes (``coll_enter`` / ``coll_done`` / ``coll_fail``) and numbered."""
@@ -289,9 +302,8 @@ class TracedGroup:
         try:
             out = await aw
         except CollectiveError as exc:
-            self._rt.record(
-                "coll_fail", group=self.name, seq=seq, op=op, error=type(exc).__name__
-            )
+            self._rt.record("coll_fail", group=self.name, seq=seq, op=op,
+                            error=type(exc).__name__, **blamed(exc))
             raise
         self._rt.record("coll_done", group=self.name, seq=seq, op=op)
         return out
@@ -497,7 +509,12 @@ class Runtime(abc.ABC):
         Returns when all ``size`` members have joined; :class:`CollectiveTimeout` if they do
         not within ``timeout`` (which also bounds every collective of the group)."""
         self.record("group_init", group=name, rank=rank, size=size)
-        inner = await self._new_group(store, name, rank, size, timeout)
+        try:
+            inner = await self._new_group(store, name, rank, size, timeout)
+        except CollectiveError as exc:
+            self.record("group_failed", group=name, rank=rank, size=size,
+                        error=type(exc).__name__, **blamed(exc))
+            raise
         self.record("group_ready", group=name, rank=rank, size=size)
         return TracedGroup(self, inner)
 

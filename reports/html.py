@@ -96,6 +96,7 @@ def render_html(view: RunView, images: Mapping[str, bytes | None]) -> str:
         img_tag(images.get("world_size"), "world size over time"),
         "<h2 id=\"faults\">Faults</h2>", _faults(view),
         img_tag(images.get("recovery"), "recovery breakdown per fault") if view.faults else "",
+        "<h3 id=\"stalls\">Stalls</h3>", _stalls(view),
         "<h2 id=\"checks\">Checks</h2>", _checks(s.get("checks", [])),
         "<h2 id=\"expectations\">Expectations</h2>", _expectations(s.get("expectations", [])),
         "<h2 id=\"metrics\">Metrics</h2>", _metrics(view),
@@ -117,6 +118,7 @@ def _facts(view: RunView) -> str:
         ("goodput", f"{100 * g.ratio:.1f} %"),
         ("slowest recovery", _num(m.max_recovery_s)),
         ("lost steps", m.lost_steps),
+        ("stalled", _num(m.stalled_s)),
         ("re-rendezvous", view.restarts.rendezvous),
         ("run time", _num(m.end_time)),
     ]
@@ -145,12 +147,23 @@ def _faults(view: RunView) -> str:
             _num(healed.get(str(f.get("id")))),
             *(_num(ph.get(k)) for k in ("detect", "rendezvous", "sync", "first_step")),
             _num(rec.recovery_s) if rec else "—",
+            _num(rec.stall_s) if rec else "—",
             rec.lost_steps if rec else "—",
             lost_samples(rec, view.metrics.rounds, view.metrics.batch_size) if rec else "—",
+            rec.seen if rec else "",
         ))
     head = ("fault", "type", "target", "at", "fired", "healed at", "detect", "rendezvous",
-            "sync", "first step", "recovery", "lost steps", "lost samples")
-    return table(head, rows, numeric=range(6, 13))
+            "sync", "first step", "recovery", "stall", "lost steps", "lost samples", "seen as")
+    return table(head, rows, numeric=range(6, 14))
+
+
+def _stalls(view: RunView) -> str:
+    """Every interval with live members and no training progress, and its cause."""
+    rows = [(_num(st.start), _num(st.end), _num(st.duration), st.cause or "(no fault)",
+             "recovery" if st.recovering else "stall") for st in view.metrics.stalls]
+    if not rows:
+        return '<p class="muted">Training never stood still.</p>'
+    return table(("from", "to", "seconds", "blamed on", "during"), rows, numeric=range(0, 3))
 
 
 def _checks(checks: Sequence[Mapping[str, Any]]) -> str:
@@ -197,7 +210,7 @@ def _metrics(view: RunView) -> str:
         ("final world size", m.final_world_size),
         ("goodput", f"{100 * g.ratio:.1f} % (useful {g.useful_s:.3f} s of {g.wall_s:.3f} s)"),
         ("step time lost to rollbacks", _num(g.wasted_s)),
-        ("step time stalled on peers", _num(g.stalled_s)),
+        ("stalled (live members, no progress)", _num(g.stalled_s)),
         ("lost steps (all faults)", m.lost_steps),
         ("slowest recovery", _num(m.max_recovery_s)),
         ("restarts", f"{r.rendezvous} re-rendezvous, {r.rollbacks} rollbacks, "

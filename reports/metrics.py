@@ -1,12 +1,28 @@
 """Metrics from a trace: rounds and their membership, and for every fault how long the
-job took to detect it, re-form, sync and train again, and how much progress it lost."""
+job took to detect it, re-form, sync and train again, and how much progress it lost.
+
+Faults are blamed causally (:mod:`reports.causes`): a fault's detection is the first
+failure a survivor saw that names what the fault hit, so overlapping faults each get their
+own figures. A fault that needed a recovery runs from its start to the first step of the
+first world that trained after its detection; one that needed none reports the stall it
+caused (:mod:`reports.progress`). Lost steps are counted once per rollback."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from elastic_sim.reports.causes import Observation, detections, fault_hits
+from elastic_sim.reports.progress import (
+    Rollback,
+    Stall,
+    blame_stalls,
+    no_progress,
+    rollbacks,
+    round_progress,
+    typical_period,
+)
 from elastic_sim.trace import TraceEvent
 
 Outcome = Literal["completed", "failed", "hung"]
@@ -40,7 +56,18 @@ class Recovery:
     synced_at: float | None = None
     first_step_at: float | None = None
     lost_steps: int = 0
+    """Steps re-executed by the rollbacks of this fault's recovery."""
     new_round: int | None = None
+    stall_s: float = 0.0
+    """No-progress time this fault caused outside any recovery: the whole cost of a fault
+    that needed no reconfiguration."""
+    seen: str = ""
+    """The failure by which the job first saw this fault (empty: nobody saw it)."""
+
+    @property
+    def needed_recovery(self) -> bool:
+        """Whether a survivor saw this fault (its failure named what the fault hit)."""
+        return self.detected_at is not None
 
     @property
     def recovery_s(self) -> float | None:
@@ -75,6 +102,9 @@ class Metrics:
     errors: list[str] = field(default_factory=list)
     batch_size: int = 1
     """Samples per rank per step (from the workload)."""
+    stalls: list[Stall] = field(default_factory=list)
+    """Intervals with live members and no training progress, each with its cause."""
+    rollbacks: list[Rollback] = field(default_factory=list)
 
     @property
     def world_sizes(self) -> list[int]:
@@ -83,8 +113,13 @@ class Metrics:
 
     @property
     def lost_steps(self) -> int:
-        """Steps redone because of all faults."""
-        return sum(r.lost_steps for r in self.recoveries)
+        """Steps re-executed, once per rollback (whichever fault, if any, caused it)."""
+        return sum(rb.lost for rb in self.rollbacks)
+
+    @property
+    def stalled_s(self) -> float:
+        """Seconds with live members and no training progress (recoveries included)."""
+        return sum(st.duration for st in self.stalls)
 
     @property
     def max_recovery_s(self) -> float | None:
@@ -100,8 +135,13 @@ class Metrics:
             "final_world_size": self.final_world_size,
             "world_sizes": self.world_sizes,
             "lost_steps": self.lost_steps,
-            "lost_samples": sum(lost_samples(r, self.rounds, self.batch_size)
-                                for r in self.recoveries),
+            "lost_samples": sum(rb.lost * _world_before(rb, self.rounds) * self.batch_size
+                                for rb in self.rollbacks),
+            "stalled_s": _r(self.stalled_s),
+            "stalls": [{"start": _r(st.start), "end": _r(st.end), "cause": st.cause,
+                        "recovering": st.recovering} for st in self.stalls],
+            "rollbacks": [asdict(rb) | {"at": _r(rb.at), "lost": rb.lost}
+                          for rb in self.rollbacks],
             "max_recovery_s": _r(self.max_recovery_s),
             "end_time": _r(self.end_time),
             "failed_procs": self.failed_procs,
@@ -114,6 +154,7 @@ class Metrics:
                     "new_round": r.new_round, "recovery_s": _r(r.recovery_s),
                     "lost_steps": r.lost_steps,
                     "lost_samples": lost_samples(r, self.rounds, self.batch_size),
+                    "stall_s": _r(r.stall_s), "seen": r.seen,
                     "phases": {k: _r(v) for k, v in r.phases().items()},
                 }
                 for r in self.recoveries
@@ -147,44 +188,72 @@ def rounds_of(events: Sequence[TraceEvent]) -> list[RoundInfo]:
     return [by_round[k] for k in sorted(by_round)]
 
 
-DETECTION_KINDS = frozenset({"coll_fail", "restore", "job_failed", "rdzv_failed"})
-"""Events by which a member shows it noticed a failure."""
+def describe(obs: Observation) -> str:
+    """An observation in words: who saw what, naming whom."""
+    ev = obs.event
+    what = ev.kind if ev.kind != "coll_fail" else f"{ev.get('op')} {ev.get('error')}"
+    if ev.kind == "group_failed":
+        what = f"group init {ev.get('error')}"
+    return f"{ev.proc}: {what} ({', '.join(sorted(obs.culprits))})"
 
 
-def recoveries_of(events: Sequence[TraceEvent], rounds: list[RoundInfo]) -> list[Recovery]:
-    """One :class:`Recovery` per fault that started.
+def recoveries_of(events: Sequence[TraceEvent], rounds: list[RoundInfo],
+                  end: float | None = None) -> tuple[list[Recovery], list[Stall],
+                                                     list[Rollback]]:
+    """One :class:`Recovery` per fault that started; the run's stalls and rollbacks.
 
-    The recovery round is the first round formed after the failure was detected (not
-    merely after the fault: a fault during a rendezvous is noticed only later)."""
+    ``end``: when a job that did not complete ended (None: it completed). A fault's
+    recovery round is the first round formed after its detection that trained (a round
+    that fell apart before its first step is part of the recovery, not its end)."""
+    hits = fault_hits(events)
+    seen = detections(events, hits)
+    training = [r for r in rounds if r.first_step_at is not None]
     out = []
-    for i, ev in enumerate(events):
-        if ev.kind != "fault" or ev.get("phase") != "start":
-            continue
-        rec = Recovery(str(ev.get("id")), str(ev.get("type")), str(ev.get("target")), ev.t)
-        detected = next((e for e in events[i:] if e.kind in DETECTION_KINDS), None)
-        if detected is None:
-            out.append(rec)  # nobody noticed: no disruption
-            continue
-        rec.detected_at = detected.t
-        nxt = next((r for r in rounds if r.formed_at >= detected.t), None)
-        limit = nxt.first_step_at if nxt and nxt.first_step_at is not None else float("inf")
-        last_step: dict[str, int] = {}
-        for e in events:
-            if e.t > limit:
-                break
-            if e.kind == "step":
-                last_step[e.host] = int(e.get("step"))
-            elif e.kind == "restore" and e.t >= ev.t:
-                reached = last_step.get(e.host, int(e.get("step")))
-                rec.lost_steps = max(rec.lost_steps, reached - int(e.get("step")))
-        if nxt is not None:
-            rec.new_round = nxt.round
-            rec.rendezvous_at = nxt.formed_at
-            syncs = [e.t for e in events if e.kind == "sync" and e.get("round") == nxt.round]
-            rec.synced_at = max(syncs) if syncs else None
-            rec.first_step_at = nxt.first_step_at
+    for f in hits:
+        rec = Recovery(f.id, f.type, f.target, f.start)
+        obs = seen.get(f.id)
+        if obs is not None:
+            rec.detected_at, rec.seen = obs.t, describe(obs)
+            nxt = next((r for r in training if r.formed_at >= obs.t), None)
+            if nxt is not None:
+                rec.new_round = nxt.round
+                rec.rendezvous_at = nxt.formed_at
+                syncs = [e.t for e in events if e.kind == "sync" and e.get("round") == nxt.round]
+                rec.synced_at = max(syncs) if syncs else None
+                rec.first_step_at = nxt.first_step_at
         out.append(rec)
+    runs = round_progress(events, {r.round: r.ranks for r in rounds})
+    backs = _attribute(rollbacks(runs, events, {r.round: r.formed_at for r in rounds},
+                                 end is None), out)
+    windows = [(r.at, r.first_step_at if r.first_step_at is not None else
+                (end if end is not None else r.at), r.id) for r in out if r.needed_recovery]
+    stalls = blame_stalls(no_progress(runs, typical_period(runs), end), windows, hits)
+    for rec in out:
+        rec.stall_s = sum(st.duration for st in stalls if st.cause == rec.id
+                          and not st.recovering)
+    return out, stalls, backs
+
+
+def _attribute(backs: list[Rollback], recs: list[Recovery]) -> list[Rollback]:
+    """Each rollback to the first-detected fault whose recovery it belongs to; add its
+    steps to that fault's lost steps."""
+    by_detection = sorted((r for r in recs if r.detected_at is not None),
+                          key=lambda r: (r.detected_at, r.at))
+    out = []
+    for rb in backs:
+        owner = next((r for r in by_detection if r.new_round == rb.round
+                      and (rb.round is not None or (r.detected_at or 0.0) <= rb.at)), None)
+        if owner is not None:
+            owner.lost_steps += rb.lost
+            rb = Rollback(rb.round, rb.at, rb.reached, rb.restored, owner.id)
+        out.append(rb)
     return out
+
+
+def _world_before(rb: Rollback, rounds: Sequence[RoundInfo]) -> int:
+    """World size of the last round formed before a rollback (the one whose steps it lost)."""
+    before = [r for r in rounds if r.formed_at < rb.at and (rb.round is None or r.round < rb.round)]
+    return max(before, key=lambda r: r.round).world_size if before else 0
 
 
 def compute(
@@ -199,10 +268,15 @@ def compute(
     outcome: Outcome = "hung" if hung else ("completed" if completed else "failed")
     last_round = next((r for r in reversed(rounds) if r.steps > 0), rounds[-1] if rounds else None)
     errors = [f"{e.host}: {e.get('error')}" for e in events if e.kind == "job_failed"]
+    finished = [e.t for e in events if e.kind in ("job_done", "job_failed")]
+    job_end = None if completed else (max(finished) if finished and not hung else end_time)
+    recoveries, stalls, backs = recoveries_of(events, rounds, job_end)
     return Metrics(
         outcome=outcome,
         rounds=rounds,
-        recoveries=recoveries_of(events, rounds),
+        recoveries=recoveries,
+        stalls=stalls,
+        rollbacks=backs,
         steps_done=steps_done,
         final_world_size=last_round.world_size if last_round else 0,
         end_time=end_time,
@@ -244,12 +318,13 @@ class Goodput:
     """Useful training time against the time the job took."""
 
     useful_s: float
-    """Step time of the steps that count towards the final model, each capped at the
-    median step time (time beyond it was spent waiting, not training)."""
+    """Step time of the steps that count towards the final model, less any stall inside
+    them (time a step spent waiting for a slow, hung or cut-off peer)."""
     wasted_s: float
-    """Step time of steps that were rolled back and redone."""
+    """Step time of steps that were rolled back and redone (stalls excluded)."""
     stalled_s: float
-    """Time kept steps spent beyond the median step time (waiting for a slow or hung peer)."""
+    """Time with live members and no training progress (:attr:`Metrics.stalls`):
+    recoveries and stalls that no reconfiguration followed."""
     wall_s: float
     """Run time until the job finished (its last job_done or job_failed, else the run end)."""
 
@@ -259,10 +334,11 @@ class Goodput:
         return self.useful_s / self.wall_s if self.wall_s > 0 else 0.0
 
 
-def goodput(events: Sequence[TraceEvent], rounds: Sequence[RoundInfo], end_time: float) -> Goodput:
+def goodput(events: Sequence[TraceEvent], rounds: Sequence[RoundInfo], end_time: float,
+            stalls: Sequence[Stall] = ()) -> Goodput:
     """Goodput seen by each round's leading member: a step lasts from the member's previous
     step (or its sync) to its step event; a step redone later counts only once, as redone;
-    a step longer than the median counts as the median plus stalled time."""
+    the part of a step that lies in a stall counts as stalled, not as training."""
     syncs: dict[tuple[int, str], float] = {}
     steps: dict[tuple[int, str], list[tuple[float, int]]] = {}
     for ev in events:
@@ -271,8 +347,8 @@ def goodput(events: Sequence[TraceEvent], rounds: Sequence[RoundInfo], end_time:
         elif ev.kind == "step":
             key = (int(ev.get("round", -1)), ev.host)
             steps.setdefault(key, []).append((ev.t, int(ev.get("step", 0))))
-    kept: dict[int, float] = {}
-    wasted = 0.0
+    kept: dict[int, tuple[float, float]] = {}
+    redone: list[tuple[float, float]] = []
     for r in sorted(rounds, key=lambda r: r.round):
         hosts = [h for (rnd, h) in steps if rnd == r.round]
         if not hosts:
@@ -280,15 +356,19 @@ def goodput(events: Sequence[TraceEvent], rounds: Sequence[RoundInfo], end_time:
         lead = min(hosts, key=lambda h: (-len(steps[(r.round, h)]), r.ranks.get(h, 1 << 30)))
         prev = syncs.get((r.round, lead), r.formed_at)
         for t, step in steps[(r.round, lead)]:
-            wasted += kept.get(step, 0.0)
-            kept[step] = max(0.0, t - prev)
+            if step in kept:
+                redone.append(kept[step])
+            kept[step] = (min(prev, t), t)
             prev = t
     finished = [ev.t for ev in events if ev.kind in ("job_done", "job_failed")]
     wall = max(finished) if finished else end_time
-    durations = sorted(kept.values())
-    typical = durations[len(durations) // 2] if durations else 0.0
-    useful = sum(min(d, typical) for d in durations)
-    return Goodput(useful, wasted, sum(durations) - useful, wall)
+
+    def working(spans: Iterable[tuple[float, float]]) -> float:
+        return sum(b - a - sum(max(0.0, min(b, st.end) - max(a, st.start)) for st in stalls)
+                   for a, b in spans)
+
+    return Goodput(working(kept.values()), working(redone),
+                   sum(st.duration for st in stalls), wall)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from elastic_sim.reports.metrics import Recovery, RoundInfo
+from elastic_sim.reports.progress import Stall
 from elastic_sim.reports.spans import STATES, FaultSpan, ProcessTimeline
 
 if TYPE_CHECKING:
@@ -33,6 +34,8 @@ COLORS = {
 }
 """Colour of every span state; the HTML legend uses the same."""
 FAULT_COLOR = "#d62728"
+STALL_COLOR = "#b5651d"
+"""Job-wide stalls (live members, no training progress): hatched over every row."""
 PHASE_COLORS = {"detect": FAULT_COLOR, "rendezvous": COLORS["rendezvous"],
                 "sync": COLORS["sync"], "first_step": COLORS["training"]}
 """Colour of each recovery phase (see :meth:`reports.metrics.Recovery.phases`)."""
@@ -116,10 +119,14 @@ def fault_extent(f: FaultSpan, recoveries: Sequence[Recovery], end: float) -> tu
 
 
 def _marks(ax: Axes, faults: Sequence[FaultSpan], rounds: Sequence[RoundInfo],
-           recoveries: Sequence[Recovery], end: float) -> None:
-    """Faults as shaded, labelled intervals; round boundaries as dashed, labelled lines.
-    Labels sit above the axes (rounds on the first line, faults on the second)."""
+           recoveries: Sequence[Recovery], end: float, stalls: Sequence[Stall] = ()) -> None:
+    """Faults as shaded, labelled intervals; round boundaries as dashed, labelled lines;
+    stalls hatched across the whole height. Labels sit above the axes (rounds on the first
+    line, faults on the second)."""
     top = ax.get_xaxis_transform()
+    for st in stalls:
+        ax.axvspan(st.start, st.end, facecolor="none", edgecolor=STALL_COLOR, hatch="\\\\",
+                   alpha=0.45, lw=0, zorder=0.6, gid="stall")
     for rd in rounds:
         ax.axvline(rd.formed_at, color="#555555", lw=0.9, ls="--", zorder=1)
         ax.annotate(f"round {rd.round}: W={rd.world_size}", (rd.formed_at, 1), xycoords=top,
@@ -136,14 +143,17 @@ def _marks(ax: Axes, faults: Sequence[FaultSpan], rounds: Sequence[RoundInfo],
 
 def timeline_png(tls: Sequence[ProcessTimeline], faults: Sequence[FaultSpan],
                  rounds: Sequence[RoundInfo], recoveries: Sequence[Recovery], end: float,
-                 title: str = "", max_rows: int = MAX_ROWS) -> bytes:
+                 title: str = "", max_rows: int = MAX_ROWS, stalls: Sequence[Stall] = ()
+                 ) -> bytes:
     """:func:`timeline_figure` as PNG bytes."""
-    return png_bytes(timeline_figure(tls, faults, rounds, recoveries, end, title, max_rows))
+    return png_bytes(timeline_figure(tls, faults, rounds, recoveries, end, title, max_rows,
+                                     stalls))
 
 
 def timeline_figure(tls: Sequence[ProcessTimeline], faults: Sequence[FaultSpan],
                     rounds: Sequence[RoundInfo], recoveries: Sequence[Recovery], end: float,
-                    title: str = "", max_rows: int = MAX_ROWS) -> Figure:
+                    title: str = "", max_rows: int = MAX_ROWS, stalls: Sequence[Stall] = ()
+                    ) -> Figure:
     """The per-process timeline: rows by host, phase bands, collective ticks (failures
     marked), faults shaded with labels, round boundaries. Row ``i`` is drawn at y = i."""
     from matplotlib.collections import LineCollection
@@ -185,7 +195,7 @@ def timeline_figure(tls: Sequence[ProcessTimeline], faults: Sequence[FaultSpan],
         ax.scatter([x for x, _ in restores], [y for _, y in restores], marker="<", s=22,
                    color="#6a1b9a", zorder=5)
     _host_separators(ax, rows)
-    _marks(ax, faults, rounds, recoveries, end)
+    _marks(ax, faults, rounds, recoveries, end, stalls)
     ax.set_yticks(range(len(rows)), [r.label for r in rows], fontsize=8.5 if len(rows) < 24
                   else 7.5)
     ax.set_ylim(max(len(rows), 1) - 0.5, -0.5)
@@ -195,7 +205,7 @@ def timeline_figure(tls: Sequence[ProcessTimeline], faults: Sequence[FaultSpan],
     ax.set_axisbelow(True)
     ax.set_title(title or "Timeline", loc="left", fontsize=11, pad=30)
     _timeline_legend(fig, tls, bool(fails), bool(restores), any(r.grouped for r in rows),
-                     bool(faults))
+                     bool(faults), bool(stalls))
     return fig
 
 
@@ -222,6 +232,14 @@ def _draw_band(ax: Axes, procs: list[ProcessTimeline], y: int, end: float,
                 fails.append((c.end, y))
 
 
+def stall_handle() -> Any:
+    """A legend handle for stalls (a new artist each time: an artist has one figure)."""
+    from matplotlib.patches import Rectangle
+
+    return Rectangle((0, 0), 0, 0, facecolor="none", edgecolor=STALL_COLOR, hatch="\\\\",
+                     label="stall (no progress)")
+
+
 def _host_separators(ax: Axes, rows: Sequence[Row]) -> None:
     """A line between hosts when hosts hold several processes, else between every row."""
     for y in range(1, len(rows)):
@@ -231,7 +249,8 @@ def _host_separators(ax: Axes, rows: Sequence[Row]) -> None:
 
 
 def _timeline_legend(fig: Figure, tls: Sequence[ProcessTimeline], fails: bool,
-                     restores: bool, grouped: bool, faults: bool) -> None:
+                     restores: bool, grouped: bool, faults: bool, stalls: bool = False
+                     ) -> None:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -250,6 +269,8 @@ def _timeline_legend(fig: Figure, tls: Sequence[ProcessTimeline], fails: bool,
         handles.append(Line2D([], [], color=FAULT_COLOR, marker="X", ls="", label="crash"))
     if faults:
         handles.append(Patch(color=FAULT_COLOR, alpha=0.25, label="fault"))
+    if stalls:
+        handles.append(stall_handle())
     handles.append(Line2D([], [], color="#555555", ls="--", label="round formed"))
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 11),
                fontsize=8.5, frameon=False)
@@ -257,14 +278,15 @@ def _timeline_legend(fig: Figure, tls: Sequence[ProcessTimeline], fails: bool,
 
 def world_size_png(tls: Sequence[ProcessTimeline], faults: Sequence[FaultSpan],
                    rounds: Sequence[RoundInfo], recoveries: Sequence[Recovery], end: float,
-                   series: Sequence[tuple[float, int]]) -> bytes:
+                   series: Sequence[tuple[float, int]], stalls: Sequence[Stall] = ()) -> bytes:
     """:func:`world_size_figure` as PNG bytes."""
-    return png_bytes(world_size_figure(tls, faults, rounds, recoveries, end, series))
+    return png_bytes(world_size_figure(tls, faults, rounds, recoveries, end, series, stalls))
 
 
 def world_size_figure(tls: Sequence[ProcessTimeline], faults: Sequence[FaultSpan],
                       rounds: Sequence[RoundInfo], recoveries: Sequence[Recovery], end: float,
-                      series: Sequence[tuple[float, int]]) -> Figure:
+                      series: Sequence[tuple[float, int]], stalls: Sequence[Stall] = ()
+                      ) -> Figure:
     """World size of the current round over time, with the number of processes actually
     training underneath (it dips while the job recovers)."""
     import numpy as np
@@ -284,7 +306,9 @@ def world_size_figure(tls: Sequence[ProcessTimeline], faults: Sequence[FaultSpan
         for t, w in series:
             ax.annotate(f"W={w}", (t, w), xytext=(4, 4), textcoords="offset points",
                         fontsize=9, fontweight="bold", color="#1f3b73")
-    _marks(ax, faults, rounds, recoveries, end)
+    _marks(ax, faults, rounds, recoveries, end, stalls)
+    if stalls:
+        ax.add_patch(stall_handle())  # off-canvas: only for the legend entry
     peak = max([w for _, w in series] + [int(training.max()) if training.size else 0, 1])
     ax.set_ylim(0, peak * 1.2 + 0.5)
     ax.set_xlim(0, end * 1.005 if end > 0 else 1)

@@ -27,9 +27,9 @@ def plot_images(view: RunView) -> dict[str, bytes | None]:
              f"world {' → '.join(map(str, m.world_sizes)) or '—'}")
     return {
         "timeline": timeline_png(view.timelines, view.faults, m.rounds, m.recoveries, view.end,
-                                 title=title),
+                                 title=title, stalls=m.stalls),
         "world_size": world_size_png(view.timelines, view.faults, m.rounds, m.recoveries,
-                                     view.end, view.world_series),
+                                     view.end, view.world_series, m.stalls),
         "recovery": recovery_png(m.recoveries),
     }
 

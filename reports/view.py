@@ -71,7 +71,7 @@ def build_view(events: Sequence[TraceEvent], summary: Mapping[str, Any]) -> RunV
         timelines=timelines(events),
         faults=fault_spans(events),
         metrics=metrics,
-        goodput=goodput(events, metrics.rounds, end),
+        goodput=goodput(events, metrics.rounds, end, metrics.stalls),
         restarts=restarts_of(events, metrics.rounds),
         round_ends=round_ends(events, metrics.rounds, end),
         world_series=world_size_series(metrics.rounds),

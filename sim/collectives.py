@@ -11,7 +11,8 @@ failed by a member's death and timed out by hangs, cuts and mismatches.
   draws a detection latency from the group's own random stream (with probability
   ``detect_slow_prob`` the full group timeout, else uniform(0, ``detect_fast_max``)); each
   survivor's pending and later collectives fail with CollectiveFailed at
-  ``max(entry, death + its latency)`` unless their own timeout comes first.
+  ``max(entry, death + its latency)`` unless their own timeout comes first; the failure
+  names the first dead member's rank (``peer``).
 - Every entry times out with CollectiveTimeout at ``entry + timeout`` unless it completed or
   failed before; ops that do not match (op, root, length) never complete.
 
@@ -98,6 +99,8 @@ class GroupState:
         self.sends: dict[tuple[int, int], deque[Entry]] = {}
         self.recvs: dict[tuple[int, int], deque[Entry]] = {}
         self.dead_at: float | None = None
+        self.dead_rank = -1
+        """The first member to die: every failure its death causes names it."""
         self.detect: list[tuple[bool, float]] = []
         self.path: Path | None = None
         self.pending: dict[int, Entry] = {}
@@ -162,7 +165,7 @@ class CollectiveEngine:
             e.op = g.init
             g.init.entries[rank] = e
             if g.dead_at is not None:
-                self._fail_later(e, g.dead_at)
+                self._fail_later(e, g.dead_at, g.dead_rank)
             elif g.init.state == OPEN and len(g.init.entries) == size:
                 g.init.members = [x for x in g.members if x is not None]
                 g.init.cost = self._cost(g, "barrier", 0)
@@ -208,7 +211,7 @@ class CollectiveEngine:
         e.op = op
         if g.dead_at is not None:
             op.state = BROKEN
-            self._fail_later(e, g.dead_at)
+            self._fail_later(e, g.dead_at, g.dead_rank)
         elif op.state == OPEN and len(op.entries) == g.size:
             first = next(iter(op.entries.values()))
             if all(same_op(first, x) for x in op.entries.values()):
@@ -246,7 +249,7 @@ class CollectiveEngine:
         pm = g.members[peer]
         assert pm is not None
         if pm.dead:
-            self._fail_later(e, pm.died_at)
+            self._fail_later(e, pm.died_at, peer)
             return e
         pair = (m.rank, peer) if kind == "send" else (peer, m.rank)
         mine, theirs = (g.sends, g.recvs) if kind == "send" else (g.recvs, g.sends)
@@ -351,20 +354,21 @@ class CollectiveEngine:
         g = e.member.group
         e.resolve(exc=CollectiveTimeout(f"group {g.name}: {e.kind} timed out"), direct=True)
 
-    def _fail_later(self, e: Entry, death: float) -> None:
+    def _fail_later(self, e: Entry, death: float, dead_rank: int) -> None:
         m = e.member
         g = m.group
         slow, fast = g.detect[m.rank]
         at = max(e.t, death + (m.timeout if slow else fast))
         if at < e.t + m.timeout:
-            self.k.call_at(at, self._fail, e)
+            self.k.call_at(at, self._fail, e, dead_rank)
 
-    def _fail(self, e: Entry) -> None:
+    def _fail(self, e: Entry, dead_rank: int) -> None:
         if e.done:
             return
         self._forget(e)
         g = e.member.group
-        e.resolve(exc=CollectiveFailed(f"group {g.name}: a peer died"), direct=True)
+        e.resolve(exc=CollectiveFailed(f"group {g.name}: a peer died", peer=dead_rank),
+                  direct=True)
 
     def _died(self, m: Member) -> None:
         """``m`` left the group (its process ended or it aborted)."""
@@ -379,6 +383,7 @@ class CollectiveEngine:
         first = g.dead_at is None
         if first:
             g.dead_at = m.died_at
+            g.dead_rank = m.rank
             rng = random.Random(f"{self.seed}/collectives/{g.label}")
             p, fast_max = self.model.detect_slow_prob, self.model.detect_fast_max
             g.detect = [(rng.random() < p, rng.uniform(0.0, fast_max)) for _ in range(g.size)]
@@ -389,9 +394,9 @@ class CollectiveEngine:
         for e in list(g.pending.values()):  # the survivors' calls (m's are gone)
             if e.kind in ("send", "recv"):
                 if e.peer == m.rank:
-                    self._fail_later(e, m.died_at)
+                    self._fail_later(e, m.died_at, m.rank)
             elif first:
-                self._fail_later(e, m.died_at)
+                self._fail_later(e, m.died_at, m.rank)
 
     def abort(self, m: Member) -> None:
         """``m`` aborts: its own pending calls fail now; the others see it die."""

@@ -1,0 +1,173 @@
+"""Training progress along time: when the job advanced, when it stood still with live
+members (a stall), and what each rollback threw away (lost steps).
+
+Progress is read from each round's leading process (the one with the most steps, then the
+lowest rank): its step events are the job's progress instants. The typical step period is
+the median gap between consecutive instants of one round. Between two instants the job owes
+one period of work; whatever the gap holds beyond it is stall time: inside a round it lies
+after the period that was due (``[prev + period, next]``: the step waited), across rounds it
+runs from the period that was due to the start of the new round's first step (its sync).
+A job that ended without completing stalls from its last due step to its end.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from elastic_sim.reports.causes import FaultHit
+from elastic_sim.trace import TraceEvent
+
+STALL_AFTER = 0.05
+"""Seconds a gap must exceed the typical step period by to count as a stall (a commit's
+store round trips or a slow link do not)."""
+
+
+@dataclass(frozen=True)
+class RoundProgress:
+    """One round's training as its leading process recorded it."""
+
+    round: int
+    lead: str
+    steps: list[tuple[float, int]]
+    """(time, step number) of the lead's steps, in order."""
+    synced_at: float | None
+    """When the lead entered training (its sync), if it recorded one."""
+    reached: int
+    """The highest step any process of the round recorded."""
+
+
+@dataclass(frozen=True)
+class Stall:
+    """An interval with live members and no training progress, and what it is blamed on."""
+
+    start: float
+    end: float
+    cause: str | None
+    """The fault blamed (None: a reconfiguration or slowness no fault explains)."""
+    recovering: bool
+    """Inside the cause's recovery (detect .. first step of the new world), else a plain stall."""
+
+    @property
+    def duration(self) -> float:
+        """Seconds of no progress."""
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class Rollback:
+    """A restore to an earlier step: training resumed (or would have) from ``restored``."""
+
+    round: int | None
+    """The round that re-executes the steps (None: the job never trained again)."""
+    at: float
+    reached: int
+    """The job's progress just before the rollback."""
+    restored: int
+    fault: str | None = None
+    """The fault whose recovery this rollback was part of."""
+
+    @property
+    def lost(self) -> int:
+        """Steps re-executed (or that would have to be): progress thrown away."""
+        return max(0, self.reached - self.restored)
+
+
+def round_progress(events: Sequence[TraceEvent], ranks: dict[int, dict[str, int]]
+                   ) -> list[RoundProgress]:
+    """Every round with steps, by round number. ``ranks``: each round's host ranks."""
+    steps: dict[int, dict[str, list[tuple[float, int]]]] = {}
+    syncs: dict[tuple[int, str], float] = {}
+    hosts: dict[str, str] = {}
+    for ev in events:
+        if ev.kind == "step":
+            rnd = int(ev.get("round", -1))
+            steps.setdefault(rnd, {}).setdefault(ev.proc, []).append((ev.t, int(ev.get("step"))))
+            hosts[ev.proc] = ev.host
+        elif ev.kind == "sync":
+            syncs.setdefault((int(ev.get("round", -1)), ev.proc), ev.t)
+    out = []
+    for rnd in sorted(steps):
+        by_proc = steps[rnd]
+        rank = ranks.get(rnd, {})
+        lead = min(by_proc, key=lambda p: (-len(by_proc[p]), rank.get(hosts[p], 1 << 30), p))
+        reached = max(s for seq in by_proc.values() for _, s in seq)
+        out.append(RoundProgress(rnd, lead, by_proc[lead], syncs.get((rnd, lead)), reached))
+    return out
+
+
+def typical_period(runs: Sequence[RoundProgress]) -> float:
+    """The median gap between consecutive steps of one round (0 with fewer than two)."""
+    gaps = sorted(b[0] - a[0] for r in runs for a, b in zip(r.steps, r.steps[1:],
+                                                                   strict=False))
+    return gaps[len(gaps) // 2] if gaps else 0.0
+
+
+def no_progress(runs: Sequence[RoundProgress], period: float, end: float | None
+                ) -> list[tuple[float, float, float]]:
+    """(start, end, last progress before) of every stall; ``end``: when a job that did not
+    complete ended (None: it completed)."""
+    points = sorted((t, r.round) for r in runs for t, _ in r.steps)
+    synced = {r.round: r.synced_at for r in runs}
+    firsts = {r.round: r.steps[0][0] for r in runs}
+    out = []
+    for (ta, ra), (tb, rb) in itertools.pairwise(points):
+        a = ta + period
+        if ra == rb:
+            b = tb
+        else:
+            sync = synced.get(rb)
+            b = sync if sync is not None and sync <= firsts[rb] else tb - period
+        if b - a >= STALL_AFTER:
+            out.append((a, b, ta))
+    if end is not None and points and end - (points[-1][0] + period) >= STALL_AFTER:
+        out.append((points[-1][0] + period, end, points[-1][0]))
+    return out
+
+
+def blame_stalls(gaps: Sequence[tuple[float, float, float]],
+                 windows: Sequence[tuple[float, float, str]],
+                 faults: Sequence[FaultHit]) -> list[Stall]:
+    """Split each stall by the recovery windows ``(start, end, fault id)`` that cover it;
+    the rest is blamed on the latest fault that had started and had not healed before the
+    progress that preceded the stall."""
+    out: list[Stall] = []
+    for a, b, last in gaps:
+        cuts = sorted({a, b, *(x for w in windows for x in w[:2] if a < x < b)})
+        for x, y in itertools.pairwise(cuts):
+            cover = [w for w in windows if w[0] <= x and w[1] >= y]
+            if cover:
+                stall = Stall(x, y, min(cover)[2], True)
+            else:
+                live = [f for f in faults if f.start < y and (f.heal is None or f.heal > last)]
+                cause = max(live, key=lambda f: f.start).id if live else None
+                stall = Stall(x, y, cause, False)
+            prev = out[-1] if out else None
+            if prev and prev.end == x and (prev.cause, prev.recovering) == (stall.cause,
+                                                                           stall.recovering):
+                out[-1] = Stall(prev.start, y, stall.cause, stall.recovering)
+            else:
+                out.append(stall)
+    return out
+
+
+def rollbacks(runs: Sequence[RoundProgress], events: Sequence[TraceEvent],
+              formed: dict[int, float], completed: bool) -> list[Rollback]:
+    """One rollback per round that trained from behind the progress of the round before
+    it; and, for a job that never trained again, the restores after its last step."""
+    out = []
+    prev: RoundProgress | None = None
+    for r in runs:
+        start = r.steps[0][1] - 1
+        if prev is not None and prev.reached > start:
+            out.append(Rollback(r.round, formed.get(r.round, r.steps[0][0]), prev.reached, start))
+        prev = r
+    if not completed and prev is not None:
+        last = prev.steps[-1][0]
+        restores = [ev for ev in events if ev.kind == "restore" and ev.t >= last]
+        if restores:
+            low = min(int(ev.get("step", 0)) for ev in restores)
+            if prev.reached > low:
+                out.append(Rollback(None, restores[0].t, prev.reached, low))
+    return out
