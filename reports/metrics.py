@@ -21,7 +21,6 @@ from elastic_sim.reports.progress import (
     no_progress,
     rollbacks,
     round_progress,
-    typical_period,
 )
 from elastic_sim.trace import TraceEvent
 
@@ -227,7 +226,7 @@ def recoveries_of(events: Sequence[TraceEvent], rounds: list[RoundInfo],
                                  end is None), out)
     windows = [(r.at, r.first_step_at if r.first_step_at is not None else
                 (end if end is not None else r.at), r.id) for r in out if r.needed_recovery]
-    stalls = blame_stalls(no_progress(runs, typical_period(runs), end), windows, hits)
+    stalls = blame_stalls(no_progress(runs, end), windows, hits)
     for rec in out:
         rec.stall_s = sum(st.duration for st in stalls if st.cause == rec.id
                           and not st.recovering)
@@ -335,10 +334,14 @@ class Goodput:
 
 
 def goodput(events: Sequence[TraceEvent], rounds: Sequence[RoundInfo], end_time: float,
-            stalls: Sequence[Stall] = ()) -> Goodput:
+            stalls: Sequence[Stall] | None = None) -> Goodput:
     """Goodput seen by each round's leading member: a step lasts from the member's previous
     step (or its sync) to its step event; a step redone later counts only once, as redone;
-    the part of a step that lies in a stall counts as stalled, not as training."""
+    the part of a step that lies in a stall counts as stalled, not as training.
+    ``stalls``: :attr:`Metrics.stalls` (None: found here, for a job that completed)."""
+    if stalls is None:
+        runs = round_progress(events, {r.round: r.ranks for r in rounds})
+        stalls = [Stall(g.start, g.end, None, False) for g in no_progress(runs, None)]
     syncs: dict[tuple[int, str], float] = {}
     steps: dict[tuple[int, str], list[tuple[float, int]]] = {}
     for ev in events:

@@ -2,19 +2,25 @@
 members (a stall), and what each rollback threw away (lost steps).
 
 Progress is read from each round's leading process (the one with the most steps, then the
-lowest rank): its step events are the job's progress instants. The typical step period is
-the median gap between consecutive instants of one round. Between two instants the job owes
-one period of work; whatever the gap holds beyond it is stall time: inside a round it lies
-after the period that was due (``[prev + period, next]``: the step waited), across rounds it
-runs from the period that was due to the start of the new round's first step (its sync).
-A job that ended without completing stalls from its last due step to its end.
+lowest rank): its step events are the job's progress instants. A round's step period is the
+median gap between its consecutive instants (the run's median for a round of one step).
+Between two instants the job owes one period of work; whatever the gap holds beyond it is
+stall time: inside a round it lies after the period that was due (``[prev + period, next]``:
+the step waited), across rounds it runs from the period that was due to the start of the new
+round's first step (its sync). A job that ended without completing stalls from its last due
+step to its end.
+
+A stall inside a fault's recovery window is that recovery's. The rest is blamed on a fault
+that kept a host out which the next round admits back (a reconfiguration to re-admit it),
+else on the latest fault still active when progress stopped, except one whose recovery had
+already completed; else on no fault (a scale-up, a slow step).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from elastic_sim.reports.causes import FaultHit
 from elastic_sim.trace import TraceEvent
@@ -36,6 +42,9 @@ class RoundProgress:
     """When the lead entered training (its sync), if it recorded one."""
     reached: int
     """The highest step any process of the round recorded."""
+    members: frozenset[str] = frozenset()
+    period: float = 0.0
+    """The median gap between the lead's consecutive steps (0: fewer than two steps)."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +85,8 @@ class Rollback:
 
 def round_progress(events: Sequence[TraceEvent], ranks: dict[int, dict[str, int]]
                    ) -> list[RoundProgress]:
-    """Every round with steps, by round number. ``ranks``: each round's host ranks."""
+    """Every round with steps, by round number. ``ranks``: each round's host ranks (its
+    members)."""
     steps: dict[int, dict[str, list[tuple[float, int]]]] = {}
     syncs: dict[tuple[int, str], float] = {}
     hosts: dict[str, str] = {}
@@ -93,56 +103,67 @@ def round_progress(events: Sequence[TraceEvent], ranks: dict[int, dict[str, int]
         rank = ranks.get(rnd, {})
         lead = min(by_proc, key=lambda p: (-len(by_proc[p]), rank.get(hosts[p], 1 << 30), p))
         reached = max(s for seq in by_proc.values() for _, s in seq)
-        out.append(RoundProgress(rnd, lead, by_proc[lead], syncs.get((rnd, lead)), reached))
-    return out
+        out.append(RoundProgress(rnd, lead, by_proc[lead], syncs.get((rnd, lead)), reached,
+                                 frozenset(rank), _median(by_proc[lead])))
+    overall = _median([x for r in out for x in r.steps])
+    return [r if r.period > 0 else replace(r, period=overall) for r in out]
 
 
-def typical_period(runs: Sequence[RoundProgress]) -> float:
-    """The median gap between consecutive steps of one round (0 with fewer than two)."""
-    gaps = sorted(b[0] - a[0] for r in runs for a, b in zip(r.steps, r.steps[1:],
-                                                                   strict=False))
+def _median(steps: Sequence[tuple[float, int]]) -> float:
+    """The median gap between consecutive step times (0 with fewer than two)."""
+    gaps = sorted(b[0] - a[0] for a, b in itertools.pairwise(steps))
     return gaps[len(gaps) // 2] if gaps else 0.0
 
 
-def no_progress(runs: Sequence[RoundProgress], period: float, end: float | None
-                ) -> list[tuple[float, float, float]]:
-    """(start, end, last progress before) of every stall; ``end``: when a job that did not
-    complete ended (None: it completed)."""
+@dataclass(frozen=True)
+class Gap:
+    """Time without progress beyond the period that was due."""
+
+    start: float
+    end: float
+    last: float
+    """The progress instant before it."""
+    newcomers: frozenset[str] = frozenset()
+    """Hosts the round after the gap admits that the round before it lacked."""
+
+
+def no_progress(runs: Sequence[RoundProgress], end: float | None) -> list[Gap]:
+    """Every stall; ``end``: when a job that did not complete ended (None: it completed)."""
+    by_round = {r.round: r for r in runs}
     points = sorted((t, r.round) for r in runs for t, _ in r.steps)
-    synced = {r.round: r.synced_at for r in runs}
-    firsts = {r.round: r.steps[0][0] for r in runs}
     out = []
     for (ta, ra), (tb, rb) in itertools.pairwise(points):
-        a = ta + period
+        before, after = by_round[ra], by_round[rb]
+        a = ta + before.period
         if ra == rb:
             b = tb
         else:
-            sync = synced.get(rb)
-            b = sync if sync is not None and sync <= firsts[rb] else tb - period
+            sync = after.synced_at
+            b = sync if sync is not None and sync <= after.steps[0][0] else tb - after.period
         if b - a >= STALL_AFTER:
-            out.append((a, b, ta))
-    if end is not None and points and end - (points[-1][0] + period) >= STALL_AFTER:
-        out.append((points[-1][0] + period, end, points[-1][0]))
+            out.append(Gap(a, b, ta, after.members - before.members))
+    if end is not None and points:
+        a = points[-1][0] + by_round[points[-1][1]].period
+        if end - a >= STALL_AFTER:
+            out.append(Gap(a, end, points[-1][0]))
     return out
 
 
-def blame_stalls(gaps: Sequence[tuple[float, float, float]],
-                 windows: Sequence[tuple[float, float, str]],
+def blame_stalls(gaps: Sequence[Gap], windows: Sequence[tuple[float, float, str]],
                  faults: Sequence[FaultHit]) -> list[Stall]:
     """Split each stall by the recovery windows ``(start, end, fault id)`` that cover it;
-    the rest is blamed on the latest fault that had started and had not healed before the
-    progress that preceded the stall."""
+    blame the rest as the module says."""
+    done = {w[2]: w[1] for w in windows}
     out: list[Stall] = []
-    for a, b, last in gaps:
+    for gap in gaps:
+        a, b = gap.start, gap.end
         cuts = sorted({a, b, *(x for w in windows for x in w[:2] if a < x < b)})
         for x, y in itertools.pairwise(cuts):
             cover = [w for w in windows if w[0] <= x and w[1] >= y]
             if cover:
                 stall = Stall(x, y, min(cover)[2], True)
             else:
-                live = [f for f in faults if f.start < y and (f.heal is None or f.heal > last)]
-                cause = max(live, key=lambda f: f.start).id if live else None
-                stall = Stall(x, y, cause, False)
+                stall = Stall(x, y, _blame(gap, y, faults, done), False)
             prev = out[-1] if out else None
             if prev and prev.end == x and (prev.cause, prev.recovering) == (stall.cause,
                                                                            stall.recovering):
@@ -150,6 +171,16 @@ def blame_stalls(gaps: Sequence[tuple[float, float, float]],
             else:
                 out.append(stall)
     return out
+
+
+def _blame(gap: Gap, until: float, faults: Sequence[FaultHit], done: dict[str, float]
+           ) -> str | None:
+    """The fault a stall (outside any recovery) is blamed on, up to ``until``."""
+    readmitted = [f for f in faults if f.start < until and f.hosts & gap.newcomers]
+    live = readmitted or [f for f in faults if f.start < until
+                          and (f.heal is None or f.heal > gap.last)
+                          and done.get(f.id, gap.last + 1) > gap.last]
+    return max(live, key=lambda f: f.start).id if live else None
 
 
 def rollbacks(runs: Sequence[RoundProgress], events: Sequence[TraceEvent],

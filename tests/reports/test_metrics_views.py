@@ -55,7 +55,7 @@ def test_restarts_count_re_rendezvous_and_rollbacks() -> None:
 def test_lost_samples_scale_lost_steps_by_the_world_the_fault_hit() -> None:
     events = static_run()
     rounds = rounds_of(events)
-    (rec,) = recoveries_of(events, rounds)
+    (rec,), _, _ = recoveries_of(events, rounds)
     assert rec.lost_steps == 5
     assert lost_samples(rec, rounds) == 20
     assert lost_samples(rec, rounds, batch_size=32) == 640
