@@ -34,7 +34,7 @@ def print_report(r: RunReport, console: Console) -> None:
     if r.result.faults:
         faults = Table(title="Faults", title_justify="left", box=None, pad_edge=False)
         for col in ("fault", "at (s)", "fired", "recovery (s)", "detect", "rendezvous", "sync",
-                    "first step", "lost steps"):
+                    "first step", "stall (s)", "lost steps"):
             faults.add_column(col)
         recs = {rec.id: rec for rec in m.recoveries}
         for f in r.result.faults:
@@ -45,6 +45,7 @@ def print_report(r: RunReport, console: Console) -> None:
                 "yes" if f.fired else f"no: {escape(f.reason)}",
                 _s(rec.recovery_s) if rec else "—",
                 *(_s(ph.get(k)) for k in ("detect", "rendezvous", "sync", "first_step")),
+                _s(rec.stall_s) if rec else "—",
                 str(rec.lost_steps) if rec else "—",
             )
         console.print(faults)

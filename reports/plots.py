@@ -37,8 +37,10 @@ FAULT_COLOR = "#d62728"
 STALL_COLOR = "#b5651d"
 """Job-wide stalls (live members, no training progress): hatched over every row."""
 PHASE_COLORS = {"detect": FAULT_COLOR, "rendezvous": COLORS["rendezvous"],
-                "sync": COLORS["sync"], "first_step": COLORS["training"]}
-"""Colour of each recovery phase (see :meth:`reports.metrics.Recovery.phases`)."""
+                "sync": COLORS["sync"], "first_step": COLORS["training"],
+                "stall": STALL_COLOR}
+"""Colour of each recovery phase (see :meth:`reports.metrics.Recovery.phases`), and of the
+stall of a fault that needed no recovery."""
 
 MAX_ROWS = 40
 """More processes than this and the timeline aggregates them into groups."""
@@ -126,7 +128,7 @@ def _marks(ax: Axes, faults: Sequence[FaultSpan], rounds: Sequence[RoundInfo],
     top = ax.get_xaxis_transform()
     for st in stalls:
         ax.axvspan(st.start, st.end, facecolor="none", edgecolor=STALL_COLOR, hatch="\\\\",
-                   alpha=0.45, lw=0, zorder=0.6, gid="stall")
+                   alpha=0.7, lw=0, zorder=3.5, gid="stall")
     for rd in rounds:
         ax.axvline(rd.formed_at, color="#555555", lw=0.9, ls="--", zorder=1)
         ax.annotate(f"round {rd.round}: W={rd.world_size}", (rd.formed_at, 1), xycoords=top,
@@ -329,8 +331,9 @@ def recovery_axes(ax: Axes, labels: Sequence[str],
         left = 0.0
         for name, color in PHASE_COLORS.items():
             width = ph.get(name) or 0.0
+            shown = y == 0 and any(p.get(name) for p in phases)
             ax.barh(y, width, left=left, color=color, height=0.6,
-                    label=name.replace("_", " ") if y == 0 else None)
+                    label=name.replace("_", " ") if shown else None)
             if width > 0.07 * longest:
                 ax.text(left + width / 2, y, f"{width:.3f} s", ha="center", va="center",
                         fontsize=8, color="white", fontweight="bold")
@@ -349,6 +352,17 @@ def recovery_axes(ax: Axes, labels: Sequence[str],
                          frameon=False)
 
 
+def _note(r: Recovery) -> str:
+    """What a fault cost, in words: its recovery, or the stall of one that needed none."""
+    if r.recovery_s is not None:
+        head = f"{r.recovery_s:.3f} s"
+    elif r.needed_recovery:
+        head = "not recovered"
+    else:
+        head = "no recovery needed" if r.stall_s <= 0 else f"stall {r.stall_s:.3f} s"
+    return head + f", lost {r.lost_steps} steps"
+
+
 def recovery_png(recoveries: Sequence[Recovery]) -> bytes | None:
     """The recovery breakdown per fault (detect, rendezvous, sync, first step), or None
     when no fault fired."""
@@ -356,9 +370,8 @@ def recovery_png(recoveries: Sequence[Recovery]) -> bytes | None:
         return None
     fig = new_figure(1.9 + 0.45 * len(recoveries))
     ax = fig.add_subplot()
-    notes = [("not recovered" if r.recovery_s is None else f"{r.recovery_s:.3f} s")
-             + f", lost {r.lost_steps} steps" for r in recoveries]
+    notes = [_note(r) for r in recoveries]
     recovery_axes(ax, [f"{r.id} ({r.type} {r.target})" for r in recoveries],
-                  [r.phases() for r in recoveries], notes)
+                  [r.phases() | {"stall": r.stall_s} for r in recoveries], notes)
     ax.set_title("Recovery breakdown per fault", loc="left", fontsize=11)
     return png_bytes(fig)

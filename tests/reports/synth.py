@@ -118,3 +118,18 @@ def summary_for(events: list[TraceEvent], steps: int = 60, **extra: Any) -> dict
     }
     summary.update(extra)
     return summary
+
+
+def hung_run(steps: int = 10, hang_at: float = 0.45, hang_s: float = 2.0) -> list[TraceEvent]:
+    """A fault-free :func:`static_run` where h2 freezes from ``hang_at`` for ``hang_s``: the
+    step after it completes ``hang_s`` late, nobody fails, no round is re-formed."""
+    events = [ev if not (ev.kind in ("step", "commit", "coll_done", "job_done", "proc_exit",
+                                     "run_end") and ev.t > hang_at)
+              else TraceEvent(round(ev.t + hang_s, 6), ev.host, ev.proc, ev.kind, ev.data)
+              for ev in static_run(crash_host=None, steps=steps)]
+    for t, phase in ((hang_at, "start"), (hang_at + hang_s, "heal")):
+        events.append(TraceEvent(t, "h2", "fault-injector", "fault",
+                                 {"id": "freeze-h2", "type": "hang", "target": "h2",
+                                  "phase": phase}))
+    events.sort(key=lambda ev: ev.t)
+    return events

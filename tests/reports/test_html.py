@@ -10,7 +10,7 @@ from typing import Any
 from elastic_sim.reports.html import render_html
 from elastic_sim.reports.view import build_view
 from elastic_sim.trace import TraceEvent, encode
-from tests.reports.synth import static_run, summary_for
+from tests.reports.synth import hung_run, static_run, summary_for
 
 EVIL = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 
@@ -67,3 +67,14 @@ def test_the_page_shows_verdicts_faults_world_sizes_and_rounds() -> None:
     assert "h0:0 h1:1 h2:2 h3:3" in page and "h0:0 h1:1 h2:2<" in page  # rounds, ranks
     assert "2.708 s" in page  # round 0 ended when the survivors left it
     assert "0.158 s" in page and "1.000 s" in page  # detect, rendezvous
+
+
+def test_the_page_lists_each_stall_with_the_fault_it_is_blamed_on() -> None:
+    events = hung_run()
+    page = render_html(build_view(events, summary_for(events, steps=10)), {})
+    section = page[page.index('id="stalls"'):page.index('id="checks"')]
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", section)
+    # h2 froze at 0.45 s, after step 4 (0.408 s): step 5 was due at 0.508 s, came at 2.508.
+    assert cells == ["0.508 s", "2.508 s", "2.000 s", "freeze-h2", "stall"]
+    facts = page[page.index('id="facts"'):page.index('id="timeline"')]
+    assert re.search(r"<span>stalled</span><b>2.000 s</b>", facts)

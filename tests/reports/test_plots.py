@@ -17,7 +17,7 @@ from elastic_sim.reports.plots import (
 )
 from elastic_sim.reports.render import plot_images
 from elastic_sim.reports.view import RunView, build_view
-from tests.reports.synth import static_run, summary_for
+from tests.reports.synth import hung_run, static_run, summary_for
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -83,6 +83,29 @@ def test_world_size_plot_steps_from_4_to_3(view4: RunView) -> None:
     ys = list(line.get_ydata())  # type: ignore[arg-type]
     assert ys == [4, 3, 3]
     assert list(line.get_xdata())[:2] == [0.003, 3.708]  # type: ignore[arg-type]
+
+
+def test_stalls_are_hatched_on_the_timeline_and_the_world_size_plot() -> None:
+    """A hang that no reconfiguration followed: the job stood still with live members for
+    the hang's length; both plots hatch exactly that interval."""
+    events = hung_run()
+    view = build_view(events, summary_for(events, steps=10))
+    m = view.metrics
+    (stall,) = m.stalls
+    assert stall.cause == "freeze-h2" and not stall.recovering
+    assert stall.duration == pytest.approx(2.0, abs=1e-6)
+    for fig in (timeline_figure(view.timelines, view.faults, m.rounds, m.recoveries, view.end,
+                                stalls=m.stalls),
+                world_size_figure(view.timelines, view.faults, m.rounds, m.recoveries, view.end,
+                                  view.world_series, m.stalls)):
+        (patch,) = [p for p in fig.axes[0].patches if p.get_gid() == "stall"]
+        x0, width = patch.get_x(), patch.get_width()  # type: ignore[attr-defined]
+        assert (x0, x0 + width) == (pytest.approx(stall.start), pytest.approx(stall.end))
+        legends = [*fig.legends, fig.axes[0].get_legend()]
+        assert "stall (no progress)" in [t.get_text() for lg in legends if lg is not None
+                                         for t in lg.get_texts()]
+    png = recovery_png(m.recoveries)
+    assert png is not None and png.startswith(PNG_MAGIC)
 
 
 def test_recovery_breakdown_is_drawn_only_when_a_fault_fired(view4: RunView) -> None:
