@@ -4,7 +4,8 @@ A survivor's failure names a culprit: a collective that failed because a peer di
 that peer (``coll_fail``/``group_failed`` with ``peer``); one that timed out, or a store wait
 or rendezvous that timed out, names the members it waited for (and the waiter itself, which
 may have been the frozen one); an agent that saw its own worker fail names its own host; a
-Horovod driver that blacklists a host or fails to reach it names it. A fault explains an
+Horovod driver that blacklists a host or fails to reach it names it; a store client whose
+server is gone names the store's host (where the error says which). A fault explains an
 observation when it hit a culprit (a host fault on the culprit's host, a cut between the
 observer and a culprit), started before it, and was still active while the failing call
 waited; a death is explained only by a fault that kills. Of several such faults the most
@@ -13,6 +14,7 @@ recent is the cause.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -131,12 +133,19 @@ def observations(events: Sequence[TraceEvent]) -> list[Observation]:
         elif kind in _NAMING:
             named = str(ev.get(_NAMING[kind])).split(":", 1)[0].split("/", 1)[0]
             out.append(Observation(ev.t, ev.host, "any", frozenset({named}), ev.t, ev))
+        elif kind in _FAILURES and (gone := STORE_GONE.search(str(ev.get("error")))):
+            out.append(Observation(ev.t, ev.host, "died", frozenset({gone.group(1)}), ev.t, ev))
         elif kind in ("job_failed", "rdzv_failed") and "timeout" in str(ev.get("error")).lower():
             # a store wait or a rendezvous that timed out: waiting on the rest of its world
             out.append(Observation(ev.t, ev.host, "silent", world.get(ev.host, frozenset())
                                    | {ev.host}, ev.t, ev))
     return out
 
+
+STORE_GONE = re.compile(r"store (\S+?):\d+ is gone")
+"""A store client's error naming the store whose server died (the sim's wording)."""
+_FAILURES = frozenset({"job_failed", "rdzv_failed", "rdzv_keep_alive_failed",
+                       "exit_barrier_failed"})
 
 _NAMING = {"hvd_blacklist": "target", "hvd_ssh_failed": "to", "hvd_spawner_error": "slot"}
 """Horovod driver events that name the host they failed on (the field that names it)."""
