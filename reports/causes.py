@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from elastic_sim.reports.spans import fault_starts
 from elastic_sim.trace import TraceEvent
 
 ObservationKind = Literal["died", "silent", "any"]
@@ -69,21 +70,11 @@ class Observation:
 
 def fault_hits(events: Iterable[TraceEvent]) -> list[FaultHit]:
     """Every fault that started, in start order, with its footprint."""
-    started: dict[str, TraceEvent] = {}
-    healed: dict[str, float] = {}
-    for ev in events:
-        if ev.kind != "fault":
-            continue
-        fid = str(ev.get("id"))
-        if ev.get("phase") == "start":
-            started.setdefault(fid, ev)
-        elif ev.get("phase") == "heal":
-            healed[fid] = ev.t
     out = []
-    for fid, ev in started.items():
+    for ev, heal in fault_starts(events):
         target = ev.get("target")
         hosts, sides = _footprint(target, ev.host)
-        out.append(FaultHit(fid, str(ev.get("type")), str(target), ev.t, healed.get(fid),
+        out.append(FaultHit(str(ev.get("id")), str(ev.get("type")), str(target), ev.t, heal,
                             hosts, sides))
     return out
 

@@ -103,8 +103,8 @@ def end_time_of(events: Sequence[TraceEvent]) -> float:
     return ends[-1] if ends else max((ev.t for ev in events), default=0.0)
 
 
-def fault_spans(events: Iterable[TraceEvent]) -> list[FaultSpan]:
-    """Every fault that fired, with its heal time when it healed."""
+def fault_starts(events: Iterable[TraceEvent]) -> list[tuple[TraceEvent, float | None]]:
+    """Every fault's start event, in start order, with its heal time when it healed."""
     started: dict[str, TraceEvent] = {}
     healed: dict[str, float] = {}
     for ev in events:
@@ -115,11 +115,13 @@ def fault_spans(events: Iterable[TraceEvent]) -> list[FaultSpan]:
             started.setdefault(fid, ev)
         elif ev.get("phase") == "heal":
             healed[fid] = ev.t
-    return [
-        FaultSpan(fid, str(ev.get("type")), str(ev.get("target")), ev.host, ev.t,
-                  healed.get(fid))
-        for fid, ev in started.items()
-    ]
+    return [(ev, healed.get(fid)) for fid, ev in started.items()]
+
+
+def fault_spans(events: Iterable[TraceEvent]) -> list[FaultSpan]:
+    """Every fault that fired, with its heal time when it healed."""
+    return [FaultSpan(str(ev.get("id")), str(ev.get("type")), str(ev.get("target")), ev.host,
+                      ev.t, heal) for ev, heal in fault_starts(events)]
 
 
 def is_job_process(ev: TraceEvent) -> bool:
