@@ -99,9 +99,11 @@ class Campaign:
         return out
 
     def unrecovered(self) -> Counter[str]:
-        """Faults whose job never trained again, by fault type."""
+        """Faults that needed a recovery (a survivor saw them) and whose job never trained
+        again, by fault type; a fault nobody saw needed none."""
         return Counter(str(r.get("type")) for run in self.runs for r in run.recoveries
-                       if r.get("recovery_s") is None)
+                       if r.get("recovery_s") is None
+                       and r.get("phases", {}).get("detect") is not None)
 
     def mean_phases(self) -> dict[str, dict[str, float | None]]:
         """Mean seconds in each recovery phase, by fault type (recovered faults only)."""

@@ -59,3 +59,20 @@ def test_lost_samples_scale_lost_steps_by_the_world_the_fault_hit() -> None:
     assert rec.lost_steps == 5
     assert lost_samples(rec, rounds) == 20
     assert lost_samples(rec, rounds, batch_size=32) == 640
+
+
+def test_a_campaign_counts_as_unrecovered_only_faults_that_needed_a_recovery() -> None:
+    from pathlib import Path
+
+    from elastic_sim.reports.campaign import Campaign, RunRecord
+    from tests.reports.synth import hung_run, summary_for
+
+    def record(events: list[TraceEvent], steps: int) -> RunRecord:
+        recs = summary_for(events, steps=steps)["metrics"]["recoveries"]
+        return RunRecord(Path("."), "r", 0, "pass", "completed", recs, [], [])
+
+    failed = static_run()  # the crash, seen and recovered; then drop its recovery
+    seen = record(failed, 60)
+    seen.recoveries[0] = seen.recoveries[0] | {"recovery_s": None}
+    c = Campaign([record(hung_run(), 10), seen])
+    assert c.unrecovered() == {"crash": 1}  # the hang needed no recovery: it only stalled
