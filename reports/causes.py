@@ -1,7 +1,8 @@
 """Which fault caused which failure, read causally from the trace.
 
 A survivor's failure names a culprit: a collective that failed because a peer died names
-that peer (``coll_fail``/``group_failed`` with ``peer``); one that timed out, or a store wait
+that peer (``coll_fail``/``group_failed`` with ``peer``), which a fault after that peer's
+process had ended cannot explain; one that timed out, or a store wait
 or rendezvous that timed out, names the members it waited for (and the waiter itself, which
 may have been the frozen one); an agent that saw its own worker fail names its own host; a
 Horovod driver that blacklists a host or fails to reach it names it; a store client whose
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from elastic_sim.reports.spans import fault_starts
@@ -66,6 +67,8 @@ class Observation:
     since: float
     """When the failing call began waiting (a fault healed before cannot explain it)."""
     event: TraceEvent
+    dead_by: float | None = None
+    """When the named peer's process had ended (a fault that came later cannot explain it)."""
 
 
 def fault_hits(events: Iterable[TraceEvent]) -> list[FaultHit]:
@@ -98,6 +101,8 @@ def _footprint(target: Any, host: str) -> tuple[frozenset[str], tuple[frozenset[
 def observations(events: Sequence[TraceEvent]) -> list[Observation]:
     """Every failure a job process saw that names a culprit, in trace order."""
     members: dict[str, dict[int, str]] = {}
+    procs: dict[tuple[str, int], str] = {}
+    exited: dict[str, float] = {}
     world: dict[str, frozenset[str]] = {}
     """Each host's current round membership: a group's members that never joined it."""
     joined: dict[tuple[str, str], float] = {}
@@ -110,15 +115,22 @@ def observations(events: Sequence[TraceEvent]) -> list[Observation]:
         elif kind == "group_init":
             group = str(ev.get("group"))
             members.setdefault(group, {})[int(ev.get("rank", 0))] = ev.host
+            procs[(group, int(ev.get("rank", 0)))] = ev.proc
             joined[(ev.proc, group)] = ev.t
+            exited.pop(ev.proc, None)
+        elif kind == "proc_exit":
+            exited[ev.proc] = ev.t
         elif kind == "coll_enter":
             entered[(ev.proc, str(ev.get("group")), int(ev.get("seq", -1)))] = ev.t
         elif kind in ("coll_fail", "group_failed"):
             group = str(ev.get("group"))
             since = (joined.get((ev.proc, group), ev.t) if kind == "group_failed" else
                      entered.get((ev.proc, group, int(ev.get("seq", -1))), ev.t))
-            out.append(_collective_observation(ev, members.get(group, {}),
-                                               world.get(ev.host, frozenset()), since))
+            obs = _collective_observation(ev, members.get(group, {}),
+                                          world.get(ev.host, frozenset()), since)
+            peer = ev.get("peer")
+            dead = exited.get(procs.get((group, peer), "")) if isinstance(peer, int) else None
+            out.append(replace(obs, dead_by=dead) if obs.kind == "died" else obs)
         elif kind == "agent_restart" and ev.get("reason") in ("FAILED", "UNHEALTHY"):
             out.append(Observation(ev.t, ev.host, "any", frozenset({ev.host}), ev.t, ev))
         elif kind in _NAMING:
@@ -161,7 +173,8 @@ def cause_of(obs: Observation, faults: Sequence[FaultHit]) -> FaultHit | None:
     for f in faults:
         if f.start > obs.t:
             continue
-        if obs.kind == "died" and f.type not in KILLING:
+        if obs.kind == "died" and (f.type not in KILLING
+                                   or (obs.dead_by is not None and f.start > obs.dead_by)):
             continue
         if obs.kind == "silent" and f.heal is not None and f.heal < obs.since:
             continue
