@@ -12,6 +12,7 @@ Blocking c10d calls run on the runtime's thread pool (``Blocking``) so the loop 
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, Protocol, TypeVar
@@ -52,11 +53,43 @@ def store_error(exc: BaseException) -> StoreError:
     return StoreConnectionError(str(exc))
 
 
+def listening_socket(bind: str, port: int) -> socket.socket:
+    """A TCP socket listening on ``bind:port`` (0: any free port) and no other address.
+
+    c10d's own server listens on every interface whatever host it is given; handed this
+    socket instead, the store is reachable only where the run binds (loopback by default)."""
+    info = socket.getaddrinfo(bind, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, kind, proto, _, addr = info[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(socket.SOMAXCONN)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 async def host_store(blocking: Blocking, bind: str, port: int) -> Any:
     """Start a TCPStore server on ``bind:port`` (0: any free port; read ``.port``) in this
-    process; keep it referenced: the server stops when it is collected."""
+    process, listening on ``bind`` only; keep it referenced: the server stops when it is
+    collected."""
     dist = torch_distributed()
-    return await blocking(lambda: dist.TCPStore(bind, port, is_master=True, wait_for_workers=False))
+    sock = listening_socket(bind, port)
+    bound = int(sock.getsockname()[1])
+
+    def start() -> Any:
+        return dist.TCPStore(bind, bound, is_master=True, wait_for_workers=False,
+                             master_listen_fd=sock.fileno())
+
+    try:
+        server = await blocking(start)
+    except BaseException:
+        sock.close()
+        raise
+    sock.detach()  # the server owns the descriptor now
+    return server
 
 
 async def connect_store(blocking: Blocking, host: str, port: int, timeout: float) -> TCPStoreClient:
