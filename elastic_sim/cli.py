@@ -1,7 +1,9 @@
 """The command line: ``elastic-sim run | explore | report | validate | scenarios``.
 
 Exit codes: 0 every check and expectation holds; 1 a violation or an unmet expectation;
-2 bad input (named file, field and what was expected) or an internal error.
+2 bad input (named file, field and what was expected) or an internal error. A complete run
+whose reports (report.html, plots) could not be written keeps its verdict's exit code and
+prints a ``warning:`` line on stderr; ``elastic-sim report OUT`` writes them later.
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ def _parser() -> argparse.ArgumentParser:
                      "allocation's tasks)")
     run.add_argument("--image", default="elastic-sim:latest",
                      help="--launcher k8s: the container image with elastic-sim and torch")
+    run.add_argument("--force", action="store_true",
+                     help="replace an earlier run's output in --out (only the files "
+                          "elastic-sim wrote are removed)")
     run.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
     run.add_argument("--no-report", action="store_true",
                      help="skip report.html, the plots and trace.perfetto.json")
@@ -172,12 +177,14 @@ def _err(line: str) -> None:
 
 def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     from elastic_sim.console import print_report
+    from elastic_sim.outdir import safe_component, staged
     from elastic_sim.runner import run_scenario
     from elastic_sim.scenario import load_scenario
 
     sc = load_scenario(args.scenario)
     seed = sc.seed if args.seed is None else args.seed
-    out = args.out or Path("runs") / f"{sc.name}-{args.mode}-s{seed}"
+    # runs/ is the tool's own: a rerun there replaces the earlier run's output.
+    out = args.out or Path("runs") / safe_component(f"{sc.name}-{args.mode}-s{seed}")
     launch = _launch_options(args, out)
     if launch is not None and launch.launcher == "k8s":
         return _cmd_k8s(args, sc, seed, out, console)
@@ -186,12 +193,18 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
         from elastic_sim.runner import build_world
 
         check_allocation(build_world(sc, seed, "real"), launch)
-    with console.status(f"running {sc.name} ({args.mode})...") as status:
+    with staged(out, force=args.force or args.out is None) as stage, \
+            console.status(f"running {sc.name} ({args.mode})...") as status:
         report = run_scenario(
-            sc, seed=seed, mode=args.mode, out_dir=out, file=args.scenario,
+            sc, seed=seed, mode=args.mode, out_dir=stage, file=args.scenario,
             progress=lambda msg: status.update(msg), write_report=not args.no_report,
             launch=launch,
         )
+    report.out_dir = out
+    report.report_files = [out / p.name for p in report.report_files]
+    if report.report_error:
+        _err(f"warning: reports not written ({report.report_error}); the verdict stands; "
+             f"'elastic-sim report {out}' writes them")
     if args.quiet:
         console.print(("PASS" if report.passed else "FAIL") + f" {report.out_dir}")
     else:
@@ -259,7 +272,9 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
     space = space_for(sc, types=types, max_faults=args.max_faults,
                       max_duration=args.max_duration, spare=spare,
                       max_crashes=args.max_crashes, horizon=args.horizon)
-    out = args.out or Path("runs") / f"explore-{sc.name}-s{args.seed}"
+    from elastic_sim.outdir import safe_component
+
+    out = args.out or Path("runs") / safe_component(f"explore-{sc.name}-s{args.seed}")
     with Progress(TextColumn("exploring {task.description}"), BarColumn(),
                   MofNCompleteColumn(), TextColumn("{task.fields[found]} violations"),
                   TimeElapsedColumn(), console=console, transient=True) as bar:

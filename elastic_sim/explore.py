@@ -32,6 +32,7 @@ from elastic_sim.faults.schedule import (
     schedule_size,
     shrink_candidates,
 )
+from elastic_sim.outdir import safe_component
 from elastic_sim.registry import PROTOCOLS, ProtocolInfo
 from elastic_sim.runner import run_scenario, simulate
 from elastic_sim.scenario import Scenario, fault_dict, with_faults
@@ -319,7 +320,7 @@ def _shrink_and_write(runner: CaseRunner, sc: Scenario, out: Outcome, sig: Signa
     finding = Finding(sig, out.messages[sig], out.case.index, out.case.faults, small.faults,
                       small.seed, runs, small.tie_seed)
     if out_dir is not None:
-        write_reproducer(sc, finding, out_dir, f"{sc.name}-{sig.check}-{n}")
+        write_reproducer(sc, finding, out_dir, safe_component(f"{sc.name}-{sig.check}-{n}"))
     return finding
 
 

@@ -44,6 +44,8 @@ class RunReport:
     events: list[TraceEvent] = field(repr=False, default_factory=list)
     report_files: list[Path] = field(default_factory=list)
     """report.html first, then plots and trace.perfetto.json (empty with --no-report)."""
+    report_error: str | None = None
+    """Why the reports could not be written (the verdict stands: trace and summary are)."""
 
     @property
     def passed(self) -> bool:
@@ -158,7 +160,10 @@ def run_scenario(
     if write_report:
         from elastic_sim.reports.render import write_reports
 
-        report.report_files = write_reports(out_dir, events, summary)
+        try:
+            report.report_files = write_reports(out_dir, events, summary)
+        except Exception as exc:  # derived files: a full disk must not turn PASS into exit 2
+            report.report_error = f"{type(exc).__name__}: {exc}"
     return report
 
 

@@ -37,7 +37,11 @@ def plot_images(view: RunView) -> dict[str, bytes | None]:
 def _write(path: Path, data: bytes) -> Path:
     """Write under a temporary name and rename: readers never see half a file."""
     tmp = path.with_name(path.name + ".part")
-    tmp.write_bytes(data)
+    try:
+        tmp.write_bytes(data)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, path)
     return path
 
@@ -50,12 +54,18 @@ def write_reports(
     out_dir.mkdir(parents=True, exist_ok=True)
     view = build_view(events, summary)
     images = plot_images(view)
-    written = [_write(out_dir / REPORT_FILE, render_html(view, images).encode("utf-8"))]
-    for name, png in images.items():
-        if png is not None:
-            written.append(_write(out_dir / f"{name}.png", png))
-    perfetto = json.dumps(chrome_trace(events), separators=(",", ":"))
-    written.append(_write(out_dir / PERFETTO_FILE, perfetto.encode("utf-8")))
+    written: list[Path] = []
+    try:  # all of them or none: a reader never finds a report of another run's plots
+        written.append(_write(out_dir / REPORT_FILE, render_html(view, images).encode("utf-8")))
+        for name, png in images.items():
+            if png is not None:
+                written.append(_write(out_dir / f"{name}.png", png))
+        perfetto = json.dumps(chrome_trace(events), separators=(",", ":"))
+        written.append(_write(out_dir / PERFETTO_FILE, perfetto.encode("utf-8")))
+    except BaseException:
+        for path in written:
+            path.unlink(missing_ok=True)
+        raise
     return written
 
 

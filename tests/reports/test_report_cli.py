@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from elastic_sim.cli import main
+from elastic_sim.outdir import MANIFEST
 from elastic_sim.trace import write_trace
 from tests.reports.synth import static_run, summary_for
 from tests.reports.test_perfetto import schema_errors
@@ -69,4 +70,5 @@ def test_run_writes_the_report_by_default_and_no_report_turns_it_off(tmp_path: P
     perfetto = json.loads((tmp_path / "on" / "trace.perfetto.json").read_text("utf-8"))
     assert schema_errors(perfetto) == []
     assert main(["run", scenario, "--out", str(tmp_path / "off"), "-q", "--no-report"]) == 0
-    assert {p.name for p in (tmp_path / "off").iterdir()} == {"trace.jsonl", "summary.json"}
+    assert {p.name for p in (tmp_path / "off").iterdir()} == {"trace.jsonl", "summary.json",
+                                                               MANIFEST}

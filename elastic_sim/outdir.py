@@ -1,0 +1,214 @@
+"""A run's output directory: held by one run at a time, checked before anything runs, and
+replaced as one set.
+
+A run writes into a staging directory beside ``OUT`` (``OUT.part-<pid>``, marked partial)
+and, once complete, swaps it with ``OUT`` in one atomic rename (Linux ``renameat2`` with
+``RENAME_EXCHANGE``): a reader of ``OUT`` finds the earlier run's files or the new run's,
+never a mix, whatever moment the writer dies at. The manifest (:data:`MANIFEST`) lists
+what the tool wrote, so replacing an earlier run removes exactly that and keeps any file
+a user put beside it. ``.OUT.lock`` beside ``OUT`` is held (``flock``) for the whole run
+and names its holder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import glob
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from elastic_sim.errors import ScenarioError
+
+MANIFEST = ".elastic-sim-run.json"
+"""What a finished run wrote into its directory: ``{"tool", "files": {name: sha256|null}}``
+(null for a folder)."""
+PARTIAL = ".elastic-sim-partial"
+"""Marks a staging directory whose run has not finished: everything in it is the tool's."""
+_TOOL = "elastic-sim"
+
+
+def safe_component(name: str) -> str:
+    """``name`` as one harmless path component: no separator, no ``..``, not hidden."""
+    out = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip(".")
+    return re.sub(r"\.{2,}", ".", out) or "scenario"
+
+
+def read_manifest(run_dir: Path) -> dict[str, str | None] | None:
+    """The files an earlier run wrote into ``run_dir`` (None: not a run's output)."""
+    try:
+        obj = json.loads((run_dir / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    files = obj.get("files") if isinstance(obj, dict) and obj.get("tool") == _TOOL else None
+    if not isinstance(files, dict):
+        return None
+    return {str(k): v if isinstance(v, str) else None for k, v in files.items()
+            if safe_component(str(k)) == str(k) and k != MANIFEST}
+
+
+def write_manifest(run_dir: Path, names: list[str]) -> None:
+    """List ``names`` (entries of ``run_dir``) as the tool's, with each file's sha256."""
+    files: dict[str, str | None] = {}
+    for name in sorted(names):
+        path = run_dir / name
+        files[name] = None if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
+    tmp = run_dir / (MANIFEST + ".part")
+    tmp.write_text(json.dumps({"tool": _TOOL, "files": files}, indent=1) + "\n",
+                   encoding="utf-8")
+    os.replace(tmp, run_dir / MANIFEST)
+
+
+def add_to_manifest(run_dir: Path, names: list[str]) -> None:
+    """Record further files the tool wrote into an earlier run's directory."""
+    known = read_manifest(run_dir)
+    if known is not None:
+        write_manifest(run_dir, sorted(set(known) | set(names)))
+
+
+def _refuse(out: Path, message: str) -> ScenarioError:
+    return ScenarioError("--out", "", f"{out}: {message}")
+
+
+def check_place(out: Path) -> Path:
+    """``out`` resolved; refused if it is the root, the home directory, a file, or holds
+    the current directory."""
+    resolved = out.expanduser().resolve()
+    if resolved == Path(resolved.anchor):
+        raise _refuse(out, "is the root directory; choose a new or empty directory")
+    if resolved == Path.home().resolve():
+        raise _refuse(out, "is your home directory; choose a new or empty directory")
+    if resolved.exists() and not resolved.is_dir():
+        raise _refuse(out, "exists and is not a directory")
+    if Path.cwd().resolve().is_relative_to(resolved):
+        raise _refuse(out, "holds the current directory; choose a new or empty directory")
+    return resolved
+
+
+def _check_contents(out: Path, resolved: Path, force: bool) -> dict[str, str | None] | None:
+    """The earlier run's manifest when ``out`` holds one that may be replaced."""
+    if not resolved.is_dir() or not any(resolved.iterdir()):
+        return None
+    manifest = read_manifest(resolved)
+    if manifest is None:
+        shown = ", ".join(sorted(p.name for p in resolved.iterdir())[:5])
+        raise _refuse(out, f"is not empty and not an earlier run's output (holds {shown}); "
+                      "choose a new or empty directory")
+    if not force:
+        raise _refuse(out, "holds an earlier run's output; pass --force to replace it "
+                      "(only the files elastic-sim wrote are removed)")
+    return manifest
+
+
+@contextlib.contextmanager
+def held(out: Path) -> Iterator[None]:
+    """Hold ``out``'s lock; :class:`ScenarioError` naming the holder if another run has it."""
+    resolved = out.expanduser().resolve()
+    resolved.parent.mkdir(parents=True, exist_ok=True)
+    lock = resolved.parent / f".{resolved.name}.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another run"
+            raise _refuse(out, f"in use by another run ({holder}); wait for it or choose "
+                          "another --out") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}: {' '.join(sys.argv)}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+@contextlib.contextmanager
+def staged(out: Path, *, force: bool) -> Iterator[Path]:
+    """Hold ``out`` and give a fresh staging directory; when the block ends normally, its
+    contents replace ``out``'s as one set; when it raises, it is removed and ``out`` is
+    untouched. :class:`ScenarioError` (exit 2, nothing written) if ``out`` is refused."""
+    resolved = check_place(out)
+    with held(out):
+        earlier = _check_contents(out, resolved, force)
+        _clear_stale(resolved)
+        stage = resolved.with_name(f"{resolved.name}.part-{os.getpid()}")
+        stage.mkdir()
+        (stage / PARTIAL).touch()
+        try:
+            yield stage
+            write_manifest(stage, [p.name for p in stage.iterdir() if p.name != PARTIAL])
+        except BaseException:
+            shutil.rmtree(stage, ignore_errors=True)
+            raise
+        _publish(stage, resolved, earlier)
+
+
+def _publish(stage: Path, out: Path, earlier: dict[str, str | None] | None) -> None:
+    """Swap the finished ``stage`` into ``out``; keep a user's files, drop the earlier run's."""
+    if out.is_dir():
+        for entry in sorted(out.iterdir()):
+            if entry.name not in (earlier or {}) and entry.name != MANIFEST \
+                    and not (stage / entry.name).exists():
+                entry.rename(stage / entry.name)  # a user's file: it stays with the output
+    (stage / PARTIAL).unlink()
+    if out.is_dir():
+        _exchange(stage, out)
+        _remove_written(stage, out)
+    else:
+        stage.rename(out)
+
+
+def _remove_written(old: Path, out: Path) -> None:
+    """Remove what an earlier run wrote in ``old`` (a replaced set), then ``old`` itself if
+    nothing else is left; anything else goes back into ``out`` where its name is free."""
+    for name in read_manifest(old) or {}:
+        path = old / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    (old / MANIFEST).unlink(missing_ok=True)
+    for entry in sorted(old.iterdir()):
+        if not (out / entry.name).exists():
+            entry.rename(out / entry.name)
+    with contextlib.suppress(OSError):
+        old.rmdir()
+
+
+def _clear_stale(out: Path) -> None:
+    """Staging directories of runs on ``out`` that died (the lock is ours, so none lives)."""
+    for path in sorted(out.parent.glob(glob.escape(out.name) + ".part-*")):
+        if (path / PARTIAL).exists():
+            shutil.rmtree(path, ignore_errors=True)
+        elif (path / MANIFEST).exists() and out.is_dir():
+            _remove_written(path, out)
+        elif (path / MANIFEST).exists():
+            path.rename(out)  # died between two renames of the fallback swap
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: Path, b: Path) -> None:
+    """Swap directories ``a`` and ``b`` atomically (Linux >= 3.15); elsewhere two renames,
+    with a moment where ``b`` is missing."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is not None:
+        if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b),
+                     _RENAME_EXCHANGE) == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: not supported here
+            raise OSError(err, os.strerror(err), str(b))
+    aside = a.with_name(a.name + "-old")
+    b.rename(aside)
+    a.rename(b)
+    aside.rename(a)
