@@ -295,18 +295,25 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_report(args: argparse.Namespace, console: Console) -> int:
+    from elastic_sim.outdir import add_to_manifest, held
     from elastic_sim.reports.campaign import find_runs, write_campaign_report
     from elastic_sim.reports.render import render_run_dir
+    from elastic_sim.trace import RecordError
 
     root: Path = args.run_dir
-    if (root / "trace.jsonl").is_file():
-        written = render_run_dir(root)
-    else:
-        runs = find_runs(root) if root.is_dir() else []
-        if not runs:
-            raise ScenarioError(str(root), "", "not a run directory (no trace.jsonl) and no "
-                                "run directories (with summary.json) under it")
-        written = write_campaign_report(runs, root)
+    try:
+        if (root / "trace.jsonl").is_file():
+            with held(root):  # not while a run replaces it
+                written = render_run_dir(root)
+                add_to_manifest(root, [p.name for p in written])
+        else:
+            runs = find_runs(root) if root.is_dir() else []
+            if not runs:
+                raise ScenarioError(str(root), "", "not a run directory (no trace.jsonl) and "
+                                    "no run directories (with summary.json) under it")
+            written = write_campaign_report(runs, root)
+    except RecordError as exc:
+        raise ScenarioError(exc.file, exc.where, exc.message) from None
     for path in written:
         console.print(str(path), markup=False)
     return EXIT_OK

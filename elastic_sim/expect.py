@@ -41,7 +41,8 @@ def evaluate(
         out.append(ExpectationResult("max_lost_steps", f"<= {expect.max_lost_steps}",
                                      str(m.lost_steps), m.lost_steps <= expect.max_lost_steps))
     if expect.epoch_logs is not None:
-        out.append(_epoch_logs(expect.epoch_logs, events))
+        out.append(_epoch_logs([w.model_dump(exclude_none=True) for w in expect.epoch_logs],
+                               events))
     if expect.error_contains is not None:
         hit = [e for e in m.errors if expect.error_contains in e]
         out.append(ExpectationResult("error_contains", repr(expect.error_contains),

@@ -9,6 +9,8 @@ generically (:func:`fault_dict`).
 from __future__ import annotations
 
 import dataclasses
+import errno
+import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -395,7 +397,7 @@ def expand(m: Any, fid: str, hosts: Sequence[str], store_host: str,
         src = Path(m.file) if base_dir is None else base_dir / m.file
         fmt = m.format or ("json" if src.suffix.lower() == ".json" else "csv")
         try:
-            text = src.read_text(encoding="utf-8")
+            text = read_text_bounded(src, MAX_TRACE_BYTES)
         except (OSError, UnicodeDecodeError) as exc:
             raise ScenarioError(file, path + ".file", f"cannot read failure trace {src}: "
                                 f"{exc.strerror if isinstance(exc, OSError) else exc}") from None
@@ -404,6 +406,22 @@ def expand(m: Any, fid: str, hosts: Sequence[str], store_host: str,
         except TraceFileError as exc:
             raise ScenarioError(f"{src}", exc.where, exc.message) from None
     return [to_fault(m, fid, hosts, store_host)]
+
+
+MAX_TRACE_BYTES = 16 << 20
+"""Largest failure trace a ``replay`` fault reads."""
+
+
+def read_text_bounded(path: Path, limit: int) -> str:
+    """A regular file's text, at most ``limit`` bytes (``/dev/zero`` or a FIFO never
+    reaches the reader); OSError otherwise."""
+    if not stat.S_ISREG(path.stat().st_mode):
+        raise OSError(errno.EINVAL, "not a regular file")
+    with path.open("rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit >> 20} MiB")
+    return data.decode("utf-8")
 
 
 def fault_dict(f: Fault) -> dict[str, Any]:

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import pydantic
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from elastic_sim.errors import ScenarioError
@@ -27,6 +26,7 @@ from elastic_sim.fault_schema import fault_dict as fault_dict
 from elastic_sim.faults.model import Fault
 from elastic_sim.protocols.static.settings import Workload
 from elastic_sim.registry import PROTOCOLS, suggest, validate_knobs
+from elastic_sim.strict_yaml import load_yaml
 from elastic_sim.world import WAKE_LATENCY, HostSpec, LinkSpec
 
 NonNeg = Annotated[float, Field(ge=0)]
@@ -106,6 +106,19 @@ class ProtocolModel(_Strict):
     knobs: dict[str, Any] = {}
 
 
+class EpochLogModel(_Strict):
+    """The fields of one expected epoch log line that must match (any subset)."""
+
+    epoch: int | None = None
+    batch: int | None = None
+    commits: int | None = None
+    hostname: str | None = None
+    start_rank: int | None = None
+    rank: int | None = None
+    size: int | None = None
+    rendezvous: int | None = None
+
+
 class ExpectModel(_Strict):
     """What the user expects; any unmet expectation makes the run exit 1."""
 
@@ -115,7 +128,7 @@ class ExpectModel(_Strict):
     """The world size of every round, in order."""
     max_recovery_s: NonNeg | None = None
     max_lost_steps: Annotated[int, Field(ge=0)] | None = None
-    epoch_logs: list[dict[str, int | str]] | None = None
+    epoch_logs: list[EpochLogModel] | None = None
     """The training script's per-epoch log lines (``epoch_log`` events), in order: exactly
     as many as listed, each matching the fields it names (size, start_rank, rendezvous...)."""
     error_contains: str | None = None
@@ -176,17 +189,7 @@ def load_scenario(path: str | Path) -> Scenario:
         raise ScenarioError(file, "", "no such file")
     if p.is_dir():
         raise ScenarioError(file, "", "is a directory, expected a scenario YAML file")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(file, "", f"cannot read: {exc}") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ScenarioError(file, where, f"invalid YAML: {problem}") from None
+    raw = load_yaml(p, file)
     if raw is None:
         raise ScenarioError(
             file, "", "empty scenario; expected a mapping with keys protocol, cluster, workload"

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,16 +96,40 @@ def encode(ev: TraceEvent) -> str:
     )
 
 
+class RecordError(ValueError):
+    """A file of a run (its trace, its summary) that cannot be read back: the file, where
+    in it (``line N`` or a field path) and what is wrong."""
+
+    def __init__(self, file: str, where: str, message: str) -> None:
+        super().__init__(f"{file}: {where}: {message}")
+        self.file = file
+        self.where = where
+        self.message = message
+
+
+_FIELDS = (("t", (int, float), "a number"), ("host", str, "a string"),
+           ("proc", str, "a string"), ("kind", str, "a string"))
+
+
 def decode(line: str) -> TraceEvent:
-    """Parse one line written by :func:`encode`."""
-    obj = json.loads(line)
-    return TraceEvent(
-        t=float(obj["t"]),
-        host=str(obj["host"]),
-        proc=str(obj["proc"]),
-        kind=str(obj["kind"]),
-        data=obj.get("data") or {},
-    )
+    """Parse one line written by :func:`encode`; ValueError saying what is wrong."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON ({exc.msg})") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    for key, types, what in _FIELDS:
+        value = obj.get(key)
+        if not isinstance(value, types) or isinstance(value, bool):
+            raise ValueError(f"field {key!r}: expected {what}, got {value!r:.60}")
+    data = obj.get("data") or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"field 'data': expected an object, got {type(data).__name__}")
+    if not math.isfinite(obj["t"]):
+        raise ValueError(f"field 't': expected a finite number, got {obj['t']}")
+    return TraceEvent(t=float(obj["t"]), host=obj["host"], proc=obj["proc"], kind=obj["kind"],
+                      data=data)
 
 
 class TraceWriter:
@@ -143,11 +168,16 @@ def read_trace(path: Path) -> list[TraceEvent]:
 
 
 def iter_trace(path: Path) -> Iterator[TraceEvent]:
-    """Stream a trace file's events."""
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                yield decode(line)
+    """Stream a trace file's events; :class:`RecordError` naming the first bad line."""
+    with path.open("rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+                event = decode(line) if line.strip() else None
+            except ValueError as exc:  # UnicodeDecodeError included
+                raise RecordError(str(path), f"line {n}", str(exc)) from None
+            if event is not None:
+                yield event
 
 
 def file_sha256(path: Path) -> str:

@@ -5,7 +5,6 @@ that holds a ``summary.json`` is one run."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -16,6 +15,7 @@ from typing import Any
 import elastic_sim.trace
 from elastic_sim.reports.html import CSS, esc, img_tag, table
 from elastic_sim.reports.spans import timelines
+from elastic_sim.reports.view import read_summary
 from elastic_sim.trace import read_trace
 
 CAMPAIGN_FILE = "campaign.html"
@@ -48,7 +48,7 @@ def find_runs(root: Path) -> list[Path]:
 
 def load_run(run_dir: Path) -> RunRecord:
     """Read one run's summary and, when present, its trace (for coverage)."""
-    s = json.loads((run_dir / "summary.json").read_text("utf-8"))
+    s = read_summary(run_dir / "summary.json")
     rec = RunRecord(
         dir=run_dir,
         name=str(s.get("scenario", {}).get("name", run_dir.name)),

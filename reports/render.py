@@ -13,7 +13,7 @@ from typing import Any
 from elastic_sim.reports.html import render_html
 from elastic_sim.reports.perfetto import chrome_trace
 from elastic_sim.reports.plots import recovery_png, timeline_png, world_size_png
-from elastic_sim.reports.view import RunView, build_view
+from elastic_sim.reports.view import RunView, build_view, read_summary
 from elastic_sim.trace import TraceEvent, read_trace
 
 REPORT_FILE = "report.html"
@@ -75,5 +75,5 @@ def render_run_dir(run_dir: Path) -> list[Path]:
     if not trace.is_file():
         raise FileNotFoundError(f"{trace}: no trace (is {run_dir} a run directory?)")
     summary_path = run_dir / "summary.json"
-    summary = json.loads(summary_path.read_text("utf-8")) if summary_path.is_file() else {}
+    summary = read_summary(summary_path) if summary_path.is_file() else {}
     return write_reports(run_dir, read_trace(trace), summary)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from elastic_sim.reports.metrics import (
@@ -23,7 +25,7 @@ from elastic_sim.reports.spans import (
     fault_spans,
     timelines,
 )
-from elastic_sim.trace import TraceEvent
+from elastic_sim.trace import RecordError, TraceEvent
 
 
 @dataclass
@@ -76,3 +78,46 @@ def build_view(events: Sequence[TraceEvent], summary: Mapping[str, Any]) -> RunV
         round_ends=round_ends(events, metrics.rounds, end),
         world_series=world_size_series(metrics.rounds),
     )
+
+
+_OBJ, _LIST, _NUM = "an object", "a list", "a number"
+_SUMMARY_SHAPE: dict[str, str] = {
+    "scenario": _OBJ, "scenario.workload": _OBJ, "scenario.protocol": _OBJ,
+    "scenario.name": "a string", "scenario.workload.steps": "an integer",
+    "scenario.workload.batch_size": "an integer", "metrics": _OBJ, "metrics.end_time": _NUM,
+    "metrics.recoveries": _LIST, "metrics.outcome": "a string", "checks": _LIST,
+    "expectations": _LIST, "faults": _LIST, "exit_codes": _OBJ, "hung": "a boolean",
+    "seed": "an integer", "exit_code": "an integer", "verdict": "a string", "mode": "a string",
+}
+_IS: dict[str, Callable[[Any], bool]] = {
+    _OBJ: lambda v: isinstance(v, dict),
+    _LIST: lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v),
+    _NUM: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "an integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "a string": lambda v: isinstance(v, str),
+    "a boolean": lambda v: isinstance(v, bool),
+}
+
+
+def read_summary(path: Path) -> dict[str, Any]:
+    """A run's summary.json, checked for the shape the reports read; :class:`RecordError`
+    naming the line (not JSON) or the field (wrong type) of the first problem."""
+    try:
+        obj = json.loads(path.read_bytes().decode("utf-8"))
+    except json.JSONDecodeError as exc:
+        raise RecordError(str(path), f"line {exc.lineno}", f"not JSON ({exc.msg})") from None
+    except UnicodeDecodeError as exc:
+        raise RecordError(str(path), "", f"not UTF-8 text ({exc.reason})") from None
+    if not isinstance(obj, dict):
+        raise RecordError(str(path), "", f"expected a JSON object, got {type(obj).__name__}")
+    for where, what in _SUMMARY_SHAPE.items():
+        parent: Any = obj
+        *outer, key = where.split(".")
+        for part in outer:
+            parent = parent.get(part, {})
+        value = parent.get(key)
+        if value is not None and not _IS[what](value):
+            shown = ("a list with a non-object item" if what == _LIST and isinstance(value, list)
+                     else f"{type(value).__name__} {value!r}")
+            raise RecordError(str(path), where, f"expected {what}, got {shown:.60}")
+    return obj

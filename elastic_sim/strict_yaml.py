@@ -1,0 +1,73 @@
+"""Reading a scenario's YAML strictly: bounded in size and nesting, and a key given twice
+in one mapping is an error (plain YAML loaders keep the last one silently)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from elastic_sim.errors import ScenarioError
+from elastic_sim.fault_schema import read_text_bounded
+
+MAX_SCENARIO_BYTES = 1 << 20
+"""Largest scenario file read."""
+MAX_DEPTH = 32
+"""Deepest nesting of mappings and lists (scenarios need about six)."""
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+class _Problem(Exception):
+    def __init__(self, mark: yaml.Mark, message: str) -> None:
+        super().__init__(message)
+        self.where = f"line {mark.line + 1}, column {mark.column + 1}"
+        self.message = message
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """A safe loader that bounds nesting and refuses duplicate keys."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise _Problem(self.peek_event().start_mark,  # type: ignore[no-untyped-call]
+                               f"nested deeper than {MAX_DEPTH} levels")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == _MERGE:
+                continue
+            key = self.construct_object(key_node)
+            if key in first:
+                raise _Problem(key_node.start_mark, f"duplicate key {key!r} (first given at "
+                               f"line {first[key]})")
+            first[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
+
+
+def load_yaml(path: Path, file: str) -> Any:
+    """The document in ``path``; :class:`ScenarioError` naming ``file`` and the line."""
+    try:
+        text = read_text_bounded(path, MAX_SCENARIO_BYTES)
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else str(exc)
+        raise ScenarioError(file, "", f"cannot read: {why}") from None
+    try:
+        return yaml.load(text, Loader=_StrictLoader)
+    except _Problem as exc:
+        raise ScenarioError(file, exc.where, exc.message) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ScenarioError(file, where, f"invalid YAML: {problem}") from None
