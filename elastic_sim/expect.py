@@ -32,6 +32,11 @@ def evaluate(
         out.append(ExpectationResult("final_world_size", str(expect.final_world_size),
                                      str(m.final_world_size),
                                      m.final_world_size == expect.final_world_size))
+    if expect.final_world_size_between is not None:
+        low, high = expect.final_world_size_between
+        out.append(ExpectationResult("final_world_size_between", f"{low}..{high}",
+                                     str(m.final_world_size),
+                                     low <= m.final_world_size <= high))
     if expect.world_sizes is not None:
         out.append(ExpectationResult("world_sizes", _arrow(expect.world_sizes),
                                      _arrow(m.world_sizes), m.world_sizes == expect.world_sizes))

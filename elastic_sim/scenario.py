@@ -124,6 +124,10 @@ class ExpectModel(_Strict):
 
     outcome: Literal["completed", "failed"] | None = None
     final_world_size: Annotated[int, Field(ge=0)] | None = None
+    final_world_size_between: tuple[Annotated[int, Field(ge=0)],
+                                    Annotated[int, Field(ge=0)]] | None = None
+    """``[low, high]``: the final world size lies within these bounds (both included), for
+    an outcome that differs between seeds within a known range."""
     world_sizes: list[Annotated[int, Field(ge=1)]] | None = None
     """The world size of every round, in order."""
     max_recovery_s: NonNeg | None = None
@@ -146,6 +150,9 @@ class Scenario(_Strict):
     name: str = ""
     description: str = ""
     seed: Annotated[int, Field(ge=0)] = 0
+    seed_pinned: str | None = None
+    """Why the expectations are claimed for ``seed`` only (e.g. a reproducer of one timing
+    window). Without it, they hold for every seed (a test sweeps 100 of them)."""
     tie_seed: Annotated[int, Field(ge=0)] | None = None
     """Sim only: order events due at the same time from different sources by this seed
     (:mod:`sim.kernel`) instead of by scheduling order (the default)."""
@@ -378,6 +385,12 @@ def _check_references(sc: Scenario, file: str) -> None:
         except ValueError as exc:
             where, _, msg = str(exc).partition(": ")
             raise ScenarioError(file, f"protocol.knobs.{where}", msg) from None
+    bounds = sc.expect.final_world_size_between
+    if bounds is not None and bounds[0] > bounds[1]:
+        raise ScenarioError(file, "expect.final_world_size_between",
+                            f"expected [low, high] with low <= high, got {list(bounds)}")
+    if sc.seed_pinned is not None and not sc.seed_pinned.strip():
+        raise ScenarioError(file, "seed_pinned", "expected the reason the seed is pinned")
     mn, mx = knobs.get("min_hosts"), knobs.get("max_hosts")
     if isinstance(mn, int) and isinstance(mx, int) and mn > mx:
         raise ScenarioError(
