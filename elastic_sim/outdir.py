@@ -23,13 +23,13 @@ import re
 import shutil
 import sys
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from elastic_sim.errors import ScenarioError
 
 MANIFEST = ".elastic-sim-run.json"
-"""What a finished run wrote into its directory: ``{"tool", "files": {name: sha256|null}}``
-(null for a folder)."""
+"""What a finished run wrote into its directory: ``{"tool", "files": {path: sha256}}``, every
+file at any depth (``real/logs/...`` included)."""
 PARTIAL = ".elastic-sim-partial"
 """Marks a staging directory whose run has not finished: everything in it is the tool's."""
 _TOOL = "elastic-sim"
@@ -41,8 +41,15 @@ def safe_component(name: str) -> str:
     return re.sub(r"\.{2,}", ".", out) or "scenario"
 
 
-def read_manifest(run_dir: Path) -> dict[str, str | None] | None:
-    """The files an earlier run wrote into ``run_dir`` (None: not a run's output)."""
+def _is_inside(rel: str) -> bool:
+    """Whether manifest entry ``rel`` names a path inside the run directory."""
+    parts = PurePosixPath(rel).parts
+    return bool(parts) and not rel.startswith("/") and ".." not in parts and rel != MANIFEST
+
+
+def read_manifest(run_dir: Path) -> dict[str, str] | None:
+    """The files (relative paths -> sha256) an earlier run wrote into ``run_dir``; None
+    if it is not a run's output."""
     try:
         obj = json.loads((run_dir / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -50,16 +57,19 @@ def read_manifest(run_dir: Path) -> dict[str, str | None] | None:
     files = obj.get("files") if isinstance(obj, dict) and obj.get("tool") == _TOOL else None
     if not isinstance(files, dict):
         return None
-    return {str(k): v if isinstance(v, str) else None for k, v in files.items()
-            if safe_component(str(k)) == str(k) and k != MANIFEST}
+    return {str(k): str(v) for k, v in files.items() if _is_inside(str(k))}
+
+
+def _files_under(root: Path) -> list[str]:
+    """Every file under ``root`` as a relative POSIX path, sorted (the markers left out)."""
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
+                  if not p.is_dir() and p.name not in (MANIFEST, PARTIAL))
 
 
 def write_manifest(run_dir: Path, names: list[str]) -> None:
-    """List ``names`` (entries of ``run_dir``) as the tool's, with each file's sha256."""
-    files: dict[str, str | None] = {}
-    for name in sorted(names):
-        path = run_dir / name
-        files[name] = None if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
+    """List the files ``names`` (relative to ``run_dir``) as the tool's, with their sha256."""
+    files = {name: hashlib.sha256((run_dir / name).read_bytes()).hexdigest()
+             for name in sorted(names)}
     tmp = run_dir / (MANIFEST + ".part")
     tmp.write_text(json.dumps({"tool": _TOOL, "files": files}, indent=1) + "\n",
                    encoding="utf-8")
@@ -92,7 +102,7 @@ def check_place(out: Path) -> Path:
     return resolved
 
 
-def _check_contents(out: Path, resolved: Path, force: bool) -> dict[str, str | None] | None:
+def _check_contents(out: Path, resolved: Path, force: bool) -> dict[str, str] | None:
     """The earlier run's manifest when ``out`` holds one that may be replaced."""
     if not resolved.is_dir() or not any(resolved.iterdir()):
         return None
@@ -142,20 +152,17 @@ def staged(out: Path, *, force: bool) -> Iterator[Path]:
         (stage / PARTIAL).touch()
         try:
             yield stage
-            write_manifest(stage, [p.name for p in stage.iterdir() if p.name != PARTIAL])
+            write_manifest(stage, _files_under(stage))
         except BaseException:
             shutil.rmtree(stage, ignore_errors=True)
             raise
         _publish(stage, resolved, earlier)
 
 
-def _publish(stage: Path, out: Path, earlier: dict[str, str | None] | None) -> None:
+def _publish(stage: Path, out: Path, earlier: dict[str, str] | None) -> None:
     """Swap the finished ``stage`` into ``out``; keep a user's files, drop the earlier run's."""
     if out.is_dir():
-        for entry in sorted(out.iterdir()):
-            if entry.name not in (earlier or {}) and entry.name != MANIFEST \
-                    and not (stage / entry.name).exists():
-                entry.rename(stage / entry.name)  # a user's file: it stays with the output
+        _move_others(out, stage, set(earlier or {}))  # a user's files stay with the output
     (stage / PARTIAL).unlink()
     if out.is_dir():
         _exchange(stage, out)
@@ -164,19 +171,27 @@ def _publish(stage: Path, out: Path, earlier: dict[str, str | None] | None) -> N
         stage.rename(out)
 
 
+def _move_others(src: Path, dst: Path, written: set[str]) -> None:
+    """Move the files under ``src`` that the tool did not write into ``dst`` where their
+    place is free (what is not moved stays in ``src``)."""
+    for rel in _files_under(src):
+        target = dst / rel
+        if rel not in written and not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            (src / rel).rename(target)
+
+
 def _remove_written(old: Path, out: Path) -> None:
-    """Remove what an earlier run wrote in ``old`` (a replaced set), then ``old`` itself if
-    nothing else is left; anything else goes back into ``out`` where its name is free."""
-    for name in read_manifest(old) or {}:
-        path = old / name
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
+    """Remove what an earlier run wrote in ``old`` (a replaced set), return anything else
+    to ``out`` where its place is free, then remove ``old`` if that left it empty."""
+    for rel in read_manifest(old) or {}:
+        (old / rel).unlink(missing_ok=True)
     (old / MANIFEST).unlink(missing_ok=True)
-    for entry in sorted(old.iterdir()):
-        if not (out / entry.name).exists():
-            entry.rename(out / entry.name)
+    _move_others(old, out, set())
+    for path in sorted(old.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        if path.is_dir():
+            with contextlib.suppress(OSError):
+                path.rmdir()  # only an emptied folder
     with contextlib.suppress(OSError):
         old.rmdir()
 
@@ -190,6 +205,9 @@ def _clear_stale(out: Path) -> None:
             _remove_written(path, out)
         elif (path / MANIFEST).exists():
             path.rename(out)  # died between two renames of the fallback swap
+        else:
+            with contextlib.suppress(OSError):
+                path.rmdir()  # died before marking it: empty
 
 
 _AT_FDCWD = -100
