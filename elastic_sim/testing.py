@@ -51,6 +51,7 @@ __all__ = [
     "fault_schedules",
     "generated_runs",
     "load",
+    "unmet_on_seed",
     "runs_for",
     "signatures_of",
     "sim_seeds",
@@ -109,3 +110,15 @@ def assert_no_violation(sc: Scenario, run: GeneratedRun,
             [f"{len(lines)} violation(s) with seed {run.seed}, tie_seed {run.tie_seed}:",
              *lines, "faults:", faults]))
 
+
+
+def unmet_on_seed(sc: Scenario, seed: int) -> list[str]:
+    """What of ``sc``'s claims fails when it runs in the sim with ``seed``: each unmet
+    expectation and each violated check it does not declare (empty: all hold)."""
+    from elastic_sim.expect import evaluate
+
+    events, metrics, _ = simulate(sc, seed)
+    known = set(known_violations(sc))
+    return ([f"expectation {e.name}: expected {e.expected}, got {e.actual}"
+             for e in evaluate(sc.expect, metrics, events) if not e.ok]
+            + [f"check {c.name}" for c in run_checks(events) if not c.ok and c.name not in known])

@@ -1,0 +1,60 @@
+"""Every shipped scenario means what it says for every seed: its expectations (and checks)
+hold on seeds 0-99 in the sim, or it pins its seed and says why (``seed_pinned``), and then
+they hold on that seed. ``broken_*`` scenarios are caught on every seed."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from elastic_sim.errors import ScenarioError
+from elastic_sim.runner import simulate
+from elastic_sim.scenario import load_scenario
+from elastic_sim.testing import unmet_on_seed
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = sorted(p.relative_to(ROOT / "scenarios").as_posix()
+                   for p in (ROOT / "scenarios").rglob("*.yaml"))
+SEEDS = range(100)
+
+
+def test_every_shipped_scenario_is_swept() -> None:
+    assert "scale_down.yaml" in SCENARIOS and len(SCENARIOS) >= 40
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rel", SCENARIOS)
+def test_a_shipped_scenario_holds_on_every_seed_it_claims(rel: str) -> None:
+    sc = load_scenario(ROOT / "scenarios" / rel)
+    seeds = [sc.seed] if sc.seed_pinned else SEEDS
+    failures = {seed: unmet_on_seed(sc, seed) for seed in seeds}
+    if Path(rel).name.startswith("broken_"):
+        assert [s for s, unmet in failures.items() if not unmet] == []
+        return
+    bad = {s: unmet for s, unmet in failures.items() if unmet}
+    assert bad == {}, f"{rel}: {len(seeds) - len(bad)}/{len(seeds)} seeds hold; first: " \
+        f"seed {min(bad)}: {bad[min(bad)]}"
+
+
+def test_the_flagship_holds_on_both_of_its_outcomes() -> None:
+    sc = load_scenario(ROOT / "scenarios" / "scale_down.yaml")
+    assert sc.seed_pinned is None
+    # Seed 0: all three survivors re-form; seed 5: one sees the crash only at the group
+    # timeout and the other two finish without it.
+    for seed, sizes in [(0, [4, 3]), (5, [4, 2])]:
+        assert simulate(sc, seed)[1].world_sizes == sizes
+        assert unmet_on_seed(sc, seed) == []
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("seed_pinned: ' '", "seed_pinned: expected the reason the seed is pinned"),
+    ("expect: {final_world_size_between: [3, 2]}",
+     "expect.final_world_size_between: expected [low, high] with low <= high"),
+])
+def test_seed_claims_are_checked(tmp_path: Path, line: str, message: str) -> None:
+    sc = tmp_path / "sc.yaml"
+    sc.write_text(f"protocol: {{name: static}}\ncluster: {{hosts: 2}}\n{line}\n")
+    with pytest.raises(ScenarioError, match=re.escape(message)):
+        load_scenario(sc)
