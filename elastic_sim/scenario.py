@@ -417,8 +417,8 @@ def workload_dict(sc: Scenario) -> dict[str, Any]:
 def with_faults(sc: Scenario, faults: list[Fault], *, seed: int, name: str,
                 description: str = "", tie_seed: int | None = None) -> Scenario:
     """``sc`` with its faults replaced by ``faults`` and no expectations (they were about
-    the original schedule): a reproducer, its seed pinned. Validated again. A ``tie_seed`` replaces the
-    scenario's."""
+    the original schedule): a reproducer, its seed pinned. Validated again. A ``tie_seed``
+    replaces the scenario's."""
     raw = scenario_dict(sc)
     raw.update(name=name, seed=seed, faults=[fault_dict(f) for f in faults], expect={},
                seed_pinned="a reproducer: this fault schedule broke a check with this seed")

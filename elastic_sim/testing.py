@@ -51,11 +51,11 @@ __all__ = [
     "fault_schedules",
     "generated_runs",
     "load",
-    "unmet_on_seed",
     "runs_for",
     "signatures_of",
     "sim_seeds",
     "tie_seeds",
+    "unmet_on_seed",
     "variant",
 ]
 

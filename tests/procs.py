@@ -3,7 +3,10 @@ membership sequence a run's summary reports."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,3 +30,15 @@ def processes_mentioning(text: str) -> list[str]:
 def membership(summary: dict[str, Any]) -> list[tuple[int, list[str], dict[str, int]]]:
     """(round, members, ranks) of every round in a run's ``summary.json``."""
     return [(r["round"], r["members"], r["ranks"]) for r in summary["metrics"]["rounds"]]
+
+
+@contextlib.contextmanager
+def reaped(proc: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+    """``proc``, killed and waited for on the way out if it still runs (a failing test
+    leaves no process behind)."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

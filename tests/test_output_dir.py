@@ -20,6 +20,7 @@ import pytest
 
 from elastic_sim.cli import main
 from elastic_sim.outdir import MANIFEST, safe_component
+from tests.procs import reaped
 
 ROOT = Path(__file__).resolve().parent.parent
 SCALE_DOWN = str(ROOT / "scenarios" / "scale_down.yaml")
@@ -81,7 +82,7 @@ def test_a_second_run_on_the_same_out_exits_2_naming_the_holder(
     out, gate = tmp_path / "out", tmp_path / "gate"
     first = subprocess.Popen([sys.executable, "-c", PAUSED_RUN, SCALE_DOWN, str(gate), str(out)],
                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with reaped(first):
         deadline = time.monotonic() + 120
         while not Path(f"{gate}.waiting").exists() and time.monotonic() < deadline:
             assert first.poll() is None, first.communicate()
@@ -91,10 +92,6 @@ def test_a_second_run_on_the_same_out_exits_2_naming_the_holder(
         assert "in use by another run" in err and f"pid {first.pid}" in err
         gate.touch()
         _, first_err = first.communicate(timeout=120)
-    finally:
-        if first.poll() is None:
-            first.kill()
-            first.wait()
     assert first.returncode == 0, first_err
     assert consistent_seed(out) == 4  # the holder's run, whole
 

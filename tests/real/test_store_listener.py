@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tests.procs import processes_mentioning
+from tests.procs import processes_mentioning, reaped
 
 pytestmark = [
     pytest.mark.real,
@@ -76,17 +76,13 @@ def test_a_real_run_listens_on_the_bound_address_only(tmp_path: Path) -> None:
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     seen: set[tuple[str, int]] = set()
-    try:
+    with reaped(proc):
         deadline = time.monotonic() + 300
         while proc.poll() is None and time.monotonic() < deadline:
             pids = {proc.pid} | {int(p.split(":")[0]) for p in processes_mentioning(str(out))}
             seen.update(listeners(pids))
             time.sleep(0.1)
         _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 0, err
     # The store, every message server and every Gloo group of the run were seen.
     assert len({pid for _, pid in seen}) >= 4
