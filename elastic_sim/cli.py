@@ -178,10 +178,11 @@ def _err(line: str) -> None:
 def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     from elastic_sim.console import print_report
     from elastic_sim.outdir import safe_component, staged
-    from elastic_sim.runner import run_scenario
+    from elastic_sim.runner import refuse_unsupported, run_scenario
     from elastic_sim.scenario import load_scenario
 
     sc = load_scenario(args.scenario)
+    refuse_unsupported(sc, sc.fault_objects(), args.mode, args.scenario)  # before --out
     seed = sc.seed if args.seed is None else args.seed
     # runs/ is the tool's own: a rerun there replaces the earlier run's output.
     out = args.out or Path("runs") / safe_component(f"{sc.name}-{args.mode}-s{seed}")

@@ -144,8 +144,9 @@ def staged(out: Path, *, force: bool) -> Iterator[Path]:
     contents replace ``out``'s as one set; when it raises, it is removed and ``out`` is
     untouched. :class:`ScenarioError` (exit 2, nothing written) if ``out`` is refused."""
     resolved = check_place(out)
+    _check_contents(out, resolved, force)  # refused: not even a lock file beside it
     with held(out):
-        earlier = _check_contents(out, resolved, force)
+        earlier = _check_contents(out, resolved, force)  # again: another run may have ended
         _clear_stale(resolved)
         stage = resolved.with_name(f"{resolved.name}.part-{os.getpid()}")
         stage.mkdir()

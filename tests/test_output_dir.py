@@ -127,7 +127,7 @@ def test_out_refuses_a_users_non_empty_directory(
     assert run(mine, *force) == 2
     assert "not empty and not an earlier run's output" in capsys.readouterr().err
     assert snapshot(mine) == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".mine.lock", "mine"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
 
 
 def test_an_earlier_runs_output_is_replaced_only_with_force_keeping_the_users_files(
@@ -141,6 +141,7 @@ def test_an_earlier_runs_output_is_replaced_only_with_force_keeping_the_users_fi
     assert run(out, "--seed", "2") == 2
     assert "pass --force" in capsys.readouterr().err
     assert snapshot(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".out.lock", "out"]
     assert run(out, "--seed", "2", "--force") == 0
     assert consistent_seed(out) == 2
     # The earlier run's reports are gone (the new run wrote none); the user's file stays.
@@ -185,6 +186,19 @@ def test_safe_component_is_one_plain_path_component() -> None:
         assert safe and "/" not in safe and "\\" not in safe and ".." not in safe
         assert not safe.startswith(".")
     assert safe_component("ok-name_1.2") == "ok-name_1.2"
+
+
+def test_a_scenario_real_mode_refuses_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sc = tmp_path / "link.yaml"
+    sc.write_text(Path(SCALE_DOWN).read_text().replace(
+        "{id: crash-h3, type: crash, host: h3, at: 2.55}",
+        "{type: link, a: h0, b: h1, at: 1, duration: 1, loss: 0.5}"))
+    monkeypatch.chdir(tmp_path)
+    assert run(tmp_path / "out", "--mode", "real", scenario=str(sc)) == 2
+    assert "run with --mode sim" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.yaml"]
 
 
 # -- a consistent set, whatever moment the writer dies at ------------------------------
