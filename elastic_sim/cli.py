@@ -273,9 +273,10 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
     space = space_for(sc, types=types, max_faults=args.max_faults,
                       max_duration=args.max_duration, spare=spare,
                       max_crashes=args.max_crashes, horizon=args.horizon)
-    from elastic_sim.outdir import safe_component
+    from elastic_sim.outdir import check_place, safe_component
 
     out = args.out or Path("runs") / safe_component(f"explore-{sc.name}-s{args.seed}")
+    check_place(out)  # not /, home, a file or around the current directory
     with Progress(TextColumn("exploring {task.description}"), BarColumn(),
                   MofNCompleteColumn(), TextColumn("{task.fields[found]} violations"),
                   TimeElapsedColumn(), console=console, transient=True) as bar:

@@ -101,6 +101,8 @@ def test_a_second_run_on_the_same_out_exits_2_naming_the_holder(
 def test_out_refuses_the_root_directory(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(Path("/"), "--force") == 2
     assert "is the root directory" in capsys.readouterr().err
+    assert main(["explore", SCALE_DOWN, "--budget", "1", "--out", "/"]) == 2
+    assert "is the root directory" in capsys.readouterr().err
 
 
 def test_out_refuses_the_home_directory_and_leaves_it_alone(
