@@ -177,7 +177,7 @@ def _err(line: str) -> None:
 
 def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     from elastic_sim.console import print_report
-    from elastic_sim.outdir import safe_component, staged
+    from elastic_sim.outdir import check_place, safe_component, staged
     from elastic_sim.runner import refuse_unsupported, run_scenario
     from elastic_sim.scenario import load_scenario
 
@@ -186,6 +186,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     seed = sc.seed if args.seed is None else args.seed
     # runs/ is the tool's own: a rerun there replaces the earlier run's output.
     out = args.out or Path("runs") / safe_component(f"{sc.name}-{args.mode}-s{seed}")
+    check_place(out)  # also where --launcher k8s writes its manifests
     launch = _launch_options(args, out)
     if launch is not None and launch.launcher == "k8s":
         return _cmd_k8s(args, sc, seed, out, console)

@@ -19,15 +19,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = sorted(p.relative_to(ROOT / "scenarios").as_posix()
                    for p in (ROOT / "scenarios").rglob("*.yaml"))
 SEEDS = range(100)
-METRIC_GAP = (
-    "the recovery metric reports 'not recovered' when the survivor's worker never sees the "
-    "failure (a late Gloo detection, about 1 seed in 22) and its agent restarts because a "
-    "node waits: the first detection event is then the restore inside the new round "
-    "(reports/metrics.py recoveries_of); the job does recover. Attribution is issue 12's")
-KNOWN_GAPS = {
-    "torchelastic/worker_crash.yaml": METRIC_GAP,  # seeds 75, 82, 98
-    "torchelastic/hot_spare_takes_over_no_shared_store.yaml": METRIC_GAP,  # 5, 10, 23, 26, 28
-}
 
 
 def test_every_shipped_scenario_is_swept() -> None:
@@ -46,9 +37,6 @@ def test_a_shipped_scenario_holds_on_every_seed_it_claims(rel: str) -> None:
         assert [s for s, unmet in failures.items() if not unmet] == []
         return
     bad = {s: unmet for s, unmet in failures.items() if unmet}
-    if rel in KNOWN_GAPS and bad and all("not recovered" in u for unmet in bad.values()
-                                         for u in unmet):
-        pytest.xfail(f"{len(bad)} seeds ({sorted(bad)}): {KNOWN_GAPS[rel]}")
     assert bad == {}, f"{rel}: {len(seeds) - len(bad)}/{len(seeds)} seeds hold; first: " \
         f"seed {min(bad)}: {bad[min(bad)]}"
 
