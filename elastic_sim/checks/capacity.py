@@ -74,15 +74,17 @@ class Capacity:
         return True
 
     def able(self, now: float) -> list[str]:
-        """Hosts the job could continue on now: usable, offered, with budget left."""
+        """Hosts the job could continue on now: usable, offered, with budget left (none
+        while the coordinator is not usable)."""
+        coord = self.cluster.coordinator
+        if coord is not None and not self.cluster.usable(coord):
+            return []
         return [h for h in self.cluster.usable_hosts()
                 if self._offered(h, now) and self.budget_left(h)]
 
     def enough(self, now: float) -> bool:
         """At least the minimum number of able hosts, and the coordinator usable."""
-        coord = self.cluster.coordinator
-        if coord is not None and not self.cluster.usable(coord):
-            return False  # the store / driver is a single point of failure by contract
+        # able() is empty while the store / driver is gone: a single point of failure
         return len(self.able(now)) >= self.limits.min_hosts
 
 

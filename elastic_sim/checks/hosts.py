@@ -16,8 +16,9 @@ WORLD = ("rdzv_done", "hvd_assign")
 
 
 def _members(ev: TraceEvent) -> list[str]:
-    """The distinct hosts of a formed world (rdzv_done members, hvd_assign ranks)."""
-    raw = ev.get("members") if ev.kind == "rdzv_done" else list(ev.get("ranks") or {})
+    """The distinct hosts of a formed world (rdzv_done members, hvd_assign ranks); members
+    that disagree within one round are united (membership_agreement judges that)."""
+    raw = ev.get("members") if "members" in ev.data else list(ev.get("ranks") or {})
     out: list[str] = []
     for m in raw or []:
         h = host_of(str(m))
@@ -27,63 +28,87 @@ def _members(ev: TraceEvent) -> list[str]:
 
 
 def eventual_incorporation(events: Sequence[TraceEvent]) -> CheckResult:
-    """Once the last fault has started or healed, every host that stays available (alive,
-    reachable, offered by discovery and not blacklisted for a failure) is in the world
-    within the protocol's settle time (its polling and rendezvous periods and start-up
-    timeouts, from the knobs), unless the world is already at its maximum. Judged at that
-    instant, if the job is still running then."""
+    """Every host that is available (alive, reachable, offered by discovery and not
+    blacklisted for a failure) from the later of the last fault's start or heal and its own
+    arrival, and stays so, is in the world within the protocol's settle time (its polling
+    and rendezvous periods and its process-group timeout, from the knobs), unless the world
+    is at its maximum then. Each host is judged at that instant, if the job still runs."""
     res = CheckResult("eventual_incorporation",
                       "once quiet, every available host that fits joins the world within the "
                       "settle time the knobs imply", unit="hosts")
     quiet = last_quiet_point(events)
-    at_quiet: list[str] | None = None
+    arrived: dict[str, float] = {}
+    for ev in events:
+        if ev.kind == "proc_start" and ev.proc == f"{ev.host}/main":
+            arrived[ev.host] = ev.t
+    since: dict[str, float] = {}
+    """Host -> when it became available for good (reset when it stops being)."""
     world: TraceEvent | None = None
-    left: set[str] = set()
-    judged: tuple[float, Capacity] | None = None
+    judged: set[str] = set()
     for ev, cap in replay(events):
-        due = quiet + cap.limits.settle_s
-        if at_quiet is None and ev.t >= quiet:
-            at_quiet = cap.able(ev.t)
-        if ev.t > due:
-            judged = (due, cap)
-            break
         if ev.kind in ("job_done", "job_failed"):
-            return res  # the job ended before it could be judged
+            break  # the job ended: hosts not yet due are not judged
+        settle = cap.limits.settle_s
+        able = set(cap.able(ev.t))
+        for host in sorted(arrived):
+            if host in judged:
+                continue
+            start = since.get(host)
+            if start is not None and ev.t > start + settle:
+                judged.add(host)
+                res.checked += 1
+                _judge(res, host, (start, settle), world, cap.limits.max_hosts, events)
+            elif host in able and ev.t >= max(quiet, arrived[host]):
+                since.setdefault(host, max(quiet, arrived[host]))
+            else:
+                since.pop(host, None)
         if ev.kind in WORLD:
+            if world is not None and _round(world) == _round(ev):
+                ev = TraceEvent(ev.t, ev.host, ev.proc, ev.kind, {
+                    **ev.data, "members": _members(world) + [
+                        m for m in _members(ev) if m not in _members(world)]})
             world = ev
-        if ev.kind == "proc_exit" and ev.proc == f"{ev.host}/main":
-            left.add(ev.host)
-    if judged is None or at_quiet is None:
-        return res
-    due, cap = judged
-    wanted = [h for h in cap.able(due) if h in at_quiet and h not in left]
-    members = _members(world) if world is not None else []
-    res.checked = len(wanted)
-    cap_hosts = cap.limits.max_hosts
-    if cap_hosts is not None and len(members) >= cap_hosts:
-        return res
-    missing = [h for h in wanted if h not in members]
-    if missing:
-        res.violations.append(Violation(
-            f"{cap.limits.settle_s:g} s after the last fault ({quiet:g} s) the world is "
-            f"{len(members)} hosts ({', '.join(members) or 'none'}) without "
-            f"{', '.join(missing)}, available all along (max "
-            f"{cap_hosts if cap_hosts is not None else 'unbounded'})",
-            [e for e in (world,) if e is not None]
-            + [e for e in events if e.kind == "fault"][-1:]))
     return res
+
+
+def _round(ev: TraceEvent) -> object:
+    return (ev.kind, ev.get("round", ev.get("rendezvous")))
+
+
+def _judge(res: CheckResult, host: str, window: tuple[float, float],
+           world: TraceEvent | None, max_hosts: int | None,
+           events: Sequence[TraceEvent]) -> None:
+    """One host, available from ``window[0]``, must be a member ``window[1]`` s later."""
+    members = _members(world) if world is not None else []
+    if host in members or (max_hosts is not None and len(members) >= max_hosts):
+        return
+    start, settle = window
+    res.violations.append(Violation(
+        f"{host} was available from {start:g} s on, but {settle:g} s later "
+        f"({start + settle:g} s) the world is {len(members)} hosts "
+        f"({', '.join(members) or 'none'}) without it (max "
+        f"{max_hosts if max_hosts is not None else 'unbounded'})",
+        [e for e in (world,) if e is not None] + [e for e in events if e.kind == "fault"][-1:]))
 
 
 def healthy_hosts_kept(events: Sequence[TraceEvent]) -> CheckResult:
     """A host that did not fail (no fault hit it, no scripted failure of its workers) is
-    never blacklisted or evicted; an exit barrier trips only once as many distinct hosts
+    never blacklisted, nor left out of the next world while it could go on and the world
+    had room (evicted); an exit barrier trips only once as many distinct hosts
     as its round's world size entered it."""
     res = CheckResult("healthy_hosts_kept",
-                      "no healthy host blacklisted; barriers trip only when their distinct "
-                      "parties arrived", unit="blacklistings and barriers")
+                      "no healthy host blacklisted or evicted; barriers trip only when their "
+                      "distinct parties arrived",
+                      unit="reconfigurations, blacklistings and barriers")
     entered: dict[object, dict[str, TraceEvent]] = {}
     tripped: set[object] = set()
+    last_world: TraceEvent | None = None
     for ev, cap in replay(events):
+        if ev.kind in WORLD and (last_world is None or _round(ev) != _round(last_world)):
+            if last_world is not None and last_world.kind == ev.kind:
+                res.checked += 1
+                _evictions(res, last_world, ev, cap)
+            last_world = ev
         if ev.kind == "hvd_blacklist":
             res.checked += 1
             target = str(ev.get("target"))
@@ -105,3 +130,17 @@ def healthy_hosts_kept(events: Sequence[TraceEvent]) -> CheckResult:
                     f"{size} hosts in it ({', '.join(sorted(parties))})",
                     [*parties.values(), ev]))
     return res
+
+
+def _evictions(res: CheckResult, before: TraceEvent, after: TraceEvent, cap: Capacity) -> None:
+    """Members of the previous world left out of the next one though they never failed,
+    are usable, and the next world is below its maximum."""
+    members = _members(after)
+    if cap.limits.max_hosts is not None and len(members) >= cap.limits.max_hosts:
+        return
+    usable = set(cap.able(after.t))
+    for host in _members(before):
+        if host not in members and host in usable and host not in cap.cluster.faulted:
+            res.violations.append(Violation(
+                f"{host} was left out of the world formed at {after.t:g} s though it never "
+                "failed and could go on", [before, after]))

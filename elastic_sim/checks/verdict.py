@@ -54,5 +54,6 @@ class CheckResult:
         """What the verdict rests on, e.g. "12 rounds checked" or "nothing to check"."""
         if self.checked == 0:
             return "nothing to check" if not self.violations else "violated"
-        unit = self.unit[:-1] if self.checked == 1 and self.unit.endswith("s") else self.unit
+        one = self.checked == 1 and " " not in self.unit and self.unit.endswith("s")
+        unit = self.unit[:-1] if one else self.unit
         return f"{self.checked} {unit} checked"
