@@ -19,6 +19,9 @@ PROGRESS = ("step", "commit", "job_done")
 HOST_FAULTS = ("crash", "hang", "preempt", "crash_restart", "crash_process", "straggler",
                "store_crash", "store_freeze", "collective_error", "scale_down")
 """Fault types that hit the host they target (a host so hit did fail)."""
+INSTANT = ("crash", "crash_process", "scale_down", "scale_up", "store_crash", "clock_jump",
+           "collective_error", "discovery_add", "discovery_remove")
+"""Fault types that happen at an instant: never "in force" (a crash does not heal)."""
 
 
 def host_of(proc_or_member: str) -> str:
@@ -132,7 +135,7 @@ class Cluster:
                                     ev.get("phase"))
         if phase not in ("start", "heal"):
             return
-        if phase == "start":
+        if phase == "start" and kind not in INSTANT:
             self.active[fid] = ev
         else:
             self.active.pop(fid, None)

@@ -93,8 +93,8 @@ def _judge(res: CheckResult, host: str, window: tuple[float, float],
 
 def healthy_hosts_kept(events: Sequence[TraceEvent]) -> CheckResult:
     """A host that did not fail (no fault hit it, no scripted failure of its workers) is
-    never blacklisted, nor left out of the next world while it could go on and the world
-    had room (evicted); an exit barrier trips only once as many distinct hosts
+    never blacklisted, nor left out of the next world it asked to join while it could go on
+    and the world had room (evicted); an exit barrier trips only once as many distinct hosts
     as its round's world size entered it."""
     res = CheckResult("healthy_hosts_kept",
                       "no healthy host blacklisted or evicted; barriers trip only when their "
@@ -103,11 +103,15 @@ def healthy_hosts_kept(events: Sequence[TraceEvent]) -> CheckResult:
     entered: dict[object, dict[str, TraceEvent]] = {}
     tripped: set[object] = set()
     last_world: TraceEvent | None = None
+    joined: dict[str, float] = {}
     for ev, cap in replay(events):
+        if ev.kind == "rdzv_join":
+            joined[ev.host] = ev.t
         if ev.kind in WORLD and (last_world is None or _round(ev) != _round(last_world)):
             if last_world is not None and last_world.kind == ev.kind:
                 res.checked += 1
-                _evictions(res, last_world, ev, cap)
+                asked = {h for h, t in joined.items() if last_world.t < t <= ev.t}
+                _evictions(res, last_world, ev, cap, asked)
             last_world = ev
         if ev.kind == "hvd_blacklist":
             res.checked += 1
@@ -132,15 +136,17 @@ def healthy_hosts_kept(events: Sequence[TraceEvent]) -> CheckResult:
     return res
 
 
-def _evictions(res: CheckResult, before: TraceEvent, after: TraceEvent, cap: Capacity) -> None:
-    """Members of the previous world left out of the next one though they never failed,
-    are usable, and the next world is below its maximum."""
+def _evictions(res: CheckResult, before: TraceEvent, after: TraceEvent, cap: Capacity,
+               asked: set[str]) -> None:
+    """Members of the previous world that asked to join the next one before it formed,
+    left out of it though they never failed, are usable, and it is below its maximum."""
     members = _members(after)
     if cap.limits.max_hosts is not None and len(members) >= cap.limits.max_hosts:
         return
     usable = set(cap.able(after.t))
     for host in _members(before):
-        if host not in members and host in usable and host not in cap.cluster.faulted:
+        if (host not in members and host in asked and host in usable
+                and host not in cap.cluster.faulted):
             res.violations.append(Violation(
-                f"{host} was left out of the world formed at {after.t:g} s though it never "
-                "failed and could go on", [before, after]))
+                f"{host} was left out of the world formed at {after.t:g} s though it had "
+                "asked to join, never failed and could go on", [before, after]))
