@@ -5,9 +5,6 @@ the same history as protocol operations (Jepsen's rule: the history is the singl
 of truth). Lines are encoded deterministically (fixed key order, times rounded to the
 microsecond) so that the same (scenario, seed) gives a byte-identical file.
 
-Event kinds (``kind``) and their ``data`` fields:
-
-========================  ==============================================================
 run_start                 scenario, seed, mode, knobs (the protocol's, for the limits check)
 run_end                   exit_codes {proc: code}, outcome ("completed"|"failed"|"hung")
 proc_start / proc_exit    entry / code, reason
@@ -50,6 +47,10 @@ rdzv_shutdown             closed (launch_agent's epilogue closed the rendezvous)
 rdzv_shutdown_failed      error (also rdzv_keep_alive_failed)
 rdzv_graceful_exit        error (a torchelastic spare of a closed rendezvous)
 ========================  ==============================================================
+=======
+Every event kind and its ``data`` fields are listed once, in
+:mod:`elastic_sim.trace_kinds`; ``python -m elastic_sim.tracedoc`` writes them as the table
+docs/trace-events.md, with the checks that read each kind.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ having examined something; a check that examined nothing reads "n/a", never a pa
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -87,7 +87,7 @@ PASSES: dict[str, str] = {
 NAMES = [c.__name__ for c in CHECKS]
 
 
-@lru_cache(maxsize=None)
+@cache
 def checks_of(rel: str) -> dict[str, CheckResult]:
     sc = load_scenario(ROOT / rel)
     events, _, _ = simulate(sc, sc.seed)

@@ -233,7 +233,7 @@ def test_no_progress_long_after_a_fault_is_caught() -> None:
 def test_a_failed_job_is_not_progress_when_it_could_have_gone_on() -> None:
     h = good_history()
     cut = next(i for i, e in enumerate(h) if e.kind == "commit" and e.t == 70.0)
-    h = h[:cut] + [ev(4.0, "a", "job_failed", error="local error"), run_end(4.1, "failed")]
+    h = [*h[:cut], ev(4.0, "a", "job_failed", error="local error"), run_end(4.1, "failed")]
     res = progress_after_faults(h)
     assert res.ok  # commits at 4 s came after the fault: progress
     h2 = [e for e in h if not (e.kind == "commit" and e.t > 2.4)]

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from elastic_sim.checks.capacity import Capacity, replay
 from elastic_sim.checks.facts import host_of, run_end
+from elastic_sim.checks.hosts import WORLD, _members
 from elastic_sim.checks.verdict import CheckResult, Violation
 from elastic_sim.trace import TraceEvent
 
@@ -75,9 +76,10 @@ SHUTDOWN_ERRORS = ("exit_barrier_failed", "rdzv_shutdown_failed", "job_failed", 
 
 
 def clean_shutdown(events: Sequence[TraceEvent]) -> CheckResult:
-    """In a job that completes, every host alive at completion shuts down cleanly: none of
-    its processes records an error or exits non-zero from the completion on, its first
-    process exits 0, and every exit barrier it enters completes."""
+    """In a job that completes, every host that finishes it (a member of the last world, or
+    the coordinator, alive and reachable at completion) shuts down cleanly: none of its
+    processes records an error or exits non-zero from the completion on, and every exit
+    barrier it enters completes."""
     res = CheckResult("clean_shutdown",
                       "a completed job shuts down without errors and its exit barrier "
                       "completes", unit="processes")
@@ -90,9 +92,14 @@ def clean_shutdown(events: Sequence[TraceEvent]) -> CheckResult:
     finishers: set[str] = set()
     procs: set[str] = set()
     barrier: dict[str, TraceEvent] = {}
+    world: list[str] = []
     for ev, cap in replay(events):
+        if ev.kind in WORLD and ev.t < done_at:
+            world = _members(ev)
         if ev.t >= done_at and not finishers:
-            finishers = {h for h, up in sorted(cap.cluster.alive.items()) if up}
+            coord = cap.cluster.coordinator
+            finishers = {h for h in (*world, *([coord] if coord else []))
+                         if cap.cluster.usable(h)}
         host = host_of(ev.proc)
         if ev.kind == "exit_barrier_enter":
             barrier[ev.proc] = ev
