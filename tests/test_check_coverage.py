@@ -125,3 +125,21 @@ def test_a_check_that_examined_nothing_is_not_applicable_not_a_pass() -> None:
 def test_incorporation_is_judged_for_horovod_too() -> None:
     res = checks_of("horovod/found_spawn_to_dead_host_fails.yaml")["eventual_incorporation"]
     assert (res.status, res.examined) == ("pass", "1 host checked")
+
+
+def test_summary_and_console_say_n_a_and_what_was_examined(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from elastic_sim.cli import main
+
+    out = tmp_path / "run"
+    assert main(["run", str(ROOT / "scale_down.yaml"), "--out", str(out), "--no-report"]) == 0
+    text = capsys.readouterr().out
+    checks = {c["name"]: c for c in json.loads((out / "summary.json").read_text())["checks"]}
+    assert (checks["master_agreement"]["status"], checks["master_agreement"]["examined"]) == (
+        "n/a", "nothing to check")
+    assert checks["rank_validity"]["status"] == "pass"
+    assert checks["rank_validity"]["examined"] == "2 rounds checked"
+    assert "n/a master_agreement" in text and "(2 rounds checked)" in text
