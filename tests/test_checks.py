@@ -261,3 +261,30 @@ def test_unexplained_rounds_in_a_row_without_progress_are_a_restart_loop() -> No
     res = no_restart_loop([*h, run_end(100.0)])
     assert not res.ok and f"{LOOP_ROUNDS + 1} rounds in a row" in res.violations[0].message
     assert no_restart_loop(good_history()).ok
+
+
+def test_a_member_frozen_when_its_round_completes_counts_as_dead() -> None:
+    h = good_history()
+    i = next(i for i, e in enumerate(h) if e.kind == "rdzv_done" and e.get("round") == 1)
+    h[i:i] = [ev(2.95, "b", "fault", id="hang-b", type="hang", target="b", phase="start")]
+    res = members_alive_at_completion(h)
+    assert not res.ok and "b was frozen (hung) then" in res.violations[0].message
+    assert [e.kind for e in res.violations[0].witness] == ["fault", "rdzv_done"]
+    healed = [*h[:i + 1], ev(2.97, "b", "fault", id="hang-b", type="hang", target="b",
+                             phase="heal"), *h[i + 1:]]
+    assert members_alive_at_completion(healed).ok
+
+
+def test_closing_the_rendezvous_after_an_unavoidable_failure_is_fine() -> None:
+    h = [e for e in good_history() if e.t < 4.0]
+    h += [ev(4.0, "b", "proc_exit", code=-9, reason="host crashed"),
+          ev(4.1, "a", "job_failed", error="x"), ev(4.2, "a", "rdzv_shutdown", closed=True),
+          run_end(4.3, "failed")]
+    h[0] = run_start(min_nodes=2)
+    assert rendezvous_closed_by_job_end(h).ok  # only a was left: below min_nodes 2
+    h[0] = run_start(min_nodes=1)
+    res = rendezvous_closed_by_job_end(h)  # a alone could have gone on... but its budget is 0
+    assert res.ok
+    h.insert(-3, ev(3.9, "a", "agent_state", state="HEALTHY", remaining_restarts=1))
+    res = rendezvous_closed_by_job_end(h)
+    assert not res.ok and "1 host (a) was alive" in res.violations[0].message

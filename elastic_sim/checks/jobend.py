@@ -15,8 +15,9 @@ from elastic_sim.trace import TraceEvent
 
 def _why_enough(cap: Capacity, now: float) -> str:
     able = cap.able(now)
-    return (f"{len(able)} hosts ({', '.join(able)}) were alive, reachable and had restart "
-            f"budget left, at least the minimum {cap.limits.min_hosts}")
+    hosts, were = ("host", "was") if len(able) == 1 else ("hosts", "were")
+    return (f"{len(able)} {hosts} ({', '.join(able)}) {were} alive, reachable and had "
+            f"restart budget left, at least the minimum {cap.limits.min_hosts}")
 
 
 def avoidable_job_failure(events: Sequence[TraceEvent]) -> CheckResult:

@@ -9,10 +9,11 @@ WEAK_SPOTS: dict[str, str] = {
     "terminates": "a worker host that crashes after its spawn connected holds the reset "
     "barrier until TCP keepalive gives up, about 2 h (found/horovod "
     "worker_host_crash_blocks_reset_barrier)",
-    "progress_after_faults": "the same blocked reset barrier makes no progress",
+    "progress_after_faults": "the same blocked reset barrier, or a job failed by workers "
+    "aborting in init, makes no progress after the fault",
     "committed_progress": "a rank that restores after a failed sync discards the model it "
     "was just sent (found/horovod fresh_rank_restore_discards_synced_model)",
-    "avoidable_job_failure": "a worker's non-zero exit outside the elastic run loop fails "
-    "the whole job",
+    "avoidable_job_failure": "a worker's non-zero exit outside the elastic run loop (an "
+    "abort in init) fails the whole job (found/horovod driver_freeze_at_start_aborts_workers)",
 }
 """Check -> why upstream (Horovod 0.28) breaks it: violations a user should expect."""
