@@ -42,6 +42,12 @@ EVENT_KINDS: tuple[EventKind, ...] = (
     _k("fault", INJECTOR, "a scheduled fault starts, heals or is skipped", ("id", "fault id"),
        ("type", "fault type"), ("target", "host, proc, [[group]...] or {src, dst}"),
        ("phase", "start | heal | skipped"), ("reason?", "why skipped / how healed")),
+    _k("clock_sync", "cluster coordinator", "a node's clock offset, estimated before the start "
+       "(real cluster mode)", ("node", "node index"), ("machine", "machine name"),
+       ("address", "control address"), ("hosts", "[host...] it runs"),
+       ("offset", "seconds to add to its clock"), ("uncertainty", "seconds")),
+    _k("control_refused", "cluster coordinator", "a control message failed authentication",
+       ("peer", "sender"), ("why", "reason")),
     _k("group_init", API, "a process group is being created", ("group", "name"),
        ("rank", "rank"), ("size", "size")),
     _k("group_ready", API, "the process group is up", ("group", "name"), ("rank", "rank"),

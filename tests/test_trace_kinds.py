@@ -12,21 +12,35 @@ from elastic_sim.trace_kinds import BY_KIND, EVENT_KINDS, field_names
 from elastic_sim.tracedoc import DEFAULT, render
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = [p for d in ("protocols", "sim", "real") for p in sorted((ROOT / d).rglob("*.py"))]
+SOURCES = [p for d in ("protocols", "sim", "real") for p in sorted((ROOT / d).rglob("*.py"))
+           if "tests" not in p.parts]
 SOURCES += sorted((ROOT / "elastic_sim").glob("*.py"))
 
 
+KIND_ARG = {"record": 0, "trace": 2, "event": 3}
+"""Recording calls and where their kind is: rt.record(kind, **fields),
+kernel.trace(host, proc, kind, data), writer.event(t, host, proc, kind, data)."""
+
+
 def record_calls() -> list[tuple[str, str, set[str]]]:
-    """(where, kind, keyword fields) of every record("kind", field=...) call."""
+    """(where, kind, fields) of every call that records an event with a literal kind (the
+    fields: keywords, or the keys of a literal data dict)."""
     out = []
     for path in SOURCES:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr == "record" and node.args
-                    and isinstance(node.args[0], ast.Constant)
-                    and isinstance(node.args[0].value, str)):
-                where = f"{path.relative_to(ROOT)}:{node.lineno}"
-                out.append((where, node.args[0].value, {k.arg for k in node.keywords if k.arg}))
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            at = KIND_ARG.get(node.func.attr)
+            if at is None or len(node.args) <= at:
+                continue
+            kind = node.args[at]
+            if not (isinstance(kind, ast.Constant) and isinstance(kind.value, str)):
+                continue
+            fields = {k.arg for k in node.keywords if k.arg}
+            data = node.args[at + 1] if len(node.args) > at + 1 else None
+            if isinstance(data, ast.Dict):
+                fields |= {k.value for k in data.keys if isinstance(k, ast.Constant)}
+            out.append((f"{path.relative_to(ROOT)}:{node.lineno}", kind.value, fields))
     return out
 
 
