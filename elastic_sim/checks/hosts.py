@@ -5,6 +5,7 @@ arrived."""
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 
 from elastic_sim.checks.capacity import Capacity, replay
@@ -13,6 +14,10 @@ from elastic_sim.checks.verdict import CheckResult, Violation
 from elastic_sim.trace import TraceEvent
 
 WORLD = ("rdzv_done", "hvd_assign")
+AVAILABILITY = ("run_start", "proc_start", "proc_exit", "fault", "hvd_discovery",
+                "hvd_blacklist", "hvd_assign", "hvd_scheduled_exit", "agent_state",
+                "agent_restart")
+"""Events that can change which hosts are available (what the capacity facts read)."""
 
 
 def _members(ev: TraceEvent) -> list[str]:
@@ -42,26 +47,30 @@ def eventual_incorporation(events: Sequence[TraceEvent]) -> CheckResult:
         if ev.kind == "proc_start" and ev.proc == f"{ev.host}/main":
             arrived[ev.host] = ev.t
     since: dict[str, float] = {}
-    """Host -> when it became available for good (reset when it stops being)."""
+    """Host -> when it became available for good (dropped when it stops being)."""
+    due: list[tuple[float, str, float]] = []
+    """Heap of (judgement time, host, available since)."""
     world: TraceEvent | None = None
-    judged: set[str] = set()
     for ev, cap in replay(events):
         if ev.kind in ("job_done", "job_failed"):
             break  # the job ended: hosts not yet due are not judged
-        settle = cap.limits.settle_s
-        able = set(cap.able(ev.t))
-        for host in sorted(arrived):
-            if host in judged:
-                continue
-            start = since.get(host)
-            if start is not None and ev.t > start + settle:
-                judged.add(host)
+        while due and due[0][0] < ev.t:
+            at, host, start = heapq.heappop(due)
+            if since.get(host) == start:  # still available all along
                 res.checked += 1
-                _judge(res, host, (start, settle), world, cap.limits.max_hosts, events)
-            elif host in able and ev.t >= max(quiet, arrived[host]):
-                since.setdefault(host, max(quiet, arrived[host]))
-            else:
-                since.pop(host, None)
+                del since[host]
+                arrived.pop(host, None)  # judged once
+                _judge(res, host, (start, at - start), world, cap.limits.max_hosts, events)
+        if ev.kind in AVAILABILITY:  # the quiet point and every arrival are among them
+            able = set(cap.able(ev.t))
+            for host in sorted(arrived):
+                begin = max(quiet, arrived[host])
+                if host in able and ev.t >= begin:
+                    if host not in since:
+                        since[host] = begin
+                        heapq.heappush(due, (begin + cap.limits.settle_s, host, begin))
+                else:
+                    since.pop(host, None)
         if ev.kind in WORLD:
             if world is not None and _round(world) == _round(ev):
                 ev = TraceEvent(ev.t, ev.host, ev.proc, ev.kind, {
