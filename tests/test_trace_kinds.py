@@ -69,4 +69,5 @@ def test_the_committed_table_is_what_the_generator_writes() -> None:
 
 def test_the_table_names_the_checks_that_read_a_kind() -> None:
     row = next(line for line in render().splitlines() if line.startswith("| `hvd_blacklist`"))
-    assert row.endswith("| healthy_hosts_kept, no_restart_loop, shared facts |")
+    assert row.endswith(
+        "| healthy_hosts_kept, no_restart_loop, eventual_incorporation, shared facts |")

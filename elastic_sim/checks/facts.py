@@ -93,7 +93,8 @@ def limits_of(knobs: Mapping[str, Any]) -> Limits | None:
                       reset_limit if isinstance(reset_limit, int) else None, False, settle,
                       detect + settle)
     if "min_hosts" in knobs:  # static
-        settle = 2 * num("last_call") + num("group_timeout")
+        # A host back from a fault first has to see its stale group and store calls fail.
+        settle = 2 * num("last_call") + num("group_timeout") + num("store_timeout")
         detect = max(num("group_timeout"), num("store_timeout"), num("join_timeout"))
         return Limits(int(knobs["min_hosts"]), int(knobs.get("max_hosts", 1 << 30)), None,
                       False, settle, detect + settle)

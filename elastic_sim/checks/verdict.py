@@ -54,6 +54,7 @@ class CheckResult:
         """What the verdict rests on, e.g. "12 rounds checked" or "nothing to check"."""
         if self.checked == 0:
             return "nothing to check" if not self.violations else "violated"
-        one = self.checked == 1 and " " not in self.unit and self.unit.endswith("s")
+        plain = "," not in self.unit and " and " not in self.unit  # a list stays plural
+        one = self.checked == 1 and plain and self.unit.endswith("s")
         unit = self.unit[:-1] if one else self.unit
         return f"{self.checked} {unit} checked"

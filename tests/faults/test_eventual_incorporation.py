@@ -13,7 +13,7 @@ HANG = [{"id": "hang-h3", "type": "hang", "host": "h3", "at": 5.0, "duration": 4
 
 
 def long_job(tmp: Path, admit_waiting: bool) -> list[str]:
-    out = run(tmp, HANG, workload={"steps": 1200, "step_time": 0.1, "commit_every": 10,
+    out = run(tmp, HANG, workload={"steps": 2000, "step_time": 0.1, "commit_every": 10,
                                    "state_bytes": 65536},
               protocol={"name": "static",
                         "knobs": {"min_hosts": 2, "max_hosts": 4, "last_call": 1.0,
