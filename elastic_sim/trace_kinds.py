@@ -57,7 +57,12 @@ EVENT_KINDS: tuple[EventKind, ...] = (
     _k("coll_done", API, "the collective completed for this member", ("group", "name"),
        ("seq", "sequence number"), ("op", "operation")),
     _k("coll_fail", API, "the collective failed or timed out for this member",
-       ("group", "name"), ("seq", "sequence number"), ("op", "operation"), ("error", "error")),
+       ("group", "name"), ("seq", "sequence number"), ("op", "operation"), ("error", "error"),
+       ("peer?", "the group rank whose death failed the call, where the runtime knows it "
+        "(the sim)")),
+    _k("group_failed", API, "joining a process group failed", ("group", "name"),
+       ("rank", "rank"), ("size", "size"), ("error", "error"),
+       ("peer?", "the group rank whose death failed it, where known")),
     _k("rdzv_join", "all protocols", "a host asks to join a round", ("round", "round id")),
     _k("rdzv_complete", TE, "this host's write decided the round's membership",
        ("round", "round id"), ("members", "[host...] in rank order")),

@@ -57,7 +57,8 @@ def restart_accounting(events: Sequence[TraceEvent]) -> CheckResult:
     return res
 
 
-FAILURES = ("fault", "coll_fail", "hvd_scheduled_exit", "hvd_exit", "hvd_abort", "job_failed")
+FAILURES = ("fault", "coll_fail", "group_failed", "hvd_scheduled_exit", "hvd_exit", "hvd_abort",
+            "job_failed")
 
 
 def _world(ev: TraceEvent) -> tuple[tuple[str, ...], tuple[tuple[str, int], ...]]:
