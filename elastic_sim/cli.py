@@ -290,11 +290,18 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
                   f"{len(res.findings)} distinct violations", markup=False)
     for f in res.findings:
         state = "reproduced" if f.reproduced else "NOT reproduced"
-        console.print(f"VIOLATION {f.signature}: {f.message}", markup=False)
+        console.print(f"VIOLATION [{STANDING.get(f.standing, f.standing)}] {f.signature}: "
+                      f"{f.message}", markup=False)
         console.print(f"  shrunk {len(f.original)} -> {len(f.faults)} faults in "
                       f"{f.shrink_runs} runs; {state}: {f.reproducer}", markup=False)
     console.print(f"summary: {out / 'explore.json'}", markup=False)
     return EXIT_FAIL if res.findings else EXIT_OK
+
+
+STANDING = {"broken_promise": "broke its own promise",
+            "weak_spot": "upstream's known weak spot",
+            "outside_contract": "outside the contract's fault assumptions"}
+"""How a finding stands against the protocol's contract, in words."""
 
 
 def _cmd_report(args: argparse.Namespace, console: Console) -> int:

@@ -10,6 +10,8 @@ from elastic_sim.runner import RunReport
 
 OK = "[green]✓[/]"
 BAD = "[red]✗[/]"
+NA = "[dim]n/a[/]"
+MARK = {"pass": OK, "fail": BAD, "n/a": NA}
 
 
 def _s(x: float | None) -> str:
@@ -51,13 +53,15 @@ def print_report(r: RunReport, console: Console) -> None:
         console.print(faults)
     console.print("[bold]Checks[/]")
     for c in r.checks:
-        console.print(f"  {OK if c.ok else BAD} {c.name}: {escape(c.description)} "
-                      f"({c.checked} checked)")
+        console.print(f"  {MARK[c.status]} {c.name}: {escape(c.description)} "
+                      f"({c.examined})")
         for v in c.violations:
             console.print(f"      [red]{escape(v.message)}[/]")
             for ev in v.witness:
                 console.print(f"        t={ev.t:.6f} {escape(ev.proc)} {ev.kind} "
                               f"{escape(str(dict(ev.data)))}")
+    if r.contract is not None:
+        _print_contract(r, console)
     if r.expectations:
         console.print("[bold]Expectations[/]")
         for e in r.expectations:
@@ -77,3 +81,25 @@ def print_report(r: RunReport, console: Console) -> None:
     if r.report_files:
         console.print(f"Report: {escape(str(r.report_files[0]))}")
     console.print("[bold green]PASS[/]" if r.passed else "[bold red]FAIL[/] (exit 1)")
+
+
+def _print_contract(r: RunReport, console: Console) -> None:
+    """Which violations break the protocol's own promise and which are upstream's known
+    weak spots (or fall outside the contract's fault assumptions)."""
+    v = r.contract
+    assert v is not None
+    c = v.contract
+    console.print(f"[bold]Contract[/] ({escape(c.protocol)}: every check but its "
+                  f"{len(c.weak_spots)} known weak spots, if {escape(', '.join(c.assumptions))})")
+    for name, why in v.broken_assumptions.items():
+        console.print(f"  [yellow]assumption {escape(name)} broken[/]: {escape(why)}")
+    broken = v.names("broken_promise")
+    console.print(f"  {BAD if broken else OK} broke its own promise: "
+                  f"{escape(', '.join(broken)) or 'none'}")
+    for name in v.names("weak_spot"):
+        console.print(f"  [yellow]![/] upstream's known weak spot {escape(name)}: "
+                      f"{escape(c.weak_spots[name])}")
+    outside = v.names("outside_contract")
+    if outside:
+        console.print(f"  [yellow]![/] outside the contract (faults broke an assumption): "
+                      f"{escape(', '.join(outside))}")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from elastic_sim.checks import CheckResult, run_checks
+from elastic_sim.checks.contracts import contract_for
 from elastic_sim.faults.model import Fault
 from elastic_sim.faults.schedule import (
     DEFAULT_TYPES,
@@ -88,6 +89,9 @@ class Finding:
     run_dir: Path | None = None
     trace_sha256: str = ""
     reproduced: bool = False
+    standing: str = "broken_promise"
+    """Against the protocol's contract: broken_promise, weak_spot (upstream's known weak
+    spot) or outside_contract (the schedule broke a fault assumption of the contract)."""
 
 
 @dataclass
@@ -319,6 +323,9 @@ def _shrink_and_write(runner: CaseRunner, sc: Scenario, out: Outcome, sig: Signa
     small, runs = shrink(runner, out.case, sig)
     finding = Finding(sig, out.messages[sig], out.case.index, out.case.faults, small.faults,
                       small.seed, runs, small.tie_seed)
+    contract = contract_for(sc.protocol.name)
+    if contract is not None and sig.check in contract.weak_spots:
+        finding.standing = "weak_spot"
     if out_dir is not None:
         write_reproducer(sc, finding, out_dir, safe_component(f"{sc.name}-{sig.check}-{n}"))
     return finding
@@ -345,6 +352,9 @@ def write_reproducer(sc: Scenario, finding: Finding, out_dir: Path, name: str) -
     finding.reproducer, finding.run_dir = path, out_dir / name
     finding.trace_sha256 = report.result.trace_sha256
     finding.reproduced = finding.signature in signatures_of(report.checks)
+    if report.contract is not None:
+        finding.standing = report.contract.standing.get(finding.signature.check,
+                                                        finding.standing)
 
 
 def exploration_json(res: Exploration) -> dict[str, Any]:
@@ -376,6 +386,7 @@ def exploration_json(res: Exploration) -> dict[str, Any]:
                 "run_dir": str(f.run_dir) if f.run_dir else None,
                 "trace_sha256": f.trace_sha256,
                 "reproduced": f.reproduced,
+                "standing": f.standing,
             }
             for f in res.findings
         ],

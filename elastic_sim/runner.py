@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from elastic_sim.checks import CheckResult, run_checks
+from elastic_sim.checks.contracts import ContractVerdict, judge
 from elastic_sim.errors import ScenarioError
 from elastic_sim.expect import ExpectationResult, evaluate
 from elastic_sim.faults.model import Fault
@@ -42,6 +43,8 @@ class RunReport:
     expectations: list[ExpectationResult]
     wall_s: float
     events: list[TraceEvent] = field(repr=False, default_factory=list)
+    contract: ContractVerdict | None = None
+    """How the run stands against its protocol's contract."""
     report_files: list[Path] = field(default_factory=list)
     """report.html first, then plots and trace.perfetto.json (empty with --no-report)."""
     report_error: str | None = None
@@ -150,10 +153,11 @@ def run_scenario(
         raise
     part.replace(out_dir / "trace.jsonl")
     wall = time.perf_counter() - started
+    checks = run_checks(events)
     report = RunReport(
         scenario=sc, seed=seed, mode=mode, out_dir=out_dir, result=result, metrics=metrics,
-        checks=run_checks(events), expectations=evaluate(sc.expect, metrics, events), wall_s=wall,
-        events=events,
+        checks=checks, expectations=evaluate(sc.expect, metrics, events), wall_s=wall,
+        events=events, contract=judge(events, checks),
     )
     summary = summary_json(report)
     _write_json(out_dir / "summary.json", summary)
@@ -196,8 +200,10 @@ def _record(
             events.append(ev)
             writer.write(ev)
 
+        knobs = dict(world.args["knobs"])
         start: dict[str, Any] = {"scenario": sc.name, "seed": seed, "mode": mode,
-                                 "knobs": dict(world.args["knobs"])}
+                                 "protocol": sc.protocol.name, "knobs": knobs,
+                                 "coordinator": knobs.get("driver_host") or sc.store_host}
         if tie_seed is not None:
             start["tie_seed"] = tie_seed
         emit(TraceEvent(0.0, "*", "elastic-sim", "run_start", start))
@@ -252,7 +258,10 @@ def summary_json(r: RunReport) -> dict[str, Any]:
                 "name": c.name,
                 "description": c.description,
                 "ok": c.ok,
+                "status": c.status,
                 "checked": c.checked,
+                "examined": c.examined,
+                **({"standing": r.contract.standing[c.name]} if r.contract else {}),
                 "violations": [
                     {"message": v.message, "witness": [json.loads(encode(e)) for e in v.witness]}
                     for v in c.violations
@@ -261,6 +270,19 @@ def summary_json(r: RunReport) -> dict[str, Any]:
             for c in r.checks
         ],
         "expectations": [asdict(e) for e in r.expectations],
+        **({"contract": contract_json(r.contract)} if r.contract else {}),
+    }
+
+
+def contract_json(v: ContractVerdict) -> dict[str, Any]:
+    """The run's standing against its protocol's contract, for summary.json."""
+    return {
+        "protocol": v.contract.protocol,
+        "assumptions": list(v.contract.assumptions),
+        "broken_assumptions": v.broken_assumptions,
+        "broken_promises": v.names("broken_promise"),
+        "weak_spots": {n: v.contract.weak_spots[n] for n in v.names("weak_spot")},
+        "outside_contract": v.names("outside_contract"),
     }
 
 

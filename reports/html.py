@@ -171,9 +171,11 @@ def _checks(checks: Sequence[Mapping[str, Any]]) -> str:
         return '<p class="muted">No check results in the summary.</p>'
     out = ["<table><tr><th></th><th>check</th><th>property</th><th>checked</th></tr>"]
     for c in checks:
-        out.append(f"<tr><td>{_mark(bool(c.get('ok')))}</td><td>{esc(c.get('name'))}</td>"
+        mark = ('<span class="muted">n/a</span>' if c.get("status") == "n/a"
+                else _mark(bool(c.get("ok"))))
+        out.append(f"<tr><td>{mark}</td><td>{esc(c.get('name'))}</td>"
                    f"<td>{esc(c.get('description'))}</td>"
-                   f"<td class=\"num\">{esc(c.get('checked', ''))}</td></tr>")
+                   f"<td>{esc(c.get('examined', c.get('checked', '')))}</td></tr>")
     out.append("</table>")
     for c in checks:
         for v in c.get("violations", []):

@@ -20,9 +20,10 @@ from elastic_sim.checks import (
     run_checks,
     state_agreement,
     terminates,
-    world_converges,
 )
-from elastic_sim.checks.liveness import LOOP_ROUNDS, PROGRESS_BOUND
+from elastic_sim.checks.facts import knobs_of, limits_of
+from elastic_sim.checks.hosts import eventual_incorporation
+from elastic_sim.checks.liveness import LOOP_ROUNDS
 from elastic_sim.trace import TraceEvent
 
 
@@ -41,7 +42,14 @@ def formed(rnd: int, members: list[str], t: float = 1.0) -> list[TraceEvent]:
 def run_start(**knobs: Any) -> TraceEvent:
     return TraceEvent(0.0, "*", "elastic-sim", "run_start",
                       {"scenario": "t", "seed": 0, "mode": "sim",
-                       "knobs": {"min_hosts": 1, "max_hosts": 4, "max_restarts": 1, **knobs}})
+                       "knobs": {**TE_KNOBS, **knobs}})
+
+
+TE_KNOBS = {"min_nodes": 1, "max_nodes": 4, "max_restarts": 1, "monitor_interval": 0.1,
+            "last_call_timeout": 1.0, "keep_alive_interval": 1.0, "keep_alive_max_attempt": 3,
+            "heartbeat_timeout": 1.0, "pg_timeout": 30.0, "read_timeout": 60.0,
+            "join_timeout": 60.0, "stop_timeout": 30.0}
+"""torchelastic's knobs, loopback-short: the checks derive their bounds from them."""
 
 
 def run_end(t: float, outcome: str = "completed") -> TraceEvent:
@@ -53,6 +61,7 @@ def good_history() -> list[TraceEvent]:
     70 s (a long quiet phase: the world has converged to the two of them)."""
     h = [run_start()] + [ev(0.0, x, "proc_start", entry="e") for x in "abc"]
     h += formed(0, ["a", "b", "c"])
+    h += [ev(1.05, x, "workers_started", round=0, restart_count=0) for x in "abc"]
     h += [ev(1.1, x, "sync", round=0, rank=i, root="a", step=0, digest="d0")
           for i, x in enumerate("abc")]
     for seq, op in enumerate(["allreduce", "broadcast"]):
@@ -65,6 +74,7 @@ def good_history() -> list[TraceEvent]:
     h += [ev(2.5, x, "restore", step=10, digest="d10") for x in "ab"]
     h += [ev(2.9, x, "rdzv_join", round=1) for x in "ab"]
     h += formed(1, ["a", "b"], 3.0)
+    h += [ev(3.05, x, "workers_started", round=1, restart_count=1) for x in "ab"]
     h += [ev(3.1, x, "sync", round=1, rank=i, root="a", step=10, digest="d10")
           for i, x in enumerate("ab")]
     h += [ev(3.2 + seq, x, "coll_enter", group="round1", seq=seq, op="allreduce", nbytes=8)
@@ -178,7 +188,7 @@ def test_a_process_of_an_older_round_in_a_newer_collective_is_caught() -> None:
 def test_world_sizes_and_restarts_beyond_the_knobs_are_caught() -> None:
     h = good_history()
     assert limits(h).ok
-    h[0] = run_start(min_hosts=3)
+    h[0] = run_start(min_nodes=3)
     assert "world size 2 outside [3, 4]" in limits(h).violations[0].message
     h = good_history()
     h.insert(-1, ev(4.6, "a", "agent_restart", reason="FAILED", remaining_restarts=-1))
@@ -211,13 +221,24 @@ def test_a_hung_run_is_caught_with_its_last_progress() -> None:
     assert [e.kind for e in res.violations[0].witness] == ["job_done", "run_end"]
 
 
-def test_no_progress_long_after_the_last_fault_is_caught() -> None:
+def test_no_progress_long_after_a_fault_is_caught() -> None:
     h = good_history()
-    late = PROGRESS_BOUND + 10
+    bound = limits_of(knobs_of(h)).progress_s  # type: ignore[union-attr]
     h = [e for e in h if e.kind not in ("commit", "job_done", "run_end")
-         or e.t < 2.4] + [run_end(2.4 + late, "hung")]
+         or e.t < 2.4] + [run_end(2.4 + bound + 10, "completed")]
     res = progress_after_faults(h)
-    assert not res.ok and "after the last fault (crash-c)" in res.violations[0].message
+    assert not res.ok and "after crash-c started at 2.4 s" in res.violations[0].message
+
+
+def test_a_failed_job_is_not_progress_when_it_could_have_gone_on() -> None:
+    h = good_history()
+    cut = next(i for i, e in enumerate(h) if e.kind == "commit" and e.t == 70.0)
+    h = [*h[:cut], ev(4.0, "a", "job_failed", error="local error"), run_end(4.1, "failed")]
+    res = progress_after_faults(h)
+    assert res.ok  # commits at 4 s came after the fault: progress
+    h2 = [e for e in h if not (e.kind == "commit" and e.t > 2.4)]
+    res = progress_after_faults(h2)
+    assert not res.ok and "next: job_failed at 4 s" in res.violations[0].message
 
 
 def test_a_host_that_wants_in_but_stays_out_after_a_quiet_phase_is_caught() -> None:
@@ -226,16 +247,44 @@ def test_a_host_that_wants_in_but_stays_out_after_a_quiet_phase_is_caught() -> N
     # c comes back (a fresh process) and asks to join; the world stays at a and b.
     h[i:i] = [ev(2.8, "c", "proc_start", entry="e"), ev(2.85, "c", "rdzv_join", round=1)]
     h.insert(-1, ev(70.7, "c", "proc_exit", code=0, reason="returned"))
-    res = world_converges(h)
+    res = eventual_incorporation(h)
     assert not res.ok
-    assert "without c, which wanted in (max 4)" in res.violations[0].message
-    assert [e.kind for e in res.violations[0].witness] == ["rdzv_join", "rdzv_done", "job_done"]
+    assert "c was available from 2.8 s on" in res.violations[0].message
+    assert [e.kind for e in res.violations[0].witness] == ["rdzv_done", "fault"]
+    assert eventual_incorporation(good_history()).ok
 
 
-def test_rounds_in_a_row_without_progress_are_a_restart_loop() -> None:
-    h = good_history()[:-1]
+def test_unexplained_rounds_in_a_row_without_progress_are_a_restart_loop() -> None:
+    h = [e for e in good_history() if e.t < 5.0]
     h += [ev(5.0 + r, "a", "rdzv_done", round=2 + r, members=["a"], rank=0, world_size=1)
           for r in range(LOOP_ROUNDS + 1)]
     res = no_restart_loop([*h, run_end(100.0)])
     assert not res.ok and f"{LOOP_ROUNDS + 1} rounds in a row" in res.violations[0].message
     assert no_restart_loop(good_history()).ok
+
+
+def test_a_member_frozen_when_its_round_completes_counts_as_dead() -> None:
+    h = good_history()
+    i = next(i for i, e in enumerate(h) if e.kind == "rdzv_done" and e.get("round") == 1)
+    h[i:i] = [ev(2.95, "b", "fault", id="hang-b", type="hang", target="b", phase="start")]
+    res = members_alive_at_completion(h)
+    assert not res.ok and "b was frozen (hung) then" in res.violations[0].message
+    assert [e.kind for e in res.violations[0].witness] == ["fault", "rdzv_done"]
+    healed = [*h[:i + 1], ev(2.97, "b", "fault", id="hang-b", type="hang", target="b",
+                             phase="heal"), *h[i + 1:]]
+    assert members_alive_at_completion(healed).ok
+
+
+def test_closing_the_rendezvous_after_an_unavoidable_failure_is_fine() -> None:
+    h = [e for e in good_history() if e.t < 4.0]
+    h += [ev(4.0, "b", "proc_exit", code=-9, reason="host crashed"),
+          ev(4.1, "a", "job_failed", error="x"), ev(4.2, "a", "rdzv_shutdown", closed=True),
+          run_end(4.3, "failed")]
+    h[0] = run_start(min_nodes=2)
+    assert rendezvous_closed_by_job_end(h).ok  # only a was left: below min_nodes 2
+    h[0] = run_start(min_nodes=1)
+    res = rendezvous_closed_by_job_end(h)  # a alone could have gone on... but its budget is 0
+    assert res.ok
+    h.insert(-3, ev(3.9, "a", "agent_state", state="HEALTHY", remaining_restarts=1))
+    res = rendezvous_closed_by_job_end(h)
+    assert not res.ok and "1 host (a) was alive" in res.violations[0].message

@@ -27,7 +27,8 @@ def _by(events: Sequence[TraceEvent], kind: str, key: str) -> dict[object, list[
 
 def membership_agreement(events: Sequence[TraceEvent]) -> CheckResult:
     """One membership per round, and every member that completed the round agrees on it."""
-    res = CheckResult("membership_agreement", "one membership per round, agreed by all members")
+    res = CheckResult("membership_agreement", "one membership per round, agreed by all members",
+                      unit="rounds")
     for rnd, evs in _by(events, "rdzv_done", "round").items():
         res.checked += 1
         first = evs[0]
@@ -51,7 +52,8 @@ def membership_agreement(events: Sequence[TraceEvent]) -> CheckResult:
 
 def rank_validity(events: Sequence[TraceEvent]) -> CheckResult:
     """In every round, ranks are exactly 0..W-1, each held by one member."""
-    res = CheckResult("rank_validity", "ranks are exactly 0..W-1, one member each")
+    res = CheckResult("rank_validity", "ranks are exactly 0..W-1, one member each",
+                      unit="rounds")
     for rnd, evs in _by(events, "rdzv_done", "round").items():
         res.checked += 1
         world = evs[0].get("world_size", 0)
@@ -81,7 +83,8 @@ def rank_validity(events: Sequence[TraceEvent]) -> CheckResult:
 
 def collective_sequence(events: Sequence[TraceEvent]) -> CheckResult:
     """All members of a group enter the same collectives in the same order."""
-    res = CheckResult("collective_sequence", "every member enters the same collective sequence")
+    res = CheckResult("collective_sequence", "every member enters the same collective sequence",
+                      unit="groups")
     for group, evs in _by(events, "coll_enter", "group").items():
         res.checked += 1
         by_seq: dict[int, TraceEvent] = {}
@@ -103,7 +106,8 @@ def collective_sequence(events: Sequence[TraceEvent]) -> CheckResult:
 
 def state_agreement(events: Sequence[TraceEvent]) -> CheckResult:
     """After a state sync, every member holds the root's state."""
-    res = CheckResult("state_agreement", "after a sync every member holds the root's state")
+    res = CheckResult("state_agreement", "after a sync every member holds the root's state",
+                      unit="syncs")
     for rnd, evs in _by(events, "sync", "round").items():
         res.checked += 1
         root_host = evs[0].get("root")
@@ -128,6 +132,7 @@ def committed_progress(events: Sequence[TraceEvent]) -> CheckResult:
     res = CheckResult(
         "committed_progress",
         "committed step never decreases except by a restore to the last commit",
+        unit="hosts",
     )
     last: dict[str, TraceEvent] = {}
     for ev in events:
@@ -157,12 +162,21 @@ def committed_progress(events: Sequence[TraceEvent]) -> CheckResult:
 
 # Checks v2 live in their own modules (one concept each); imported here so that CHECKS is
 # the one list of every check.
-from elastic_sim.checks.limits import limits, rendezvous_closed_by_job_end  # noqa: E402
+from elastic_sim.checks.accounting import (  # noqa: E402
+    no_pointless_reconfiguration,
+    restart_accounting,
+)
+from elastic_sim.checks.hosts import eventual_incorporation, healthy_hosts_kept  # noqa: E402
+from elastic_sim.checks.jobend import (  # noqa: E402
+    avoidable_job_failure,
+    clean_shutdown,
+    rendezvous_closed_by_job_end,
+)
+from elastic_sim.checks.limits import limits  # noqa: E402
 from elastic_sim.checks.liveness import (  # noqa: E402
     no_restart_loop,
     progress_after_faults,
     terminates,
-    world_converges,
 )
 from elastic_sim.checks.rounds import (  # noqa: E402
     epoch_isolation,
@@ -180,11 +194,16 @@ CHECKS: tuple[Check, ...] = (
     master_agreement,
     epoch_isolation,
     limits,
+    restart_accounting,
+    healthy_hosts_kept,
     rendezvous_closed_by_job_end,
+    avoidable_job_failure,
+    clean_shutdown,
+    no_pointless_reconfiguration,
     terminates,
     progress_after_faults,
     no_restart_loop,
-    world_converges,
+    eventual_incorporation,
 )
 """Every check, safety first, then liveness."""
 

@@ -1,6 +1,5 @@
-"""Safety checks of configured limits and of how a job ends: world sizes within the
-protocol's [min, max], restarts within max_restarts, and the rendezvous closed only by a
-terminal event of the job."""
+"""Safety checks of configured limits: world sizes within the
+protocol's [min, max], restarts within max_restarts, resets within reset_limit."""
 
 from __future__ import annotations
 
@@ -9,8 +8,6 @@ from typing import Any
 
 from elastic_sim.checks.verdict import CheckResult, Violation
 from elastic_sim.trace import TraceEvent
-
-TERMINAL = ("job_done", "job_failed")
 
 
 def _bounds(knobs: Mapping[str, Any]) -> tuple[int, int] | None:
@@ -27,7 +24,7 @@ def limits(events: Sequence[TraceEvent]) -> CheckResult:
     Horovod driver resets (rendezvous after the first) at most reset_limit times. The
     limits are the protocol's knobs, as ``run_start`` records them."""
     res = CheckResult("limits", "world sizes within [min, max]; restarts within "
-                      "max_restarts; resets within reset_limit")
+                      "max_restarts; resets within reset_limit", unit="rounds and restarts")
     start = next((e for e in events if e.kind == "run_start"), None)
     knobs: Mapping[str, Any] = (start.get("knobs") or {}) if start is not None else {}
     bounds = _bounds(knobs)
@@ -60,21 +57,4 @@ def limits(events: Sequence[TraceEvent]) -> CheckResult:
                 res.violations.append(Violation(
                     f"{ev.proc} restarted its workers {len(mine)} times, max_restarts is "
                     f"{max_restarts}", mine[-2:] if len(mine) > 1 else mine))
-    return res
-
-
-def rendezvous_closed_by_job_end(events: Sequence[TraceEvent]) -> CheckResult:
-    """The rendezvous is closed only by a terminal event of the job: a process that closes
-    it has recorded the job's end (done or failed) first."""
-    res = CheckResult("rendezvous_closed_by_job_end",
-                      "the rendezvous is closed only after a terminal event of the job")
-    ended: set[str] = set()
-    for ev in events:
-        if ev.kind in TERMINAL:
-            ended.add(ev.proc)
-        elif ev.kind == "rdzv_shutdown" and ev.get("closed"):
-            res.checked += 1
-            if ev.proc not in ended:
-                res.violations.append(Violation(
-                    f"{ev.proc} closed the rendezvous before the job ended", [ev]))
     return res

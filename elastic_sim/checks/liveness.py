@@ -1,30 +1,24 @@
-"""Liveness checks: the run ends (a clear terminal error, not a hang), progress resumes
-after the last fault heals, and no host loops through rounds without progress."""
+"""Liveness checks: the run ends (a clear terminal error, not a hang), the job progresses
+after every fault starts and after it heals (a failure it could have avoided is not
+progress), and no host loops through rounds that train nothing with nothing to explain
+them."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from elastic_sim.checks.capacity import replay
+from elastic_sim.checks.facts import PROGRESS, fault_events, run_end
 from elastic_sim.checks.verdict import CheckResult, Violation
 from elastic_sim.trace import TraceEvent
-
-PROGRESS = ("step", "commit", "job_done", "job_failed")
-LOOP_ROUNDS = 20
-"""Rounds a process may complete in a row, after the last fault, without any progress."""
-PROGRESS_BOUND = 600.0
-"""Seconds after the last fault heals within which the job must progress or end."""
-
-
-def _last_fault(events: Sequence[TraceEvent]) -> TraceEvent | None:
-    faults = [e for e in events if e.kind == "fault" and e.get("phase") in ("start", "heal")]
-    return faults[-1] if faults else None
 
 
 def terminates(events: Sequence[TraceEvent]) -> CheckResult:
     """The run ends: every process exits (with success or a clear error) before the time
     limit, instead of hanging."""
-    res = CheckResult("terminates", "the job ends (done or a clear error) instead of hanging")
-    end = next((e for e in reversed(events) if e.kind == "run_end"), None)
+    res = CheckResult("terminates", "the job ends (done or a clear error) instead of hanging",
+                      unit="runs")
+    end = run_end(events)
     if end is None:
         return res
     res.checked = 1
@@ -38,94 +32,86 @@ def terminates(events: Sequence[TraceEvent]) -> CheckResult:
 
 
 def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
-    """After the last fault starts or heals, the job makes progress or ends within
-    :data:`PROGRESS_BOUND` seconds."""
+    """After every fault starts and after it heals, the job makes progress (a step, a
+    commit, completion) or ends with an error it could not avoid (too few hosts could go
+    on), within the bound the knobs imply (the longest detection timeout plus the settle
+    time). A fault that never heals is judged from its start."""
     res = CheckResult("progress_after_faults",
-                      f"progress or an end within {PROGRESS_BOUND:g} s of the last fault")
-    last = _last_fault(events)
-    if last is None:
+                      "progress, or an unavoidable end, within the knobs' bound after each "
+                      "fault starts or heals", unit="fault events")
+    faults = fault_events(events)
+    end = run_end(events)
+    if not faults:
         return res
-    res.checked = 1
-    nxt = next((e for e in events if e.t >= last.t and e.kind in PROGRESS), None)
-    end = next((e for e in reversed(events) if e.kind == "run_end"), None)
-    if nxt is not None and nxt.t - last.t <= PROGRESS_BOUND:
+    marks: list[tuple[float, bool]] = []
+    """(time, justified) of every progress event and every failure (justified: the job
+    could not go on when it failed)."""
+    bound = None
+    for ev, cap in replay(events):
+        bound = cap.limits.progress_s
+        if ev.kind in PROGRESS:
+            marks.append((ev.t, True))
+        elif ev.kind == "job_failed":
+            marks.append((ev.t, not cap.enough(ev.t)))
+    if bound is None:
         return res
-    if end is not None and end.get("outcome") != "hung" and end.t - last.t <= PROGRESS_BOUND:
-        return res  # every process ended: nothing left to progress
-    res.violations.append(Violation(
-        f"no progress within {PROGRESS_BOUND:g} s after the last fault ({last.get('id')})",
-        [e for e in (last, nxt or end) if e is not None]))
+    completed = end is not None and end.get("outcome") == "completed"
+    for fault in faults:
+        horizon = fault.t + bound
+        if end is not None and end.t < horizon and end.get("outcome") == "hung":
+            continue  # the time limit came first: not judged (terminates says it hung)
+        res.checked += 1
+        ok = any(fault.t <= t <= horizon and just for t, just in marks)
+        if ok or (completed and end is not None and end.t <= horizon):
+            continue
+        nxt = next((e for e in events if e.t >= fault.t and e.kind in (*PROGRESS, "job_failed")),
+                   end)
+        phase = "started" if fault.get("phase") == "start" else "healed"
+        res.violations.append(Violation(
+            f"no progress within {bound:g} s after {fault.get('id')} {phase} at {fault.t:g} s"
+            + (f" (next: {nxt.kind} at {nxt.t:g} s)" if nxt is not None else ""),
+            [e for e in (fault, nxt) if e is not None]))
+        break
     return res
+
+
+CAUSES = ("fault", "hvd_discovery", "hvd_blacklist")
+"""Events that can explain a new round (plus a host's first process starting)."""
+LOOP_ROUNDS = 2
+"""Unexplained rounds in a row without training that make a loop: one can be the late
+detection of an earlier cause, a second cannot."""
 
 
 def no_restart_loop(events: Sequence[TraceEvent]) -> CheckResult:
-    """After the last fault, no process completes more than :data:`LOOP_ROUNDS` rounds in
-    a row without any progress in between."""
+    """No process goes through rounds that train nothing, one after the other, with
+    nothing to explain them: a round is explained by a fault starting or healing, a host
+    arriving, or a discovery or blacklist change since the process's previous round, and
+    none counts while a fault is in force. :data:`LOOP_ROUNDS` unexplained rounds in a
+    row without a step between them are a loop, even if a restart budget ends it."""
     res = CheckResult("no_restart_loop",
-                      f"no more than {LOOP_ROUNDS} rounds in a row without progress")
-    last = _last_fault(events)
-    quiet_from = last.t if last is not None else 0.0
+                      f"no {LOOP_ROUNDS} unexplained rounds in a row without training",
+                      unit="rounds")
     streak: dict[str, list[TraceEvent]] = {}
+    explained: dict[str, bool] = {}
     flagged: set[str] = set()
-    for ev in events:
+    for ev, cap in replay(events):
         if ev.kind in PROGRESS:
             streak.pop(ev.proc, None)
-        elif ev.kind == "rdzv_done" and ev.t >= quiet_from:
+        elif ev.kind in CAUSES or (ev.kind == "proc_start" and ev.proc == f"{ev.host}/main"):
+            explained = dict.fromkeys(explained, True)
+        elif ev.kind == "rdzv_done":
+            res.checked += 1
+            quiet = not cap.cluster.active and not explained.get(ev.proc, True)
+            explained[ev.proc] = False
             run = streak.setdefault(ev.proc, [])
             run.append(ev)
-            res.checked += 1
+            if not quiet:
+                streak[ev.proc] = [ev]
+                continue
             if len(run) > LOOP_ROUNDS and ev.proc not in flagged:
                 flagged.add(ev.proc)
                 res.violations.append(Violation(
-                    f"{ev.proc} completed {len(run)} rounds in a row without progress",
-                    [run[0], run[-1]]))
-    return res
-
-
-CONVERGE_BOUND = 60.0
-"""Quiet seconds (no fault) before the job's end after which the world must have converged."""
-
-
-def world_converges(events: Sequence[TraceEvent]) -> CheckResult:
-    """After a quiet phase of :data:`CONVERGE_BOUND` seconds without faults, the last round
-    before the job completes holds every host that wants in (joined a round after the last
-    fault and still runs when the job completes), up to max_nodes / max_hosts. Judged for
-    protocols whose rounds count hosts (not Horovod's slots)."""
-    res = CheckResult("world_converges",
-                      f"after {CONVERGE_BOUND:g} quiet seconds the world holds the available "
-                      "hosts, up to the maximum")
-    start = next((e for e in events if e.kind == "run_start"), None)
-    knobs = (start.get("knobs") or {}) if start is not None else {}
-    cap = knobs.get("max_nodes", knobs.get("max_hosts"))
-    if not isinstance(cap, int) or "reset_limit" in knobs:
-        return res
-    last = _last_fault(events)
-    quiet = last.t if last is not None else 0.0
-    done = next((e for e in events if e.kind == "job_done"), None)
-    if done is None or done.t - quiet < CONVERGE_BOUND:
-        return res
-    final = [e for e in events if e.kind == "rdzv_done" and e.t <= done.t]
-    if not final:
-        return res
-    res.checked = 1
-    world = final[-1]
-    live: dict[str, int] = {}
-    wants: dict[str, TraceEvent] = {}
-    for ev in events:
-        if ev.t > done.t:
-            break
-        if ev.kind == "proc_start":
-            live[ev.host] = live.get(ev.host, 0) + 1
-        elif ev.kind == "proc_exit":
-            live[ev.host] = live.get(ev.host, 0) - 1
-        elif ev.kind == "rdzv_join" and ev.t >= quiet:
-            wants.setdefault(ev.host, ev)
-    available = [h for h in wants if live.get(h, 0) > 0]  # still running at the job's end
-    members = [str(m).split(":", 1)[0] for m in world.get("members", [])]
-    missing = [h for h in available if h not in members]
-    if missing and len(members) < cap:
-        res.violations.append(Violation(
-            f"{CONVERGE_BOUND:g}+ s after the last fault the world is {len(members)} hosts "
-            f"without {', '.join(missing)}, which wanted in (max {cap})",
-            [wants[missing[0]], world, done]))
+                    f"{ev.proc} went through {len(run)} rounds in a row without training, "
+                    f"the last {LOOP_ROUNDS} with no fault, arrival or discovery change to "
+                    "explain them", [run[0], run[-1]]))
     return res

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from elastic_sim.checks.facts import Cluster
 from elastic_sim.checks.verdict import CheckResult, Violation
 from elastic_sim.trace import TraceEvent
 
@@ -16,17 +17,20 @@ def _host_of(proc: str) -> str:
 
 
 def members_alive_at_completion(events: Sequence[TraceEvent]) -> CheckResult:
-    """Every member of a completed round has a live process on its host when the round
-    completes: at its ``rdzv_complete`` (the instant the membership was decided) where the
-    protocol records one, else at its first ``rdzv_done`` (which may come later: a member
-    that dies in between was alive at completion). A round never admits a host that is
-    already gone."""
+    """Every member of a completed round has a live, responsive process on its host when
+    the round completes: at its ``rdzv_complete`` (the instant the membership was decided)
+    where the protocol records one, else at its first ``rdzv_done`` (which may come later:
+    a member that dies in between was alive at completion). A round never admits a host
+    that is already gone, nor one frozen by a hang (as good as dead to its peers)."""
     res = CheckResult("members_alive_at_completion",
-                      "every member of a completed round is alive when it completes")
+                      "every member of a completed round is alive and responsive when it "
+                      "completes", unit="rounds")
     live: dict[str, int] = {}
     last_exit: dict[str, TraceEvent] = {}
+    cluster = Cluster()
     seen_rounds: set[object] = set()
     for ev in events:
+        cluster.see(ev)
         if ev.kind == "proc_start":
             live[ev.host] = live.get(ev.host, 0) + 1
         elif ev.kind == "proc_exit":
@@ -44,12 +48,19 @@ def members_alive_at_completion(events: Sequence[TraceEvent]) -> CheckResult:
                     res.violations.append(Violation(
                         f"round {rnd} completed with {host} as a member, but {host} had no "
                         "live process then", [last_exit[host], ev]))
+                elif cluster.is_frozen(host):
+                    hang = next(e for e in reversed(list(cluster.active.values()))
+                                if e.get("target") == host)
+                    res.violations.append(Violation(
+                        f"round {rnd} completed with {host} as a member, but {host} was "
+                        "frozen (hung) then", [hang, ev]))
     return res
 
 
 def master_agreement(events: Sequence[TraceEvent]) -> CheckResult:
     """All members of one round are told the same master address."""
-    res = CheckResult("master_agreement", "every worker of one world is told the same master")
+    res = CheckResult("master_agreement", "every worker of one world is told the same master",
+                      unit="rounds")
     first: dict[object, TraceEvent] = {}
     for ev in events:
         if ev.kind != "rdzv_done" or ev.get("master") is None:
@@ -69,7 +80,8 @@ def epoch_isolation(events: Sequence[TraceEvent]) -> CheckResult:
     """No process of an older round takes part in a newer round's collective: every member
     entering a group's collectives last completed the same rendezvous round."""
     res = CheckResult("epoch_isolation",
-                      "no process of an older round in a newer round's collective")
+                      "no process of an older round in a newer round's collective",
+                      unit="collectives")
     current: dict[str, TraceEvent] = {}
     """Per process: its latest rdzv_done (processes that record none are not judged)."""
     entered: dict[tuple[object, object], tuple[TraceEvent, TraceEvent]] = {}

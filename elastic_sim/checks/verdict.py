@@ -1,11 +1,15 @@
 """What a check says: a verdict and its violations, each with the few events that witness
-it."""
+it, and what the check examined (a check that examined nothing is not applicable, never a
+pass)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from elastic_sim.trace import TraceEvent
+
+Status = Literal["pass", "fail", "n/a"]
 
 
 @dataclass
@@ -25,8 +29,32 @@ class CheckResult:
     violations: list[Violation] = field(default_factory=list)
     checked: int = 0
     """How many instances (rounds, groups, hosts) the check looked at."""
+    unit: str = "instances"
+    """What one examined instance is, plural ("rounds", "hosts", "job ends")."""
 
     @property
     def ok(self) -> bool:
         """No violation."""
         return not self.violations
+
+    @property
+    def applicable(self) -> bool:
+        """The check examined something (or found a violation)."""
+        return self.checked > 0 or bool(self.violations)
+
+    @property
+    def status(self) -> Status:
+        """"fail" with a violation, "n/a" when nothing was examined, else "pass"."""
+        if self.violations:
+            return "fail"
+        return "pass" if self.checked > 0 else "n/a"
+
+    @property
+    def examined(self) -> str:
+        """What the verdict rests on, e.g. "12 rounds checked" or "nothing to check"."""
+        if self.checked == 0:
+            return "nothing to check" if not self.violations else "violated"
+        plain = "," not in self.unit and " and " not in self.unit  # a list stays plural
+        one = self.checked == 1 and plain and self.unit.endswith("s")
+        unit = self.unit[:-1] if one else self.unit
+        return f"{self.checked} {unit} checked"

@@ -20,7 +20,9 @@ from elastic_sim.protocols.static.rendezvous import (
     JobEnded,
     Membership,
     RendezvousTimeout,
+    late_record,
     next_membership,
+    record_done,
     someone_waiting,
 )
 from elastic_sim.protocols.static.settings import StaticKnobs, Workload
@@ -111,6 +113,8 @@ class Member:
         )
         try:
             await self.sync(group, m)
+            if late_record(self.knobs, m):
+                record_done(self.rt, m)
             return await self.train(group, m)
         except CollectiveError:
             group.abort()
@@ -120,7 +124,9 @@ class Member:
         """Adopt the state of the member with the most progress (usually rank 0)."""
         progress = [0.0] * m.world_size
         progress[m.rank] = float(self.state.step)
-        root = choose_root(await group.allreduce(progress))
+        if self.knobs.broken_uneven_sync and m.rank > 0:
+            progress.append(0.0)
+        root = choose_root((await group.allreduce(progress))[:m.world_size])
         if not self.knobs.skip_state_broadcast:
             header = {"step": self.state.step, "params": len(self.state.params)}
             meta = await broadcast_object(group, header, root)
@@ -157,7 +163,8 @@ class Member:
             if commit_due:
                 self.committed = self.state
                 self.rt.record("commit", step=self.state.step, digest=self.state.digest())
-            if summed[-1] > 0 and self.state.step < work.steps:
+            rejoin = commit_due and self.knobs.broken_rejoin_at_commit
+            if (summed[-1] > 0 or rejoin) and self.state.step < work.steps:
                 self.rt.record("rdzv_leave", round=m.round, reason="hosts waiting")
                 return "rejoin"
         return "done"

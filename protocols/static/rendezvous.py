@@ -85,14 +85,31 @@ async def join(rt: Runtime, store: Store, round_: int, knobs: StaticKnobs) -> Me
         except StoreTimeout:
             pass  # last call over: close with whoever came
     arrivals = await _arrived(keys)
-    proposal = json.dumps(choose_members(arrivals, knobs.max_hosts)).encode()
+    chosen = choose_members(arrivals, knobs.max_hosts)
+    if knobs.broken_drop_last_arrival and round_ > 0 and len(arrivals) > knobs.min_hosts:
+        chosen = sorted(h for h in chosen if h != arrivals[-1])
+    proposal = json.dumps(chosen).encode()
     members = tuple(json.loads(await keys.compare_set("members", b"", proposal)))
     if rt.host not in members:
         rt.record("rdzv_rejected", round=round_)
         return None
     rank = members.index(rt.host)
-    rt.record("rdzv_done", round=round_, members=list(members), rank=rank, world_size=len(members))
-    return Membership(round_, members, rank)
+    membership = Membership(round_, members, rank)
+    if not late_record(knobs, membership):
+        record_done(rt, membership)
+    return membership
+
+
+def late_record(knobs: StaticKnobs, m: Membership) -> bool:
+    """Whether this member adopts its membership only after the round's sync (BROKEN on
+    purpose: ``broken_late_round_record``)."""
+    return knobs.broken_late_round_record and m.round > 0 and m.rank == m.world_size - 1
+
+
+def record_done(rt: Runtime, m: Membership) -> None:
+    """Record that this member completed round ``m.round``."""
+    rt.record("rdzv_done", round=m.round, members=list(m.members), rank=m.rank,
+              world_size=m.world_size)
 
 
 async def _wait_for_min(rt: Runtime, store: Store, keys: Store, knobs: StaticKnobs) -> None:

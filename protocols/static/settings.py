@@ -28,6 +28,19 @@ class StaticKnobs:
     skip_state_broadcast: bool = False
     """BROKEN on purpose: members keep their own state instead of the root's after a round
     forms. Exists so the checks can be shown to fail."""
+    broken_rejoin_at_commit: bool = False
+    """BROKEN on purpose: every member leaves its round at each commit and forms the same
+    world again, though nothing failed (a pointless reconfiguration)."""
+    broken_uneven_sync: bool = False
+    """BROKEN on purpose: ranks other than 0 enter the sync's first allreduce with one
+    element more (members disagree on the collective sequence)."""
+    broken_late_round_record: bool = False
+    """BROKEN on purpose: in rounds after the first, the last-ranked member enters the new
+    round's collectives before it adopts (records) the new membership, i.e. as a process
+    of the older round (no epoch isolation)."""
+    broken_drop_last_arrival: bool = False
+    """BROKEN on purpose: a round after the first leaves out its last arrival, a healthy
+    host (eviction)."""
 
 
 @dataclass(frozen=True)

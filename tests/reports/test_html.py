@@ -78,3 +78,16 @@ def test_the_page_lists_each_stall_with_the_fault_it_is_blamed_on() -> None:
     assert cells == ["0.508 s", "2.508 s", "2.000 s", "freeze-h2", "stall"]
     facts = page[page.index('id="facts"'):page.index('id="timeline"')]
     assert re.search(r"<span>stalled</span><b>2.000 s</b>", facts)
+
+
+def test_a_check_that_examined_nothing_shows_as_not_applicable() -> None:
+    events = static_run()
+    checks = [{"name": "master_agreement", "description": "d", "ok": True, "status": "n/a",
+               "checked": 0, "examined": "nothing to check", "violations": []},
+              {"name": "rank_validity", "description": "d", "ok": True, "status": "pass",
+               "checked": 2, "examined": "2 rounds checked", "violations": []}]
+    page = render_html(build_view(events, summary_for(events, checks=checks)), {})
+    na = page[page.index("master_agreement") - 80:page.index("master_agreement")]
+    ok = page[page.index("rank_validity") - 80:page.index("rank_validity")]
+    assert "n/a" in na and "✓" not in na
+    assert "n/a" not in ok and "nothing to check" in page and "2 rounds checked" in page

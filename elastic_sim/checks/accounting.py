@@ -1,0 +1,108 @@
+"""Checks of how restarts are counted and spent: one restart count per world, no more
+failures absorbed than the configured budget, and no reconfiguration that changes
+nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from elastic_sim.checks.facts import knobs_of, limits_of
+from elastic_sim.checks.verdict import CheckResult, Violation
+from elastic_sim.trace import TraceEvent
+
+FAILURE_RESTARTS = ("FAILED", "UNHEALTHY")
+"""agent_restart reasons that spend budget (a membership change does not)."""
+
+
+def restart_accounting(events: Sequence[TraceEvent]) -> CheckResult:
+    """The workers of one world are told one restart count, and the job absorbs no more
+    failures than its budget (``max_restarts``): rounds formed after a failure restart are
+    counted for the job, so a host that leaves and comes back with a fresh budget cannot
+    reset it unseen."""
+    res = CheckResult("restart_accounting",
+                      "one restart count per world; failures absorbed within the budget",
+                      unit="worlds")
+    limits = limits_of(knobs_of(events))
+    budget = limits.restart_budget if limits is not None and limits.budget_per_host else None
+    told: dict[object, TraceEvent] = {}
+    pending: dict[str, TraceEvent] = {}
+    """Per agent: a failure restart not yet followed by a round."""
+    absorbed: dict[object, TraceEvent] = {}
+    """Round -> the failure restart that led to it."""
+    for ev in events:
+        if ev.kind == "agent_restart" and ev.get("reason") in FAILURE_RESTARTS:
+            pending[ev.proc] = ev
+        elif ev.kind == "rdzv_done" and ev.proc in pending:
+            cause = pending.pop(ev.proc)
+            rnd = ev.get("round")
+            if rnd not in absorbed:
+                absorbed[rnd] = cause
+                if budget is not None and len(absorbed) == budget + 1:
+                    first = next(iter(absorbed.values()))
+                    res.violations.append(Violation(
+                        f"round {rnd} is the job's {len(absorbed)}th restart after a failure, "
+                        f"beyond max_restarts {budget} (each agent counts only its own)",
+                        [first, cause, ev]))
+        elif ev.kind == "workers_started":
+            rnd = ev.get("round")
+            agreed = told.get(rnd)
+            if agreed is None:
+                told[rnd] = ev
+                res.checked += 1
+            elif agreed.get("restart_count") != ev.get("restart_count"):
+                res.violations.append(Violation(
+                    f"round {rnd}: {agreed.host}'s workers were told restart "
+                    f"{agreed.get('restart_count')}, {ev.host}'s restart "
+                    f"{ev.get('restart_count')}", [agreed, ev]))
+    return res
+
+
+FAILURES = ("fault", "coll_fail", "group_failed", "hvd_scheduled_exit", "hvd_exit", "hvd_abort",
+            "job_failed")
+
+
+def _world(ev: TraceEvent) -> tuple[tuple[str, ...], tuple[tuple[str, int], ...]]:
+    """(members, ranks) of a formed world: rdzv_done (members in rank order) or
+    hvd_assign (ranks per slot)."""
+    if ev.kind == "hvd_assign":
+        ranks = ev.get("ranks") or {}
+        return tuple(sorted(ranks)), tuple(sorted((str(k), int(v)) for k, v in ranks.items()))
+    members = tuple(str(m) for m in ev.get("members") or [])
+    return members, tuple((m, i) for i, m in enumerate(members))
+
+
+def no_pointless_reconfiguration(events: Sequence[TraceEvent]) -> CheckResult:
+    """A new round (or Horovod reset) that forms the very same world (same members, same
+    ranks) follows a failure: a fault, a failed collective, a worker that exited with an
+    error or was made to fail, a failure restart. Otherwise it only cost the job a restart."""
+    res = CheckResult("no_pointless_reconfiguration",
+                      "a reconfiguration to the same members and ranks follows a failure",
+                      unit="reconfigurations")
+    prev: dict[str, TraceEvent] = {}
+    """Per kind of world event: the last world formed."""
+    failed: dict[str, bool] = {}
+    """Per kind: whether something failed since that world formed."""
+    seen: set[object] = set()
+    # Horovod's driver assigns the world (hvd_assign); its workers' rdzv_done repeat it.
+    kind = "hvd_assign" if any(e.kind == "hvd_assign" for e in events) else "rdzv_done"
+    for ev in events:
+        if ev.kind in FAILURES or (ev.kind == "proc_exit" and ev.get("code") not in (0, None)
+                                   and ev.get("reason") != "killed by SIGTERM") or (
+                ev.kind == "agent_restart" and ev.get("reason") in FAILURE_RESTARTS):
+            failed = dict.fromkeys(prev, True)
+            continue
+        if ev.kind != kind:
+            continue
+        key = (ev.kind, ev.get("round", ev.get("rendezvous")))
+        if key in seen:
+            continue
+        seen.add(key)
+        last = prev.get(ev.kind)
+        if last is not None:
+            res.checked += 1
+            if _world(last) == _world(ev) and not failed.get(ev.kind):
+                res.violations.append(Violation(
+                    f"the world formed again at {ev.t:g} s with the same members and ranks "
+                    f"as at {last.t:g} s, and nothing failed in between", [last, ev]))
+        prev[ev.kind], failed[ev.kind] = ev, False
+    return res

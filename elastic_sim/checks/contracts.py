@@ -1,0 +1,129 @@
+"""Per-protocol contracts: what each protocol model promises (every check but its declared
+weak spots) and under which fault assumptions, so a violation reads as "the protocol broke
+its own promise", "upstream's known weak spot" or "outside the contract" (the faults broke
+an assumption). The declarations are plain data in ``protocols/<name>/contract.py``."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from elastic_sim.checks.facts import HOST_FAULTS, host_of, knobs_of, limits_of, run_start
+from elastic_sim.checks.verdict import CheckResult
+from elastic_sim.trace import TraceEvent
+
+Standing = Literal["kept", "broken_promise", "weak_spot", "outside_contract", "n/a"]
+LOST_FOR_GOOD = ("crash", "preempt", "scale_down")
+"""Fault types after which a host does not come back."""
+
+
+@dataclass(frozen=True)
+class Contract:
+    """One protocol's promise: every check but ``weak_spots``, under ``assumptions``."""
+
+    protocol: str
+    assumptions: tuple[str, ...]
+    weak_spots: Mapping[str, str]
+
+
+def contract_for(protocol: str) -> Contract | None:
+    """The contract ``protocols/<protocol>/contract.py`` declares, or None."""
+    try:
+        mod = importlib.import_module(f"elastic_sim.protocols.{protocol}.contract")
+    except ModuleNotFoundError:
+        return None
+    return Contract(protocol, tuple(mod.ASSUMPTIONS), dict(mod.WEAK_SPOTS))
+
+
+def protocol_of(events: Sequence[TraceEvent]) -> str | None:
+    """The protocol a trace ran (run_start's, else told by its knobs)."""
+    start = run_start(events)
+    if start is not None and start.get("protocol"):
+        return str(start.get("protocol"))
+    knobs = knobs_of(events)
+    for knob, name in (("max_restarts", "torchelastic"), ("reset_limit", "horovod"),
+                       ("min_hosts", "static")):
+        if knob in knobs:
+            return name
+    return None
+
+
+def _coordinator_survives(events: Sequence[TraceEvent]) -> str | None:
+    start = run_start(events)
+    coord = start.get("coordinator") if start is not None else None
+    if not coord:
+        return None
+    for ev in events:
+        if ev.kind != "fault" or ev.get("phase") != "start":
+            continue
+        target = ev.get("target")
+        if ev.get("type") == "partition" and isinstance(target, list):
+            if any(coord in group for group in target):
+                return f"{ev.get('id')} cuts the coordinator {coord} off"
+        elif ev.get("type") in HOST_FAULTS and isinstance(target, str) and (
+                host_of(target) == coord):
+            return f"{ev.get('id')} ({ev.get('type')}) hits the coordinator {coord}"
+    return None
+
+
+def _min_hosts_survive(events: Sequence[TraceEvent]) -> str | None:
+    limits = limits_of(knobs_of(events))
+    if limits is None:
+        return None
+    hosts = {ev.host for ev in events if ev.kind == "proc_start" and ev.proc == f"{ev.host}/main"}
+    lost = {str(ev.get("target")) for ev in events if ev.kind == "fault"
+            and ev.get("phase") == "start" and ev.get("type") in LOST_FOR_GOOD}
+    if len(hosts - lost) < limits.min_hosts:
+        return (f"{len(lost)} of {len(hosts)} hosts lost for good, fewer than the minimum "
+                f"{limits.min_hosts} left")
+    return None
+
+
+ASSUMPTIONS: dict[str, Callable[[Sequence[TraceEvent]], str | None]] = {
+    "coordinator_survives": _coordinator_survives,
+    "min_hosts_survive": _min_hosts_survive,
+}
+"""Assumption -> a test of one trace: None when it held, else why not."""
+
+
+@dataclass
+class ContractVerdict:
+    """How one run stands against its protocol's contract."""
+
+    contract: Contract
+    broken_assumptions: dict[str, str] = field(default_factory=dict)
+    standing: dict[str, Standing] = field(default_factory=dict)
+    """Check name -> its standing."""
+
+    def names(self, standing: Standing) -> list[str]:
+        """The checks with this standing, in check order."""
+        return [n for n, s in self.standing.items() if s == standing]
+
+
+def standing_of(contract: Contract, result: CheckResult, within: bool) -> Standing:
+    """One check's standing: kept (or n/a), a weak spot, a broken promise, or outside the
+    contract when the run's faults broke an assumption."""
+    if result.ok:
+        return "kept" if result.applicable else "n/a"
+    if result.name in contract.weak_spots:
+        return "weak_spot"
+    return "broken_promise" if within else "outside_contract"
+
+
+def judge(events: Sequence[TraceEvent], results: Sequence[CheckResult]) -> ContractVerdict | None:
+    """The run's standing against its protocol's contract (None: no contract known)."""
+    protocol = protocol_of(events)
+    contract = contract_for(protocol) if protocol is not None else None
+    if contract is None:
+        return None
+    verdict = ContractVerdict(contract)
+    for name in contract.assumptions:
+        why = ASSUMPTIONS[name](events)
+        if why is not None:
+            verdict.broken_assumptions[name] = why
+    within = not verdict.broken_assumptions
+    for res in results:
+        verdict.standing[res.name] = standing_of(contract, res, within)
+    return verdict

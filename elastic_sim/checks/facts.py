@@ -1,0 +1,204 @@
+"""Facts the checks share, read from the trace alone: the run's knobs and the limits they
+imply (world size bounds in hosts, the restart budget, time bounds), and the cluster as the
+trace shows it at any instant (which hosts are alive, frozen, cut off from the
+coordinator, or were hit by a fault). Protocol-neutral: a protocol's knobs are mapped to
+the same few quantities here, once."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from elastic_sim.trace import TraceEvent
+
+TERMINAL = ("job_done", "job_failed")
+PROGRESS = ("step", "commit", "job_done")
+"""What counts as training progress (a failed job is not progress)."""
+HOST_FAULTS = ("crash", "hang", "preempt", "crash_restart", "crash_process", "straggler",
+               "store_crash", "store_freeze", "collective_error", "scale_down")
+"""Fault types that hit the host they target (a host so hit did fail)."""
+INSTANT = ("crash", "crash_process", "scale_down", "scale_up", "store_crash", "clock_jump",
+           "collective_error", "discovery_add", "discovery_remove")
+"""Fault types that happen at an instant: never "in force" (a crash does not heal)."""
+
+
+def host_of(proc_or_member: str) -> str:
+    """The host of a process name (``h0/w0``) or member address (``h0:29500``)."""
+    return str(proc_or_member).split("/", 1)[0].split(":", 1)[0]
+
+
+def run_start(events: Sequence[TraceEvent]) -> TraceEvent | None:
+    """The run's ``run_start`` event."""
+    return next((e for e in events if e.kind == "run_start"), None)
+
+
+def knobs_of(events: Sequence[TraceEvent]) -> Mapping[str, Any]:
+    """The protocol's knobs as ``run_start`` records them (empty when unrecorded)."""
+    start = run_start(events)
+    return (start.get("knobs") or {}) if start is not None else {}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a protocol's knobs promise, in protocol-neutral terms."""
+
+    min_hosts: int
+    """Fewest hosts the job may continue with."""
+    max_hosts: int | None
+    """Most hosts a world may hold (None: unbounded)."""
+    restart_budget: int | None
+    """Failures the job may absorb (torchelastic's max_restarts per agent, Horovod's
+    reset_limit for the job; None: unbounded)."""
+    budget_per_host: bool
+    """Whether the budget is spent per host (torchelastic's agents) or by the job."""
+    settle_s: float
+    """Seconds within which an available host must be brought into the world once the
+    cluster is quiet: the protocol's polling, heartbeat and rendezvous periods, taken
+    twice, plus the time a member needs to see its old group broken (the process-group
+    timeout): how long a round may take to form."""
+    progress_s: float
+    """Seconds within which a job must progress or end with an error after a fault starts
+    or heals: the longest failure-detection timeout plus :attr:`settle_s` (plus the grace
+    a stopping worker gets)."""
+
+
+def limits_of(knobs: Mapping[str, Any]) -> Limits | None:
+    """The limits of the protocol whose knobs these are, or None for an unknown one."""
+
+    def num(name: str, default: float = 0.0) -> float:
+        v = knobs.get(name)
+        return float(v) if isinstance(v, (int, float)) else default
+
+    if "max_restarts" in knobs:  # torchelastic
+        periods = (num("monitor_interval") + num("last_call_timeout")
+                   + num("keep_alive_interval") * max(num("keep_alive_max_attempt"), 1.0))
+        # A host back from a fault first has to see its old group fail (pg_timeout).
+        settle = 2 * periods + num("heartbeat_timeout") + num("pg_timeout")
+        detect = max(num("pg_timeout"), num("read_timeout"), num("join_timeout"))
+        return Limits(int(knobs.get("min_nodes", 1)), int(knobs.get("max_nodes", 1)),
+                      int(knobs["max_restarts"]), True, settle,
+                      detect + settle + num("stop_timeout"))
+    if "reset_limit" in knobs:  # horovod: sizes in slots
+        slots = max(int(knobs.get("slots_per_host", 1)), 1)
+        min_np = knobs.get("min_np") or knobs.get("np", 1)
+        max_np = knobs.get("max_np")
+        reset_limit = knobs.get("reset_limit")
+        settle = (2 * num("discovery_period") + num("discovery_wait")
+                  + num("process_start_latency") + num("gloo_timeout") + num("kill_grace"))
+        detect = max(num("gloo_timeout"), num("elastic_timeout"), num("connect_timeout"))
+        return Limits(math.ceil(int(min_np) / slots),
+                      None if max_np is None else max(int(max_np) // slots, 1),
+                      reset_limit if isinstance(reset_limit, int) else None, False, settle,
+                      detect + settle)
+    if "min_hosts" in knobs:  # static
+        # A host back from a fault first has to see its stale group and store calls fail.
+        settle = 2 * num("last_call") + num("group_timeout") + num("store_timeout")
+        detect = max(num("group_timeout"), num("store_timeout"), num("join_timeout"))
+        return Limits(int(knobs["min_hosts"]), int(knobs.get("max_hosts", 1 << 30)), None,
+                      False, settle, detect + settle)
+    return None
+
+
+@dataclass
+class Cluster:
+    """The cluster as the trace shows it so far: feed events in order with :meth:`see`.
+
+    A host is *alive* while its first process (``<host>/main``: the agent, driver or task
+    service) runs; *frozen* while a hang fault holds it; *cut* from another while an active
+    partition separates them; *faulted* once any fault has targeted it."""
+
+    coordinator: str | None = None
+    """The host the others must reach (the store or driver host), as run_start names it."""
+    alive: dict[str, bool] = field(default_factory=dict)
+    frozen: dict[str, int] = field(default_factory=dict)
+    cuts: dict[str, list[list[str]]] = field(default_factory=dict)
+    faulted: dict[str, TraceEvent] = field(default_factory=dict)
+    """Host -> the first event that shows it failed (a fault on it, a scripted exit)."""
+    active: dict[str, TraceEvent] = field(default_factory=dict)
+    """Fault id -> its start, while the fault is in force."""
+
+    def see(self, ev: TraceEvent) -> None:
+        """Take one event into account."""
+        if ev.kind == "run_start":
+            coord = ev.get("coordinator")
+            self.coordinator = str(coord) if coord else None
+        elif ev.kind in ("proc_start", "proc_exit") and ev.proc == f"{ev.host}/main":
+            self.alive[ev.host] = ev.kind == "proc_start"
+        elif ev.kind == "hvd_scheduled_exit":
+            self.faulted.setdefault(ev.host, ev)
+        elif ev.kind == "fault":
+            self._fault(ev)
+
+    def _fault(self, ev: TraceEvent) -> None:
+        fid, kind, target, phase = (str(ev.get("id")), ev.get("type"), ev.get("target"),
+                                    ev.get("phase"))
+        if phase not in ("start", "heal"):
+            return
+        if phase == "start" and kind not in INSTANT:
+            self.active[fid] = ev
+        else:
+            self.active.pop(fid, None)
+        if kind == "partition" and isinstance(target, list):
+            if phase == "start":
+                self.cuts[fid] = [[str(h) for h in g] for g in target]
+                for group in target:
+                    for h in group:
+                        self.faulted.setdefault(str(h), ev)
+            else:
+                self.cuts.pop(fid, None)
+        elif kind in HOST_FAULTS and isinstance(target, str):
+            host = host_of(target)
+            if phase == "start":
+                self.faulted.setdefault(host, ev)
+            if kind == "hang":
+                self.frozen[host] = self.frozen.get(host, 0) + (1 if phase == "start" else -1)
+
+    def is_alive(self, host: str) -> bool:
+        """Its first process runs (hosts never started count as not alive)."""
+        return self.alive.get(host, False)
+
+    def is_frozen(self, host: str) -> bool:
+        """A hang fault holds it now."""
+        return self.frozen.get(host, 0) > 0
+
+    def is_cut(self, a: str, b: str) -> bool:
+        """An active partition separates ``a`` from ``b``."""
+        for groups in self.cuts.values():
+            ga = next((i for i, g in enumerate(groups) if a in g), None)
+            gb = next((i for i, g in enumerate(groups) if b in g), None)
+            if ga is not None and gb is not None and ga != gb:
+                return True
+        return False
+
+    def usable(self, host: str) -> bool:
+        """Alive, not frozen, and not cut off from the coordinator (nor is the coordinator
+        itself gone): a host the job could continue on."""
+        if not self.is_alive(host) or self.is_frozen(host):
+            return False
+        coord = self.coordinator
+        if coord is None or coord == host:
+            return True
+        return not self.is_cut(host, coord)
+
+    def usable_hosts(self) -> list[str]:
+        """Every usable host, sorted."""
+        return sorted(h for h in self.alive if self.usable(h))
+
+
+def fault_events(events: Sequence[TraceEvent]) -> list[TraceEvent]:
+    """Every fault start and heal, in order."""
+    return [e for e in events if e.kind == "fault" and e.get("phase") in ("start", "heal")]
+
+
+def last_quiet_point(events: Sequence[TraceEvent]) -> float:
+    """When the last fault started or healed (0 without faults): the cluster is quiet
+    after it, apart from faults that never heal."""
+    faults = fault_events(events)
+    return faults[-1].t if faults else 0.0
+
+
+def run_end(events: Sequence[TraceEvent]) -> TraceEvent | None:
+    """The run's ``run_end`` event."""
+    return next((e for e in reversed(events) if e.kind == "run_end"), None)

@@ -1,0 +1,161 @@
+"""Checks about the hosts a job is offered: once the cluster is quiet every available host
+that fits is brought into the world (eventual incorporation), and a host that did not fail
+is never blacklisted or evicted, nor does a barrier trip before its distinct parties
+arrived."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+
+from elastic_sim.checks.capacity import Capacity, replay
+from elastic_sim.checks.facts import host_of, last_quiet_point
+from elastic_sim.checks.verdict import CheckResult, Violation
+from elastic_sim.trace import TraceEvent
+
+WORLD = ("rdzv_done", "hvd_assign")
+AVAILABILITY = ("run_start", "proc_start", "proc_exit", "fault", "hvd_discovery",
+                "hvd_blacklist", "hvd_assign", "hvd_scheduled_exit", "agent_state",
+                "agent_restart")
+"""Events that can change which hosts are available (what the capacity facts read)."""
+
+
+def _members(ev: TraceEvent) -> list[str]:
+    """The distinct hosts of a formed world (rdzv_done members, hvd_assign ranks); members
+    that disagree within one round are united (membership_agreement judges that)."""
+    raw = ev.get("members") if "members" in ev.data else list(ev.get("ranks") or {})
+    out: list[str] = []
+    for m in raw or []:
+        h = host_of(str(m))
+        if h not in out:
+            out.append(h)
+    return out
+
+
+def eventual_incorporation(events: Sequence[TraceEvent]) -> CheckResult:
+    """Every host that is available (alive, reachable, offered by discovery and not
+    blacklisted for a failure) from the later of the last fault's start or heal and its own
+    arrival, and stays so, is in the world within the protocol's settle time (its polling
+    and rendezvous periods and its process-group timeout, from the knobs), unless the world
+    is at its maximum then. Each host is judged at that instant, if the job still runs."""
+    res = CheckResult("eventual_incorporation",
+                      "once quiet, every available host that fits joins the world within the "
+                      "settle time the knobs imply", unit="hosts")
+    quiet = last_quiet_point(events)
+    arrived: dict[str, float] = {}
+    for ev in events:
+        if ev.kind == "proc_start" and ev.proc == f"{ev.host}/main":
+            arrived[ev.host] = ev.t
+    since: dict[str, float] = {}
+    """Host -> when it became available for good (dropped when it stops being)."""
+    due: list[tuple[float, str, float]] = []
+    """Heap of (judgement time, host, available since)."""
+    world: TraceEvent | None = None
+    for ev, cap in replay(events):
+        if ev.kind in ("job_done", "job_failed"):
+            break  # the job ended: hosts not yet due are not judged
+        while due and due[0][0] < ev.t:
+            at, host, start = heapq.heappop(due)
+            if since.get(host) == start:  # still available all along
+                res.checked += 1
+                del since[host]
+                arrived.pop(host, None)  # judged once
+                _judge(res, host, (start, at - start), world, cap.limits.max_hosts, events)
+        if ev.kind in AVAILABILITY:  # the quiet point and every arrival are among them
+            able = set(cap.able(ev.t))
+            for host in sorted(arrived):
+                begin = max(quiet, arrived[host])
+                if host in able and ev.t >= begin:
+                    if host not in since:
+                        since[host] = begin
+                        heapq.heappush(due, (begin + cap.limits.settle_s, host, begin))
+                else:
+                    since.pop(host, None)
+        if ev.kind in WORLD:
+            if world is not None and _round(world) == _round(ev):
+                ev = TraceEvent(ev.t, ev.host, ev.proc, ev.kind, {
+                    **ev.data, "members": _members(world) + [
+                        m for m in _members(ev) if m not in _members(world)]})
+            world = ev
+    return res
+
+
+def _round(ev: TraceEvent) -> object:
+    return (ev.kind, ev.get("round", ev.get("rendezvous")))
+
+
+def _judge(res: CheckResult, host: str, window: tuple[float, float],
+           world: TraceEvent | None, max_hosts: int | None,
+           events: Sequence[TraceEvent]) -> None:
+    """One host, available from ``window[0]``, must be a member ``window[1]`` s later."""
+    members = _members(world) if world is not None else []
+    if host in members or (max_hosts is not None and len(members) >= max_hosts):
+        return
+    start, settle = window
+    res.violations.append(Violation(
+        f"{host} was available from {start:g} s on, but {settle:g} s later "
+        f"({start + settle:g} s) the world is {len(members)} hosts "
+        f"({', '.join(members) or 'none'}) without it (max "
+        f"{max_hosts if max_hosts is not None else 'unbounded'})",
+        [e for e in (world,) if e is not None] + [e for e in events if e.kind == "fault"][-1:]))
+
+
+def healthy_hosts_kept(events: Sequence[TraceEvent]) -> CheckResult:
+    """A host that did not fail (no fault hit it, no scripted failure of its workers) is
+    never blacklisted, nor left out of the next world it asked to join while it could go on
+    and the world had room (evicted); an exit barrier trips only once as many distinct hosts
+    as its round's world size entered it."""
+    res = CheckResult("healthy_hosts_kept",
+                      "no healthy host blacklisted or evicted; barriers trip only when their "
+                      "distinct parties arrived",
+                      unit="reconfigurations, blacklistings and barriers")
+    entered: dict[object, dict[str, TraceEvent]] = {}
+    tripped: set[object] = set()
+    last_world: TraceEvent | None = None
+    joined: dict[str, float] = {}
+    for ev, cap in replay(events):
+        if ev.kind == "rdzv_join":
+            joined[ev.host] = ev.t
+        if ev.kind in WORLD and (last_world is None or _round(ev) != _round(last_world)):
+            if last_world is not None and last_world.kind == ev.kind:
+                res.checked += 1
+                asked = {h for h, t in joined.items() if last_world.t < t <= ev.t}
+                _evictions(res, last_world, ev, cap, asked)
+            last_world = ev
+        if ev.kind == "hvd_blacklist":
+            res.checked += 1
+            target = str(ev.get("target"))
+            if target not in cap.cluster.faulted:
+                res.violations.append(Violation(
+                    f"{target} was blacklisted at {ev.t:g} s though no fault hit it and none "
+                    "of its workers was made to fail", [ev]))
+        elif ev.kind == "exit_barrier_enter":
+            entered.setdefault(ev.get("round"), {}).setdefault(ev.host, ev)
+        elif ev.kind == "exit_barrier_done" and ev.get("round") not in tripped:
+            rnd = ev.get("round")
+            tripped.add(rnd)
+            res.checked += 1
+            parties = entered.get(rnd, {})
+            size = next((e.get("world_size") for e in parties.values()), None)
+            if isinstance(size, int) and len(parties) < size:
+                res.violations.append(Violation(
+                    f"the exit barrier of round {rnd} tripped with {len(parties)} of its "
+                    f"{size} hosts in it ({', '.join(sorted(parties))})",
+                    [*parties.values(), ev]))
+    return res
+
+
+def _evictions(res: CheckResult, before: TraceEvent, after: TraceEvent, cap: Capacity,
+               asked: set[str]) -> None:
+    """Members of the previous world that asked to join the next one before it formed,
+    left out of it though they never failed, are usable, and it is below its maximum."""
+    members = _members(after)
+    if cap.limits.max_hosts is not None and len(members) >= cap.limits.max_hosts:
+        return
+    usable = set(cap.able(after.t))
+    for host in _members(before):
+        if (host not in members and host in asked and host in usable
+                and host not in cap.cluster.faulted):
+            res.violations.append(Violation(
+                f"{host} was left out of the world formed at {after.t:g} s though it had "
+                "asked to join, never failed and could go on", [before, after]))

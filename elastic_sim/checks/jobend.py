@@ -1,0 +1,130 @@
+"""Checks of how a job ends: it fails only when it could not go on, the rendezvous is closed
+for everyone only by an end the job could not avoid, and a job that completes shuts down
+cleanly (no process ends with an error, the exit barrier completes)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from elastic_sim.checks.capacity import Capacity, replay
+from elastic_sim.checks.facts import host_of, run_end
+from elastic_sim.checks.hosts import WORLD, _members
+from elastic_sim.checks.verdict import CheckResult, Violation
+from elastic_sim.trace import TraceEvent
+
+
+def _why_enough(cap: Capacity, now: float) -> str:
+    able = cap.able(now)
+    hosts, were = ("host", "was") if len(able) == 1 else ("hosts", "were")
+    return (f"{len(able)} {hosts} ({', '.join(able)}) {were} alive, reachable and had "
+            f"restart budget left, at least the minimum {cap.limits.min_hosts}")
+
+
+def avoidable_job_failure(events: Sequence[TraceEvent]) -> CheckResult:
+    """A job that ends failed had no way to go on when it failed: fewer than the minimum
+    number of hosts were alive, reachable from the coordinator and within their restart
+    budget, or the coordinator itself was gone. Judged at the first ``job_failed``."""
+    res = CheckResult("avoidable_job_failure",
+                      "the job fails only when fewer than the minimum hosts could go on",
+                      unit="job ends")
+    end = run_end(events)
+    if end is None or end.get("outcome") == "hung":
+        return res
+    res.checked = 1
+    if end.get("outcome") != "failed":
+        return res
+    for ev, cap in replay(events):
+        if ev.kind != "job_failed":
+            continue
+        if cap.enough(ev.t):
+            res.violations.append(Violation(
+                f"the job failed at {ev.t:g} s ({ev.host}: {ev.get('error')}) though "
+                f"{_why_enough(cap, ev.t)}", [ev, end]))
+        break
+    return res
+
+
+def rendezvous_closed_by_job_end(events: Sequence[TraceEvent]) -> CheckResult:
+    """The rendezvous is closed for everyone only by a job end: the closer completed, or
+    it failed when the job could not go on (the first closure is judged; later ones find
+    it closed already)."""
+    res = CheckResult("rendezvous_closed_by_job_end",
+                      "the rendezvous is closed only after the job completed or could not go "
+                      "on", unit="closures")
+    ended: dict[str, TraceEvent] = {}
+    for ev, cap in replay(events):
+        if ev.kind in ("job_done", "job_failed"):
+            ended.setdefault(ev.proc, ev)
+        elif ev.kind == "rdzv_shutdown" and ev.get("closed"):
+            res.checked += 1
+            if res.checked > 1:
+                continue
+            why = ended.get(ev.proc)
+            if why is not None and why.kind == "job_done":
+                continue
+            if why is None:
+                res.violations.append(Violation(
+                    f"{ev.proc} closed the rendezvous before the job ended", [ev]))
+            elif cap.enough(ev.t):
+                res.violations.append(Violation(
+                    f"{ev.proc} closed the rendezvous for everyone after its own failure "
+                    f"({why.get('error')}) though {_why_enough(cap, ev.t)}", [why, ev]))
+    return res
+
+
+SHUTDOWN_ERRORS = ("exit_barrier_failed", "rdzv_shutdown_failed", "job_failed", "hvd_exit")
+"""Events that say a process ran into an error (recorded by agents, drivers, workers)."""
+
+
+def clean_shutdown(events: Sequence[TraceEvent]) -> CheckResult:
+    """In a job that completes, every host that finishes it (a member of the last world, or
+    the coordinator, alive and reachable at completion) shuts down cleanly: none of its
+    processes records an error or exits non-zero from the completion on, and every exit
+    barrier it enters completes."""
+    res = CheckResult("clean_shutdown",
+                      "a completed job shuts down without errors and its exit barrier "
+                      "completes", unit="processes")
+    end = run_end(events)
+    if end is None or end.get("outcome") != "completed":
+        return res
+    done_at = next((e.t for e in events if e.kind == "job_done"), None)
+    if done_at is None:
+        return res
+    finishers: set[str] = set()
+    procs: set[str] = set()
+    barrier: dict[str, TraceEvent] = {}
+    world: list[str] = []
+    for ev, cap in replay(events):
+        if ev.kind in WORLD and ev.t < done_at:
+            world = _members(ev)
+        if ev.t >= done_at and not finishers:
+            coord = cap.cluster.coordinator
+            finishers = {h for h in (*world, *([coord] if coord else []))
+                         if cap.cluster.usable(h)}
+        host = host_of(ev.proc)
+        if ev.kind == "exit_barrier_enter":
+            barrier[ev.proc] = ev
+        elif ev.kind == "exit_barrier_done":
+            barrier.pop(ev.proc, None)
+        if not finishers or host not in finishers:
+            continue
+        hit = cap.cluster.faulted.get(host)
+        if hit is not None and hit.t >= done_at:
+            continue  # a fault after the completion: what it does to the host is no error
+        if ev.kind == "proc_exit" and ev.t >= done_at:
+            procs.add(ev.proc)
+            if ev.get("code") != 0:
+                res.violations.append(Violation(
+                    f"{ev.proc} exited {ev.get('code')} ({ev.get('reason')}) after the job "
+                    "completed", [ev]))
+        elif ev.kind in SHUTDOWN_ERRORS and ev.t >= done_at:
+            res.violations.append(Violation(
+                f"{ev.proc} recorded {ev.kind} ({ev.get('error')}) after the job completed",
+                [ev]))
+    for proc, enter in sorted(barrier.items()):
+        if host_of(proc) in finishers:
+            res.violations.append(Violation(
+                f"{proc} entered the exit barrier of round {enter.get('round')} and never "
+                "saw it complete", [enter, end]))
+    res.checked = len(procs)
+    return res

@@ -1,0 +1,13 @@
+"""What the static protocol promises: every check but its one known weak spot, as long as
+the store's host survives and at least ``min_hosts`` hosts do. Plain data, read by
+``elastic_sim.checks.contracts``."""
+
+ASSUMPTIONS = ("coordinator_survives", "min_hosts_survive")
+"""Fault assumptions the promises hold under."""
+
+WEAK_SPOTS: dict[str, str] = {
+    "members_alive_at_completion": "a host that dies after writing its arrival stays in the "
+    "round's membership; the round fails at group creation and the next one forms without "
+    "it (found/static_scale_down-members_alive_at_completion)",
+}
+"""Check -> why the protocol breaks it, by design (any other violation is a bug)."""
