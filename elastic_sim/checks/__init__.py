@@ -157,6 +157,7 @@ def committed_progress(events: Sequence[TraceEvent]) -> CheckResult:
 
 # Checks v2 live in their own modules (one concept each); imported here so that CHECKS is
 # the one list of every check.
+from elastic_sim.checks.bounded import time_advances, within_run_guards  # noqa: E402
 from elastic_sim.checks.limits import limits, rendezvous_closed_by_job_end  # noqa: E402
 from elastic_sim.checks.liveness import (  # noqa: E402
     no_restart_loop,
@@ -185,6 +186,8 @@ CHECKS: tuple[Check, ...] = (
     progress_after_faults,
     no_restart_loop,
     world_converges,
+    time_advances,
+    within_run_guards,
 )
 """Every check, safety first, then liveness."""
 

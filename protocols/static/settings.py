@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from elastic_sim.protocols.ranges import HostCount, Period, PosCount, Port, Seconds
+from elastic_sim.protocols.ranges import HostCount, Period, Port, PosCount, Seconds
 
 
 @dataclass(frozen=True)

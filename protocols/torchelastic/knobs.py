@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from elastic_sim.protocols.ranges import Count, Period, PosCount, Port, ProcsPerHost, Seconds
+from elastic_sim.protocols.ranges import Count, Period, Port, PosCount, ProcsPerHost, Seconds
 from elastic_sim.protocols.torchelastic.state import RendezvousSettings
 
 
