@@ -9,13 +9,22 @@ every :data:`sim.kernel.GUARD_EVERY` callbacks, real mode every supervision tick
 
 from __future__ import annotations
 
+import _thread
 import os
 import resource
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from elastic_sim.sim.kernel import INTERRUPT_SIGNAL
 
 DEFAULT_WALL_LIMIT = 1800.0
 """Seconds of wall time one run may take (``--wall-limit``); the shipped scenarios take
 under a minute each in the sim."""
+WATCH_PERIOD = 0.25
+"""Seconds between a watchdog's looks at the guard (a single long callback of the sim is
+stopped within about this long of passing a limit)."""
 MEMORY_SHARE = 0.5
 """The default memory limit: this share of the machine's physical memory."""
 
@@ -49,7 +58,8 @@ class RunGuard:
     """The limits of one run: call it to learn whether the run must stop now.
 
     Returns ``(kind, message)`` once a limit is passed (``wall_limit`` or
-    ``memory_limit``), else None. The clock starts at construction (or :meth:`restart`)."""
+    ``memory_limit``), else None; once passed, always that answer. The clock starts at
+    construction (or :meth:`restart`)."""
 
     def __init__(self, wall_limit: float | None = DEFAULT_WALL_LIMIT,
                  memory_limit: int | None = None) -> None:
@@ -58,12 +68,20 @@ class RunGuard:
         self.memory_limit = default_memory_limit() if memory_limit is None else memory_limit
         """Bytes of resident memory (0: no limit)."""
         self.started = time.monotonic()
+        self.tripped: tuple[str, str] | None = None
+        """The first limit passed, with its message (sticky)."""
 
     def restart(self) -> None:
-        """Start the wall clock again (a run begins now)."""
+        """Start the wall clock again (a run begins now), forgetting an earlier trip."""
         self.started = time.monotonic()
+        self.tripped = None
 
     def __call__(self) -> tuple[str, str] | None:
+        if self.tripped is None:
+            self.tripped = self._check()
+        return self.tripped
+
+    def _check(self) -> tuple[str, str] | None:
         if self.wall_limit is not None:
             spent = time.monotonic() - self.started
             if spent > self.wall_limit:
@@ -75,3 +93,29 @@ class RunGuard:
                 return "memory_limit", (f"the run holds {rss >> 20} MiB, more than its "
                                         f"{self.memory_limit >> 20} MiB (--memory-limit)")
         return None
+
+
+@contextmanager
+def watchdog(guard: RunGuard) -> Iterator[None]:
+    """While the block runs, a thread looks at ``guard`` every :data:`WATCH_PERIOD` seconds
+    and, once it has tripped, interrupts the main thread (the sim kernel's
+    :data:`~sim.kernel.INTERRUPT_SIGNAL` handler ends the run; where no handler is set,
+    nothing happens). For a sim callback that runs for minutes or takes gigabytes at once,
+    which the kernel's periodic check would only see afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(WATCH_PERIOD):
+            if guard() is not None:
+                _thread.interrupt_main(INTERRUPT_SIGNAL)
+
+    thread = threading.Thread(target=watch, name="elastic-sim-guard", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()

@@ -17,7 +17,7 @@ from elastic_sim.checks.bounded import GUARDS
 from elastic_sim.errors import ScenarioError
 from elastic_sim.expect import ExpectationResult, evaluate
 from elastic_sim.faults.model import Fault
-from elastic_sim.guards import RunGuard
+from elastic_sim.guards import RunGuard, watchdog
 from elastic_sim.registry import PROTOCOLS
 from elastic_sim.reports.metrics import Metrics, compute
 from elastic_sim.scenario import Scenario, scenario_dict, workload_dict
@@ -224,7 +224,8 @@ def _run_runtime(
     if mode == "sim":
         from elastic_sim import sim
 
-        return sim.run(world, faults, seed, emit, tie_seed, guard)
+        with watchdog(guard):
+            return sim.run(world, faults, seed, emit, tie_seed, guard)
     try:
         from elastic_sim import real
     except ImportError as exc:  # torch missing

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import gc
 import random
+import signal
+import threading
 from collections.abc import Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +50,10 @@ run then (a protocol generator's ``finally``) run at the same place every time."
 def _collect() -> None:
     if not gc.isenabled():
         gc.collect(1)
+
+
+def _raise_interrupted(signum: int, frame: object) -> None:
+    raise Interrupted()
 
 
 class Call(Event):
@@ -117,6 +123,17 @@ class Stop:
         self.spinning = dict(spinning or {})
         """For a livelock: the tasks (``host/proc:task``) that ran in the sampled
         callbacks, with how many of them each ran."""
+
+
+INTERRUPT_SIGNAL = signal.SIGUSR2
+"""While a run with a guard lasts, a Python-level handler of this signal ends it: a guard's
+watchdog thread raises it in the main thread (``_thread.interrupt_main``) when one callback
+runs too long or grows too big for the periodic check to see."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Raised in the kernel's thread to end the run at once (a KeyboardInterrupt, so a
+    protocol task's ``except Exception`` or the task driver does not swallow it)."""
 
 
 Guard = Callable[[], "tuple[str, str] | None"]
@@ -264,8 +281,20 @@ class Kernel:
         self.env.schedule(ev, URGENT, delay)
 
     def run(self) -> None:
-        """Process events until a stop or until nothing is scheduled."""
-        self.env.run()
+        """Process events until a stop or until nothing is scheduled. With a guard, an
+        :data:`INTERRUPT_SIGNAL` raised meanwhile ends the run too (why: the guard's)."""
+        guard = self.guard
+        if guard is None or threading.current_thread() is not threading.main_thread():
+            self.env.run()
+            return
+        previous = signal.signal(INTERRUPT_SIGNAL, _raise_interrupted)
+        try:
+            self.env.run()
+        except Interrupted:
+            found = guard() or ("interrupted", "the run's guard interrupted it")
+            self.stopped = self.stopped or Stop(*found)
+        finally:
+            signal.signal(INTERRUPT_SIGNAL, previous)
 
     def trace(self, host: str, proc: str, kind: str, data: Mapping[str, Any]) -> None:
         """Emit one trace event stamped with the current virtual time."""

@@ -30,3 +30,11 @@ async def hoard(rt: Runtime, args: Any) -> int:
     while True:
         kept.append(bytearray(4 << 10))
         await rt.sleep(1e-3)
+
+
+async def block(rt: Runtime, args: Any) -> int:
+    """Never give control back: a loop without an await inside one step."""
+    rt.record("block_start")
+    n = 0
+    while True:
+        n += 1

@@ -89,3 +89,11 @@ def test_explore_counts_a_livelock_as_a_finding() -> None:
     out = run_case(sc, Case(0, (), 0, None))
     assert [s.check for s in out.signatures] == ["time_advances"]
     assert out.hung
+
+
+def test_the_watchdog_stops_a_step_that_never_returns(tmp_path: Path) -> None:
+    report = run_scenario(_variant("block"), seed=0, mode="sim", out_dir=tmp_path,
+                          guard=RunGuard(wall_limit=1.0))
+    assert report.result.stopped == "wall_limit"
+    kinds = _kinds(tmp_path)
+    assert "block_start" in kinds and kinds[-2:] == ["run_stopped", "run_end"]
