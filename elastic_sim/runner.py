@@ -140,7 +140,7 @@ def run_scenario(
     faults = sc.fault_objects()
     refuse_unsupported(sc, faults, mode, file)
     world = build_world(sc, seed, mode)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    _writable(out_dir)
     events: list[TraceEvent] = []
     part = out_dir / "trace.jsonl.part"
     started = time.perf_counter()
@@ -165,6 +165,20 @@ def run_scenario(
 
         report.report_files = write_reports(out_dir, events, summary)
     return report
+
+
+def _writable(out_dir: Path) -> None:
+    """Create ``out_dir`` and make sure files can be written there, before anything runs:
+    an unwritable ``--out`` is bad input (exit 2), not a failure after the run."""
+    probe = out_dir / f".write-test.{os.getpid()}"
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ScenarioError("--out", str(out_dir),
+                            f"cannot write there ({exc.strerror or exc}); expected a "
+                            "writable directory") from None
 
 
 def simulate(sc: Scenario, seed: int, tie_seed: int | None = None,

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elastic_sim.faults.model import Fault, OneWayPartition, Partition
-from elastic_sim.real import netns, reaper
+from elastic_sim.real import netns, reaper, warden
 from elastic_sim.real.injector import Injector
 from elastic_sim.real.process import popen
 from elastic_sim.real.spec import ProcSpec
@@ -93,9 +93,12 @@ class Launcher:
 
     def run(self, emit: Callable[[TraceEvent], None]) -> RunResult:
         """Run the world; emit the merged trace; report exits and faults."""
+        clean_leftovers(self.run_dir.marker)
         self.run_dir.prepare()
         injector = self._injector()
         was_subreaper = reaper.set_subreaper(True)
+        guard = warden.start(self.run_dir.marker,
+                             self.netns.name if self.netns is not None else None)
         try:
             with interrupts_raise():
                 try:
@@ -114,6 +117,7 @@ class Launcher:
                                 self.netns.delete()
         finally:
             reaper.set_subreaper(was_subreaper)
+            _dismiss(guard)
         end = self.world.time_limit if hung and self.stopped is None else self._now()
         exit_codes, end = self._account(injector, hung, end)
         digest, count = hashlib.sha256(), 0
@@ -390,6 +394,26 @@ class Launcher:
         if s.parent_pid in exit_t:
             return exit_t[s.parent_pid], "parent exited"
         return end, "killed at the end of the run"
+
+
+def clean_leftovers(marker: str) -> None:
+    """Before a run: what earlier runs left because their launcher and its warden were
+    both killed: network namespaces of dead launchers, and processes of an earlier run in
+    the same directory."""
+    if not netns.missing():
+        netns.sweep_stale()
+    for entry in reaper.scan(marker):
+        reaper.kill_hard(entry.pid)
+
+
+def _dismiss(guard: subprocess.Popen[bytes]) -> None:
+    """The run is over and cleaned: let the warden go (it finds nothing left) and reap it."""
+    if guard.stdin is not None:
+        guard.stdin.close()
+    try:
+        guard.wait(timeout=5.0)
+    except subprocess.TimeoutExpired:
+        pass  # it exits on its own; subprocess reaps it later
 
 
 @contextmanager
