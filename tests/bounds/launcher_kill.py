@@ -80,7 +80,7 @@ def reach(phase: str, i: int, out: Path, proc: subprocess.Popen[bytes]) -> bool:
         time.sleep(0.25 * i)
         return ok and not _traces_contain(out, '"proc_start"', "h*.jsonl")
     if phase == "midrun":
-        return _wait(lambda: _traces_contain(out, f'"step":{10 + 5 * i},'), proc, 180)
+        return _wait(lambda: _traces_contain(out, f'"step":{2 + i}}}'), proc, 180)
     # recovery (a worker crash) or partition (the cut is in force): after the fault starts
     ok = _wait(lambda: _traces_contain(out, '"phase":"start"', "launcher.jsonl")
                or _traces_contain(out, '"kind":"fault"'), proc, 180)
@@ -164,7 +164,8 @@ def kill_once(scenario: Path, phase: str, i: int, base: Path, grace: float = 10.
     try:
         reached = reach(phase, i, out, proc)
     finally:
-        os.kill(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
         proc.wait()
     time.sleep(grace)
     return reached, count(out, tmp, proc.pid)
