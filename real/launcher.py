@@ -97,7 +97,7 @@ class Launcher:
         self.run_dir.prepare()
         injector = self._injector()
         was_subreaper = reaper.set_subreaper(True)
-        guard = warden.start(self.run_dir.marker,
+        ward = warden.start(self.run_dir.marker,
                              self.netns.name if self.netns is not None else None)
         try:
             with interrupts_raise():
@@ -117,7 +117,7 @@ class Launcher:
                                 self.netns.delete()
         finally:
             reaper.set_subreaper(was_subreaper)
-            _dismiss(guard)
+            _dismiss(ward)
         end = self.world.time_limit if hung and self.stopped is None else self._now()
         exit_codes, end = self._account(injector, hung, end)
         digest, count = hashlib.sha256(), 0
