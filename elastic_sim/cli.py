@@ -60,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
     run.add_argument("--no-report", action="store_true",
                      help="skip report.html, the plots and trace.perfetto.json")
+    _add_guards(run)
     rep = sub.add_parser("report", help="re-render the reports of a run (or of every run "
                                         "under a directory: a campaign report)")
     rep.add_argument("run_dir", type=Path, help="a run directory (holding trace.jsonl and "
@@ -108,6 +109,27 @@ def _add_explore(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     ex.add_argument("--ignore", default=None, metavar="CHECK,...",
                     help="checks not to report (default: the scenario's "
                          "expect.violated_checks)")
+
+
+def _add_guards(cmd: argparse.ArgumentParser) -> None:
+    from elastic_sim.guards import DEFAULT_WALL_LIMIT, MEMORY_SHARE
+
+    cmd.add_argument("--wall-limit", type=_pos_float, default=DEFAULT_WALL_LIMIT,
+                     metavar="SECONDS", help="end the run after this much wall time, keeping "
+                     f"its trace (default {DEFAULT_WALL_LIMIT:g})")
+    cmd.add_argument("--memory-limit", type=_pos_int, default=None, metavar="MIB",
+                     help="end the run when it holds more memory than this, keeping its "
+                     f"trace (default {MEMORY_SHARE:.0%} of physical memory)")
+
+
+def _pos_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text}")
+    return value
 
 
 def _pos_int(text: str) -> int:
@@ -177,6 +199,7 @@ def _err(line: str) -> None:
 
 def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     from elastic_sim.console import print_report
+    from elastic_sim.guards import RunGuard
     from elastic_sim.outdir import check_place, safe_component, staged
     from elastic_sim.runner import refuse_unsupported, run_scenario
     from elastic_sim.scenario import load_scenario
@@ -201,6 +224,8 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
             sc, seed=seed, mode=args.mode, out_dir=stage, file=args.scenario,
             progress=lambda msg: status.update(msg), write_report=not args.no_report,
             launch=launch,
+            guard=RunGuard(args.wall_limit, None if args.memory_limit is None
+                           else args.memory_limit << 20),
         )
     report.out_dir = out
     report.report_files = [out / p.name for p in report.report_files]

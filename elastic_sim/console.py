@@ -80,6 +80,9 @@ def print_report(r: RunReport, console: Console) -> None:
     console.print(f"Summary: {escape(str(r.out_dir / 'summary.json'))}")
     if r.report_files:
         console.print(f"Report: {escape(str(r.report_files[0]))}")
+    if r.result.stopped:
+        console.print(f"[bold red]STOPPED[/] ({r.result.stopped}): the run was ended early; "
+                      "the trace holds what happened until then", markup=True)
     console.print("[bold green]PASS[/]" if r.passed else "[bold red]FAIL[/] (exit 1)")
 
 

@@ -121,9 +121,12 @@ def _check_contents(out: Path, resolved: Path, force: bool) -> dict[str, str] | 
 def held(out: Path) -> Iterator[None]:
     """Hold ``out``'s lock; :class:`ScenarioError` naming the holder if another run has it."""
     resolved = out.expanduser().resolve()
-    resolved.parent.mkdir(parents=True, exist_ok=True)
     lock = resolved.parent / f".{resolved.name}.lock"
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        resolved.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:  # a file in the path, no permission, a full disk
+        raise _refuse(out, f"cannot write there ({exc.strerror})") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

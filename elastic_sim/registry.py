@@ -12,6 +12,7 @@ from typing import Any
 import pydantic
 
 from elastic_sim.protocols.horovod.settings import HorovodKnobs, check_knobs
+from elastic_sim.protocols.ranges import limit_note
 from elastic_sim.protocols.static.settings import StaticKnobs
 from elastic_sim.protocols.torchelastic.knobs import TorchElasticKnobs
 
@@ -59,12 +60,16 @@ def suggest(word: str, choices: list[str]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+_FINITE = pydantic.ConfigDict(allow_inf_nan=False)
+"""Knobs are finite numbers (nested knob dataclasses say so in their own config)."""
+
+
 def validate_knobs(info: ProtocolInfo, raw: Mapping[str, Any]) -> dict[str, Any]:
     """Check knob names and types; return the knobs with defaults filled in.
 
     Raises ValueError('<knob>: <message>') on the first problem."""
     fields = {f.name: f for f in dataclasses.fields(info.knobs)}
-    hints = typing.get_type_hints(info.knobs)
+    hints = typing.get_type_hints(info.knobs, include_extras=True)
     for key in raw:
         if key not in fields:
             raise ValueError(
@@ -77,12 +82,16 @@ def validate_knobs(info: ProtocolInfo, raw: Mapping[str, Any]) -> dict[str, Any]
             out[name] = _plain(getattr(info.knobs(), name))
             continue
         try:
-            value = pydantic.TypeAdapter(hints[name]).validate_python(raw[name], strict=False)
+            hint = hints[name]
+            config = None if dataclasses.is_dataclass(hint) else _FINITE
+            value = pydantic.TypeAdapter(hint, config=config).validate_python(
+                raw[name], strict=False)
         except pydantic.ValidationError as exc:
             err = exc.errors()[0]
             where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
             got = err["input"] if where else raw[name]
-            raise ValueError(f"{name}{where}: {err['msg']} (got {got!r})") from None
+            note = limit_note(err.get("ctx"))
+            raise ValueError(f"{name}{where}: {err['msg']}{note} (got {got!r})") from None
         out[name] = _plain(value)
     return out
 

@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from elastic_sim.checks import CheckResult, run_checks
+from elastic_sim.checks.bounded import GUARDS
 from elastic_sim.checks.contracts import ContractVerdict, judge
 from elastic_sim.errors import ScenarioError
 from elastic_sim.expect import ExpectationResult, evaluate
 from elastic_sim.faults.model import Fault
+from elastic_sim.guards import RunGuard, watchdog
 from elastic_sim.registry import PROTOCOLS
 from elastic_sim.reports.metrics import Metrics, compute
 from elastic_sim.scenario import Scenario, scenario_dict, workload_dict
@@ -131,23 +133,26 @@ def run_scenario(
     progress: Callable[[str], None] | None = None,
     write_report: bool = False,
     launch: LaunchOptions | None = None,
+    guard: RunGuard | None = None,
 ) -> RunReport:
     """Run one scenario and write ``trace.jsonl`` and ``summary.json`` into ``out_dir``,
     and with ``write_report`` the reports (report.html, plots, Perfetto trace): the CLI
     asks for them, loops over many runs (explore) need not pay for them.
 
     Files are written under temporary names and renamed when complete, so a run that
-    fails midway leaves no half-written results."""
+    fails midway leaves no half-written results. ``guard`` (default: :class:`RunGuard`'s
+    defaults) ends a run past its wall-clock or memory limit, keeping its trace."""
     faults = sc.fault_objects()
     refuse_unsupported(sc, faults, mode, file)
     world = build_world(sc, seed, mode)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    _writable(out_dir)
     events: list[TraceEvent] = []
     part = out_dir / "trace.jsonl.part"
     started = time.perf_counter()
     try:
         metrics, result = _record(sc, world, faults, seed, mode, out_dir, part, events, progress,
-                                  sc.tie_seed if mode == "sim" else None, launch)
+                                  sc.tie_seed if mode == "sim" else None, guard or RunGuard(),
+                                  launch)
     except BaseException:
         part.unlink(missing_ok=True)  # nothing half-written
         raise
@@ -171,26 +176,40 @@ def run_scenario(
     return report
 
 
+def _writable(out_dir: Path) -> None:
+    """Create ``out_dir`` and make sure files can be written there, before anything runs:
+    an unwritable ``--out`` is bad input (exit 2), not a failure after the run."""
+    probe = out_dir / f".write-test.{os.getpid()}"
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ScenarioError("--out", str(out_dir),
+                            f"cannot write there ({exc.strerror or exc}); expected a "
+                            "writable directory") from None
+
+
 def simulate(sc: Scenario, seed: int, tie_seed: int | None = None,
-             ) -> tuple[list[TraceEvent], Metrics, RunResult]:
+             guard: RunGuard | None = None) -> tuple[list[TraceEvent], Metrics, RunResult]:
     """One sim run held in memory, writing no files: the events :func:`run_scenario` would
     write, for loops of many runs (explore, property tests). ``tie_seed`` (default: the
     scenario's, whose default is scheduling order) orders same-time events of different
-    sources pseudo-randomly (sim.kernel)."""
+    sources pseudo-randomly (sim.kernel). ``guard``: as for :func:`run_scenario`."""
     if tie_seed is None:
         tie_seed = sc.tie_seed
     events: list[TraceEvent] = []
     world = build_world(sc, seed, "sim")
     null = Path(os.devnull)
     metrics, result = _record(sc, world, sc.fault_objects(), seed, "sim", null, null, events,
-                              None, tie_seed)
+                              None, tie_seed, guard or RunGuard())
     return events, metrics, result
 
 
 def _record(
     sc: Scenario, world: World, faults: list[Fault], seed: int, mode: Mode, out_dir: Path,
     part: Path, events: list[TraceEvent], progress: Callable[[str], None] | None,
-    tie_seed: int | None = None, launch: LaunchOptions | None = None,
+    tie_seed: int | None, guard: RunGuard, launch: LaunchOptions | None = None,
 ) -> tuple[Metrics, RunResult]:
     """Run the runtime, writing every event to ``part`` and ``events``."""
     with part.open("w", encoding="utf-8") as fh:
@@ -207,13 +226,16 @@ def _record(
         if tie_seed is not None:
             start["tie_seed"] = tie_seed
         emit(TraceEvent(0.0, "*", "elastic-sim", "run_start", start))
+        guard.restart()
         result = _run_runtime(world, faults, seed, mode, out_dir, emit, progress, tie_seed,
-                              launch)
+                              guard, launch)
         metrics = compute(events, sc.workload.steps, result.exit_codes, result.hung,
                           result.end_time, sc.workload.batch_size)
-        emit(TraceEvent(result.end_time, "*", "elastic-sim", "run_end",
-                        {"outcome": metrics.outcome,
-                         "exit_codes": dict(sorted(result.exit_codes.items()))}))
+        end: dict[str, Any] = {"outcome": metrics.outcome,
+                               "exit_codes": dict(sorted(result.exit_codes.items()))}
+        if result.stopped:
+            end["stopped"] = result.stopped
+        emit(TraceEvent(result.end_time, "*", "elastic-sim", "run_end", end))
         result.trace_sha256 = writer.sha256
         result.trace_events = writer.count
     return metrics, result
@@ -222,12 +244,13 @@ def _record(
 def _run_runtime(
     world: World, faults: list[Fault], seed: int, mode: Mode, out_dir: Path,
     emit: Callable[[TraceEvent], None], progress: Callable[[str], None] | None,
-    tie_seed: int | None = None, launch: LaunchOptions | None = None,
+    tie_seed: int | None, guard: RunGuard, launch: LaunchOptions | None = None,
 ) -> RunResult:
     if mode == "sim":
         from elastic_sim import sim
 
-        return sim.run(world, faults, seed, emit, tie_seed)
+        with watchdog(guard):
+            return sim.run(world, faults, seed, emit, tie_seed, guard)
     try:
         from elastic_sim import real
     except ImportError as exc:  # torch missing
@@ -235,7 +258,7 @@ def _run_runtime(
     if progress:
         progress("starting real processes (importing torch takes a few seconds)")
     return real.run(world, faults, seed, out_dir / "real", emit, launch=launch,
-                    log=lambda line: print(line, file=sys.stderr, flush=True))
+                    log=lambda line: print(line, file=sys.stderr, flush=True), guard=guard)
 
 
 def summary_json(r: RunReport) -> dict[str, Any]:
@@ -244,12 +267,13 @@ def summary_json(r: RunReport) -> dict[str, Any]:
         "scenario": scenario_dict(r.scenario),
         "seed": r.seed,
         "mode": r.mode,
-        "verdict": "pass" if r.passed else "fail",
+        "verdict": _verdict(r),
         "exit_code": r.exit_code,
         "trace": {"file": "trace.jsonl", "sha256": r.result.trace_sha256,
                   "events": r.result.trace_events},
         "wall_s": round(r.wall_s, 3),
         "hung": r.result.hung,
+        "stopped": r.result.stopped or None,
         "exit_codes": dict(sorted(r.result.exit_codes.items())),
         "faults": [asdict(f) for f in r.result.faults],
         "metrics": r.metrics.to_json(),
@@ -284,6 +308,14 @@ def contract_json(v: ContractVerdict) -> dict[str, Any]:
         "weak_spots": {n: v.contract.weak_spots[n] for n in v.names("weak_spot")},
         "outside_contract": v.names("outside_contract"),
     }
+
+
+def _verdict(r: RunReport) -> str:
+    """``pass``, ``fail``, or ``stopped`` for a run a guard of the tool ended (its trace
+    is what happened until then)."""
+    if r.result.stopped in GUARDS:
+        return "stopped"
+    return "pass" if r.passed else "fail"
 
 
 def _write_json(path: Path, obj: Any) -> None:

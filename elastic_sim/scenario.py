@@ -24,20 +24,32 @@ from elastic_sim.fault_schema import (
 )
 from elastic_sim.fault_schema import fault_dict as fault_dict
 from elastic_sim.faults.model import Fault
+from elastic_sim.protocols.ranges import (
+    MAX_HOSTS,
+    MAX_PROCS,
+    Finite,
+    HostCount,
+    Positive,
+    Seconds,
+    StateBytes,
+    limit_note,
+)
 from elastic_sim.protocols.static.settings import Workload
 from elastic_sim.registry import PROTOCOLS, suggest, validate_knobs
 from elastic_sim.strict_yaml import load_yaml
 from elastic_sim.world import WAKE_LATENCY, HostSpec, LinkSpec
 
-NonNeg = Annotated[float, Field(ge=0)]
+NonNeg = Seconds
 PROCESS_START = 1.3
 """Interpreter start plus ``import torch`` of a worker process (shared/calibration.md:
 about 1.3 s of torchrun's 1.7 s worker-crash recovery on these machines)."""
-Pos = Annotated[float, Field(gt=0)]
+Pos = Positive
+Seed = Annotated[int, Field(ge=0, le=2**64 - 1)]
+"""Seeds are 64-bit."""
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class HostModel(_Strict):
@@ -45,8 +57,9 @@ class HostModel(_Strict):
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     start_at: NonNeg = 0.0
-    clock_offset: float = 0.0
-    clock_drift: float = 0.0
+    clock_offset: Finite = 0.0
+    clock_drift: Annotated[float, Field(gt=-1, allow_inf_nan=False)] = 0.0
+    """Relative rate error; above -1, where the host's clock would stop."""
 
 
 class LinkModel(_Strict):
@@ -61,7 +74,7 @@ class LinkModel(_Strict):
 class ClusterModel(_Strict):
     """Hosts (a count, names, or objects), store host and network."""
 
-    hosts: Annotated[int, Field(ge=1, le=100_000)] | list[str | HostModel]
+    hosts: HostCount | Annotated[list[str | HostModel], Field(min_length=1, max_length=MAX_HOSTS)]
     store_host: str | None = None
     topology: Literal["star", "full"] = "star"
     latency: NonNeg = 0.00005
@@ -94,7 +107,7 @@ class WorkloadModel(_Strict):
     steps: Annotated[int, Field(ge=1)] = Workload.steps
     step_time: NonNeg = Workload.step_time
     commit_every: Annotated[int, Field(ge=1)] = Workload.commit_every
-    state_bytes: Annotated[int, Field(ge=0)] = Workload.state_bytes
+    state_bytes: StateBytes = Workload.state_bytes
     params: Annotated[int, Field(ge=1, le=4096)] = Workload.params
     batch_size: Annotated[int, Field(ge=1)] = Workload.batch_size
 
@@ -149,14 +162,15 @@ class Scenario(_Strict):
 
     name: str = ""
     description: str = ""
-    seed: Annotated[int, Field(ge=0)] = 0
+    seed: Seed = 0
     seed_pinned: str | None = None
     """Why the expectations are claimed for ``seed`` only (e.g. a reproducer of one timing
     window). Without it, they hold for every seed (a test sweeps 100 of them)."""
-    tie_seed: Annotated[int, Field(ge=0)] | None = None
+    tie_seed: Seed | None = None
     """Sim only: order events due at the same time from different sources by this seed
     (:mod:`sim.kernel`) instead of by scheduling order (the default)."""
     time_limit: Pos = 3600.0
+    """Run time (virtual in the sim) after which a run that has not ended is called hung."""
     protocol: ProtocolModel
     cluster: ClusterModel
     workload: WorkloadModel = WorkloadModel()
@@ -319,7 +333,7 @@ def _from_pydantic(file: str, exc: pydantic.ValidationError) -> ScenarioError:
     got = err.get("input")
     shown = "" if err["type"] == "missing" else f" (got {got!r})"
     msg = "required field is missing" if err["type"] == "missing" else err["msg"]
-    return ScenarioError(file, path, f"{msg}{shown}{more}")
+    return ScenarioError(file, path, f"{msg}{limit_note(err.get('ctx'))}{shown}{more}")
 
 
 def _check_references(sc: Scenario, file: str) -> None:
@@ -391,6 +405,12 @@ def _check_references(sc: Scenario, file: str) -> None:
                             f"expected [low, high] with low <= high, got {list(bounds)}")
     if sc.seed_pinned is not None and not sc.seed_pinned.strip():
         raise ScenarioError(file, "seed_pinned", "expected the reason the seed is pinned")
+    procs = len(hosts) * int(knobs.get("nproc_per_node", 1))
+    if procs > MAX_PROCS:
+        raise ScenarioError(file, "protocol.knobs.nproc_per_node",
+                            f"{len(hosts)} hosts times {knobs['nproc_per_node']} processes "
+                            f"is {procs}; expected at most {MAX_PROCS} processes in one world "
+                            "(MAX_PROCS, what one simulation holds in memory)")
     mn, mx = knobs.get("min_hosts"), knobs.get("max_hosts")
     if isinstance(mn, int) and isinstance(mx, int) and mn > mx:
         raise ScenarioError(

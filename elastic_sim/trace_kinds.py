@@ -34,6 +34,10 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("tie_seed?", "seed ordering same-time events, when drawn")),
     _k("run_end", RUNNER, "the run is over", ("outcome", "completed | failed | hung"),
        ("exit_codes", "{proc: exit code}")),
+    _k("run_stopped", RUNTIME, "the runtime ended the run early: a livelock (virtual time "
+       "stopped advancing) or the tool's wall-clock or memory guard",
+       ("reason", "livelock | wall_limit | memory_limit"), ("message", "what ran out"),
+       ("spinning?", "{task: callbacks at the stuck instant} (livelock)")),
     _k("proc_start", RUNTIME, "a process starts (<host>/main is the host's first)",
        ("entry", "module:function it runs")),
     _k("proc_exit", RUNTIME, "a process ends", ("code", "exit code (negative: signal)"),

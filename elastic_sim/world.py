@@ -127,3 +127,6 @@ class RunResult:
     faults: list[FaultReport] = field(default_factory=list)
     trace_sha256: str = ""
     trace_events: int = 0
+    stopped: str = ""
+    """Why the run was ended before its end ("" if it was not): ``livelock`` (the sim's
+    time stopped advancing), ``wall_limit`` or ``memory_limit`` (a guard of the tool)."""

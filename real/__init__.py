@@ -28,6 +28,7 @@ def run(
     bind: str = "127.0.0.1",
     launch: LaunchOptions | None = None,
     log: Callable[[str], None] = print,
+    guard: Callable[[], tuple[str, str] | None] | None = None,
 ) -> RunResult:
     """Run ``world`` with ``faults`` for real; emit every trace event in run-time order.
 
@@ -35,7 +36,9 @@ def run(
     injected for real, and ModuleNotFoundError if torch is not installed. Processes, logs
     and per-process traces live under ``workdir``; none of the processes outlives the
     call, whatever happens (Ctrl-C included). ``launch`` spreads the hosts over cluster
-    nodes (:mod:`real.cluster`); by default every host runs on this machine."""
+    nodes (:mod:`real.cluster`); by default every host runs on this machine. ``guard``
+    is asked every supervision tick of a local run; (kind, message) ends the run at once
+    (``RunResult.stopped``)."""
     check_supported(world, faults)
     if importlib.util.find_spec("torch") is None:
         raise ModuleNotFoundError("real mode needs torch (pip install torch==2.13.0)", name="torch")
@@ -45,4 +48,4 @@ def run(
         return run_cluster(world, faults, seed, Path(workdir), emit, launch, log)
     from elastic_sim.real.launcher import Launcher
 
-    return Launcher(world, faults, seed, Path(workdir), bind).run(emit)
+    return Launcher(world, faults, seed, Path(workdir), bind, guard=guard).run(emit)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elastic_sim.faults.model import Fault, OneWayPartition, Partition
-from elastic_sim.real import netns, reaper
+from elastic_sim.real import netns, reaper, warden
 from elastic_sim.real.injector import Injector
 from elastic_sim.real.process import popen
 from elastic_sim.real.spec import ProcSpec
@@ -36,6 +36,9 @@ from elastic_sim.real.tracefile import TraceFile, merge
 from elastic_sim.real.workdir import RunDir, Started
 from elastic_sim.trace import TraceEvent, encode
 from elastic_sim.world import HostSpec, RunResult, World
+
+Guard = Callable[[], "tuple[str, str] | None"]
+"""A run's guard: (kind, message) when the run must stop now."""
 
 READY_TIMEOUT = 180.0
 """Seconds every host gets to start Python and import torch (8 at once on 2 cores: ~8 s)."""
@@ -66,6 +69,7 @@ class Launcher:
     def __init__(
         self, world: World, faults: Sequence[Fault], seed: int, workdir: Path, bind: str,
         local: Sequence[str] | None = None, addresses: Mapping[str, str] | None = None,
+        guard: Guard | None = None,
     ) -> None:
         self.world = world
         self.local = tuple(world.host_names if local is None else local)
@@ -79,6 +83,9 @@ class Launcher:
         self.hosts: dict[str, HostProc] = {}
         self.t0 = 0.0
         self._trace = TraceFile(workdir / "trace" / "launcher.jsonl")
+        self.guard = guard
+        """Asked every supervision tick: (kind, message) ends the run (a wall-clock limit)."""
+        self.stopped: tuple[str, str] | None = None
         self.netns: netns.Namespace | None = None
         """The run's network namespace, when its faults cut the network."""
         if netns.needs_cut(self.faults):
@@ -86,9 +93,12 @@ class Launcher:
 
     def run(self, emit: Callable[[TraceEvent], None]) -> RunResult:
         """Run the world; emit the merged trace; report exits and faults."""
+        clean_leftovers(self.run_dir.marker)
         self.run_dir.prepare()
         injector = self._injector()
         was_subreaper = reaper.set_subreaper(True)
+        ward = warden.start(self.run_dir.marker,
+                             self.netns.name if self.netns is not None else None)
         try:
             with interrupts_raise():
                 try:
@@ -107,7 +117,8 @@ class Launcher:
                                 self.netns.delete()
         finally:
             reaper.set_subreaper(was_subreaper)
-        end = self.world.time_limit if hung else self._now()
+            _dismiss(ward)
+        end = self.world.time_limit if hung and self.stopped is None else self._now()
         exit_codes, end = self._account(injector, hung, end)
         digest, count = hashlib.sha256(), 0
         for ev in merge(self.run_dir.traces()):
@@ -121,6 +132,7 @@ class Launcher:
             faults=injector.reports(end),
             trace_sha256=digest.hexdigest(),
             trace_events=count,
+            stopped="" if self.stopped is None else self.stopped[0],
         )
 
     def _injector(self) -> Injector:
@@ -240,12 +252,24 @@ class Launcher:
                         return False
                     if now >= self.world.time_limit or self._should_stop():
                         return True
+                    if self._guard_stops(now):
+                        return True
                     reaper.reap(self._adopted())
                     wake = min(injector.next_due(), self.world.time_limit)
                     sel.select(min(max(0.0, wake - self._now()), 0.1))
             finally:
                 for key in list(sel.get_map().values()):
                     os.close(int(key.fd))
+
+    def _guard_stops(self, now: float) -> bool:
+        """Whether the run's guard ends the run now (traced as ``run_stopped``)."""
+        found = self.guard() if self.guard is not None else None
+        if found is None:
+            return False
+        self.stopped = found
+        self._trace.event(now, "*", "elastic-sim", "run_stopped",
+                          {"reason": found[0], "message": found[1]})
+        return True
 
     def _note_exits(self, now: float) -> None:
         for host in self.hosts.values():
@@ -370,6 +394,26 @@ class Launcher:
         if s.parent_pid in exit_t:
             return exit_t[s.parent_pid], "parent exited"
         return end, "killed at the end of the run"
+
+
+def clean_leftovers(marker: str) -> None:
+    """Before a run: what earlier runs left because their launcher and its warden were
+    both killed: network namespaces of dead launchers, and processes of an earlier run in
+    the same directory."""
+    if not netns.missing():
+        netns.sweep_stale()
+    for entry in reaper.scan(marker):
+        reaper.kill_hard(entry.pid)
+
+
+def _dismiss(guard: subprocess.Popen[bytes]) -> None:
+    """The run is over and cleaned: let the warden go (it finds nothing left) and reap it."""
+    if guard.stdin is not None:
+        guard.stdin.close()
+    try:
+        guard.wait(timeout=5.0)
+    except subprocess.TimeoutExpired:
+        pass  # it exits on its own; subprocess reaps it later
 
 
 @contextmanager

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import gc
 import random
+import signal
+import threading
 from collections.abc import Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +50,10 @@ run then (a protocol generator's ``finally``) run at the same place every time."
 def _collect() -> None:
     if not gc.isenabled():
         gc.collect(1)
+
+
+def _raise_interrupted(signum: int, frame: object) -> None:
+    raise Interrupted()
 
 
 class Call(Event):
@@ -89,6 +95,50 @@ def _fire_tie(ev: Event) -> None:
 
 _FIRE_TIE: list[Callable[[Any], None]] = [_fire_tie]
 
+LIVELOCK_CALLS = 1_000_000
+"""Callbacks scheduled at one instant of virtual time after which a run is a livelock: a
+process busy-loops without letting time advance (nothing upstream does at one instant
+takes a million steps; the shipped scenarios' busiest instant takes 90). A
+world of more than 1,000 hosts gets 1,000 per host (:func:`livelock_threshold`)."""
+LIVELOCK_SAMPLE = 1_000
+"""Callbacks watched after the threshold to name the tasks that spin (the witness)."""
+GUARD_EVERY = 10_000
+"""The run's guard (wall clock, memory) is asked every this many scheduled callbacks."""
+
+
+def livelock_threshold(hosts: int) -> int:
+    """:data:`LIVELOCK_CALLS`, or 1,000 per host for a world of more than 1,000 hosts."""
+    return max(LIVELOCK_CALLS, 1_000 * hosts)
+
+
+class Stop:
+    """Why a run was ended before its end: a livelock (with the spinning tasks) or a
+    guard's limit."""
+
+    def __init__(self, kind: str, message: str, spinning: Mapping[str, int] | None = None
+                 ) -> None:
+        self.kind = kind
+        """``livelock``, or the guard's kind (``wall_limit``, ``memory_limit``)."""
+        self.message = message
+        self.spinning = dict(spinning or {})
+        """For a livelock: the tasks (``host/proc:task``) that ran in the sampled
+        callbacks, with how many of them each ran."""
+
+
+INTERRUPT_SIGNAL = signal.SIGUSR2
+"""While a run with a guard lasts, a Python-level handler of this signal ends it: a guard's
+watchdog thread raises it in the main thread (``_thread.interrupt_main``) when one callback
+runs too long or grows too big for the periodic check to see."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Raised in the kernel's thread to end the run at once (a KeyboardInterrupt, so a
+    protocol task's ``except Exception`` or the task driver does not swallow it)."""
+
+
+Guard = Callable[[], "tuple[str, str] | None"]
+"""A run's guard: (kind, message) when the run must stop now, else None."""
+
 LAST_KEYS = 4096
 """With a tie seed: (lane, time) keys kept before those of past times are dropped."""
 
@@ -114,6 +164,15 @@ class Kernel:
         """The latest tie key of each (lane, time) still to come."""
         self._salt = self._tie_rng.getrandbits(64)
         """Salt of the lane running now (the lane of what runs before the first callback)."""
+        self.livelock_calls = LIVELOCK_CALLS
+        """Callbacks at one instant that make a livelock (:data:`LIVELOCK_CALLS`)."""
+        self.guard: Guard | None = None
+        """Asked every :data:`GUARD_EVERY` callbacks; (kind, message) ends the run."""
+        self.stopped: Stop | None = None
+        """Why the run was ended early (None: it was not)."""
+        self._instant = -1.0
+        self._at_instant = 0
+        self._sample: dict[str, int] | None = None
 
     @property
     def now(self) -> float:
@@ -133,9 +192,44 @@ class Kernel:
             call = TieCall(self, fn, args, salt)
             self.env.schedule(call, self._tie_priority(salt, delay), delay)  # type: ignore[arg-type]
         self._calls += 1
+        if self._calls % GUARD_EVERY == 0:
+            self._periodic()
+        now = self.env.now
+        if now != self._instant:
+            self._instant, self._at_instant = now, 0
+        else:
+            self._at_instant += 1
+            if self._at_instant >= self.livelock_calls:
+                self._watch_livelock(fn)
+        return call
+
+    def _periodic(self) -> None:
         if self._calls % COLLECT_EVERY == 0:
             self.env.schedule(Call(self.env, _collect, ()), NORMAL, 0.0)
-        return call
+        found = self.guard() if self.guard is not None else None
+        if found is not None and self.stopped is None:
+            self.end_now(Stop(*found))
+
+    def _watch_livelock(self, fn: Callable[..., object]) -> None:
+        """Past the threshold: sample which tasks the next callbacks step (or schedule
+        them), then stop."""
+        if self._sample is None:
+            self._sample = {}
+        task = getattr(fn, "__self__", None)
+        if not hasattr(task, "owner"):
+            task = self.current
+        who = (getattr(fn, "__qualname__", "?") if task is None
+               else f"{getattr(task.owner, 'name', '?')}:{getattr(task, 'name', '?')}")
+        self._sample[who] = self._sample.get(who, 0) + 1
+        if self._at_instant == self.livelock_calls + LIVELOCK_SAMPLE and self.stopped is None:
+            spinning = dict(sorted(self._sample.items(), key=lambda kv: (-kv[1], kv[0])))
+            self.end_now(Stop("livelock", f"{self._at_instant} callbacks at t={self.now:g} s "
+                              "without virtual time advancing", spinning))
+
+    def end_now(self, why: Stop) -> None:
+        """End the run before anything else due now (a livelock, a guard's limit)."""
+        self.stopped = why
+        self.stop_after(0.0)
 
     def _tie_priority(self, salt: int, delay: float) -> float:
         """simpy orders (time, priority, id): a priority in [NORMAL, NORMAL + 1), random for
@@ -187,8 +281,20 @@ class Kernel:
         self.env.schedule(ev, URGENT, delay)
 
     def run(self) -> None:
-        """Process events until a stop or until nothing is scheduled."""
-        self.env.run()
+        """Process events until a stop or until nothing is scheduled. With a guard, an
+        :data:`INTERRUPT_SIGNAL` raised meanwhile ends the run too (why: the guard's)."""
+        guard = self.guard
+        if guard is None or threading.current_thread() is not threading.main_thread():
+            self.env.run()
+            return
+        previous = signal.signal(INTERRUPT_SIGNAL, _raise_interrupted)
+        try:
+            self.env.run()
+        except Interrupted:
+            found = guard() or ("interrupted", "the run's guard interrupted it")
+            self.stopped = self.stopped or Stop(*found)
+        finally:
+            signal.signal(INTERRUPT_SIGNAL, previous)
 
     def trace(self, host: str, proc: str, kind: str, data: Mapping[str, Any]) -> None:
         """Emit one trace event stamped with the current virtual time."""

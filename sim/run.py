@@ -14,11 +14,11 @@ import gc
 from collections.abc import Callable, Sequence
 
 from elastic_sim.faults.model import Fault
-from elastic_sim.protocols.api import Runtime
+from elastic_sim.protocols.api import JSON, Runtime
 from elastic_sim.sim.collectives import CollectiveEngine
 from elastic_sim.sim.faults import FaultInjector
 from elastic_sim.sim.host import Cluster, SimProcess
-from elastic_sim.sim.kernel import Kernel
+from elastic_sim.sim.kernel import Guard, Kernel, livelock_threshold
 from elastic_sim.sim.network import Network
 from elastic_sim.sim.runtime import SimRuntime
 from elastic_sim.sim.store import SERVICE_TIME, StoreRegistry
@@ -36,6 +36,7 @@ class Simulation:
         emit: Callable[[TraceEvent], None],
         store_service_time: float = SERVICE_TIME,
         tie_seed: int | None = None,
+        guard: Guard | None = None,
     ) -> None:
         if world.time_limit <= 0:
             raise ValueError("world.time_limit must be positive")
@@ -43,6 +44,8 @@ class Simulation:
         self.seed = seed
         self._emit = emit
         self.kernel = Kernel(self._trace, tie_seed)
+        self.kernel.livelock_calls = livelock_threshold(len(world.hosts))
+        self.kernel.guard = guard
         self.network = Network(world)
         self.cluster = Cluster(self.kernel, world, self._make_runtime)
         self.stores = StoreRegistry(self.kernel, self.network, store_service_time)
@@ -65,29 +68,40 @@ class Simulation:
         self.cluster.schedule_starts()
         try:
             self.kernel.run()
+            stop = self.kernel.stopped
+            if stop is not None:
+                data: dict[str, JSON] = {"reason": stop.kind, "message": stop.message}
+                if stop.spinning:
+                    data["spinning"] = dict(stop.spinning)
+                self.kernel.trace("*", "elastic-sim", "run_stopped", data)
         finally:
             self.kernel.closed = True
             self.cluster.close()
-        hung = not self.cluster.finished
-        end = self.world.time_limit if hung else self.kernel.now
+        stop = self.kernel.stopped
+        hung = stop is not None or not self.cluster.finished
+        end = self.kernel.now if stop is not None or not hung else self.world.time_limit
         return RunResult(
             exit_codes=dict(self.cluster.exit_codes),
             end_time=end,
             hung=hung,
             faults=self.injector.finish(end),
             trace_events=self.kernel.events,
+            stopped="" if stop is None else stop.kind,
         )
 
 
 def run(
     world: World, faults: Sequence[Fault], seed: int, emit: Callable[[TraceEvent], None],
-    tie_seed: int | None = None,
+    tie_seed: int | None = None, guard: Guard | None = None,
 ) -> RunResult:
     """Run ``world`` with ``faults`` in virtual time; call ``emit`` for every trace event,
     in the order they happen. The same (world, faults, seed) gives the same events.
     ``tie_seed`` (None: scheduling order) shuffles the order of same-time events of
     different lanes (:mod:`sim.kernel`); the same (world, faults, seed, tie_seed) gives the
-    same events.
+    same events. ``guard`` is asked now and then whether to stop (a wall-clock or memory
+    limit: (kind, message)); a busy loop at one instant of virtual time stops the run too
+    (:data:`sim.kernel.LIVELOCK_CALLS`). Either way the run ends at once with a
+    ``run_stopped`` event, ``hung=True`` and ``stopped`` saying why.
 
     The run ends when every process has exited and no host is still to start
     (``hung=False``, ``end_time`` = the last exit), or at ``world.time_limit``
@@ -97,7 +111,7 @@ def run(
     gc_was_enabled = gc.isenabled()
     gc.disable()  # many short-lived objects, few cycles: about 2x faster (calibration.md)
     try:
-        return Simulation(world, seed, emit, tie_seed=tie_seed).run(faults)
+        return Simulation(world, seed, emit, tie_seed=tie_seed, guard=guard).run(faults)
     finally:
         if gc_was_enabled:
             gc.enable()

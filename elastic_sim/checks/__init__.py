@@ -166,6 +166,7 @@ from elastic_sim.checks.accounting import (  # noqa: E402
     no_pointless_reconfiguration,
     restart_accounting,
 )
+from elastic_sim.checks.bounded import time_advances, within_run_guards  # noqa: E402
 from elastic_sim.checks.hosts import eventual_incorporation, healthy_hosts_kept  # noqa: E402
 from elastic_sim.checks.jobend import (  # noqa: E402
     avoidable_job_failure,
@@ -204,6 +205,8 @@ CHECKS: tuple[Check, ...] = (
     progress_after_faults,
     no_restart_loop,
     eventual_incorporation,
+    time_advances,
+    within_run_guards,
 )
 """Every check, safety first, then liveness."""
 

@@ -15,14 +15,15 @@ from elastic_sim.trace import TraceEvent
 
 def terminates(events: Sequence[TraceEvent]) -> CheckResult:
     """The run ends: every process exits (with success or a clear error) before the time
-    limit, instead of hanging."""
+    limit, instead of hanging. A run the runtime stopped early (``run_stopped``) is judged
+    by :mod:`checks.bounded` instead."""
     res = CheckResult("terminates", "the job ends (done or a clear error) instead of hanging",
                       unit="runs")
     end = run_end(events)
     if end is None:
         return res
     res.checked = 1
-    if end.get("outcome") == "hung":
+    if end.get("outcome") == "hung" and not any(e.kind == "run_stopped" for e in events):
         last = next((e for e in reversed(events) if e.kind in PROGRESS or e.kind == "fault"),
                     None)
         res.violations.append(Violation(

@@ -5,12 +5,32 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
+from pydantic import Field
 
-_STRICT = pydantic.with_config(pydantic.ConfigDict(extra="forbid"))
-"""Nested scenario entries reject unknown keys (a typo is an error, not a default)."""
+from elastic_sim.protocols.ranges import (
+    MAX_PROCS_PER_HOST,
+    Count,
+    Finite,
+    Period,
+    Port,
+    PosCount,
+    ProcsPerHost,
+    Seconds,
+)
+
+KeepIdle = Annotated[float, Field(ge=1, le=32767, allow_inf_nan=False)]
+"""TCP_KEEPIDLE: Linux accepts 1..32767 seconds (``MAX_TCP_KEEPIDLE``)."""
+KeepInterval = Annotated[float, Field(ge=1, le=32767, allow_inf_nan=False)]
+"""TCP_KEEPINTVL: Linux accepts 1..32767 seconds (``MAX_TCP_KEEPINTVL``)."""
+KeepCount = Annotated[int, Field(ge=1, le=127)]
+"""TCP_KEEPCNT: Linux accepts 1..127 probes (``MAX_TCP_KEEPCNT``)."""
+
+_STRICT = pydantic.with_config(pydantic.ConfigDict(extra="forbid", allow_inf_nan=False))
+"""Nested scenario entries reject unknown keys (a typo is an error, not a default) and
+non-finite numbers."""
 
 ExitMode = Literal["exception", "kill", "hang", "exit0", "silent"]
 """How a scheduled worker exit happens: ``exception`` raises (exit 1), ``kill`` SIGKILLs
@@ -25,11 +45,11 @@ class HostsAt:
     discovery returns while its key matches. At most one key; none = the default entry."""
 
     hosts: list[str]
-    epoch: int | None = None
+    epoch: Count | None = None
     """Matches while rank 0 has logged exactly this many epochs (upstream's test script)."""
-    until_s: float | None = None
+    until_s: Seconds | None = None
     """Matches while the driver's run time is below this (wall-time schedule)."""
-    until_poll: int | None = None
+    until_poll: Count | None = None
     """Matches while fewer than this many discovery polls were made (Ray's test discovery)."""
 
     def __post_init__(self) -> None:
@@ -45,9 +65,9 @@ class RandomHosts:
     staying within [min_hosts, max_hosts]; starts with the first ``max_hosts`` hosts."""
 
     hosts: list[str]
-    min_hosts: int = 1
-    max_hosts: int = 2
-    every_s: float = 1.0
+    min_hosts: Count = 1
+    max_hosts: Count = 2
+    every_s: Period = 1.0
 
 
 @_STRICT
@@ -55,9 +75,9 @@ class RandomHosts:
 class DiscoveryFailure:
     """The discovery script fails (non-zero exit) or hangs on its ``poll``-th call (1-based)."""
 
-    poll: int
+    poll: PosCount
     mode: Literal["error", "hang"] = "error"
-    hang_s: float | None = None
+    hang_s: Seconds | None = None
     """How long a hang lasts (None: forever)."""
 
 
@@ -72,7 +92,7 @@ class Discovery:
     schedule: list[HostsAt] = field(default_factory=list)
     random: RandomHosts | None = None
     failures: list[DiscoveryFailure] = field(default_factory=list)
-    script_time: float = 0.0
+    script_time: Seconds = 0.0
     """Seconds one run of the discovery script takes (the lock is held meanwhile)."""
 
 
@@ -81,9 +101,9 @@ class Discovery:
 class ExitAt:
     """Workers started with one of ``ranks`` leave at the top of batch (epoch, batch)."""
 
-    epoch: int
-    batch: int
-    ranks: list[int]
+    epoch: Count
+    batch: Count
+    ranks: list[Count]
     mode: ExitMode | None = None
     """None: the knob ``exit_mode``."""
 
@@ -92,63 +112,63 @@ class ExitAt:
 class HorovodKnobs:
     """horovodrun's settings (upstream defaults) and the test training script's arguments."""
 
-    np: int = 2
+    np: PosCount = 2
     """Processes at start (``-np``); the first round waits for this many slots."""
-    min_np: int | None = None
+    min_np: PosCount | None = None
     """Later rounds wait for this many slots (None: np)."""
-    max_np: int | None = None
+    max_np: PosCount | None = None
     """World size cap (None: unbounded)."""
-    slots_per_host: int = 1
+    slots_per_host: ProcsPerHost = 1
     """Slots of a host named without ``:slots``."""
-    reset_limit: int | None = None
-    cooldown_range: tuple[float, float] | None = None
+    reset_limit: Count | None = None
+    cooldown_range: tuple[Seconds, Seconds] | None = None
     """Blacklist cooldown [lower, upper] seconds (None: a blacklist is permanent)."""
-    elastic_timeout: float = 600.0
-    gloo_timeout: float = 30.0
-    discovery_period: float = 1.0
+    elastic_timeout: Seconds = 600.0
+    gloo_timeout: Period = 30.0
+    discovery_period: Period = 1.0
     """Sleep after each discovery tick (DISCOVER_HOSTS_FREQUENCY_SECS; tests use 0.01)."""
     new_host_order: Literal["random", "sorted"] = "random"
     """New hosts join the order in a seeded permutation (upstream: set iteration order,
     which varies per driver process) or sorted."""
     min_start_hosts: int = 2
     """Hosts needed to start (2 unless --network-interface; upstream tests patch it to 1)."""
-    process_start_latency: float = 0.2
+    process_start_latency: Seconds = 0.2
     """The launch hop (ssh to the host, the task service) before a fresh worker process is
     started. The process's own start (interpreter plus ``import torch``) is the runtime's:
     the sim charges ``cluster.process_start`` (1.3 s), real processes pay it themselves."""
-    notification_timeout: float = 127.0
+    notification_timeout: Period = 127.0
     """How long one notification attempt waits on a silent rank 0 (OS connect timeout)."""
-    notification_attempts: int = 3
-    kill_grace: float = 5.0
+    notification_attempts: PosCount = 3
+    kill_grace: Seconds = 5.0
     """SIGTERM, then SIGKILL after this."""
-    connect_timeout: float = 127.0
+    connect_timeout: Period = 127.0
     """A TCP connect (ssh to a worker host, a worker's HTTP request to the driver) to a
     dead or unreachable host fails after this (Linux: 6 SYN retries, about 127 s)."""
-    keepalive_time: float = 7200.0
+    keepalive_time: KeepIdle = 7200.0
     """An ssh session's TCP keepalive: idle seconds before the first probe (Linux)."""
-    keepalive_interval: float = 75.0
-    keepalive_probes: int = 9
+    keepalive_interval: KeepInterval = 75.0
+    keepalive_probes: KeepCount = 9
     """Unanswered probes (``keepalive_interval`` apart) after which the session dies."""
-    http_attempts: int = 3
+    http_attempts: PosCount = 3
     """Attempts of a worker's HTTP request (PerformHTTP), ``http_retry_delay`` apart."""
-    http_retry_delay: float = 0.5
+    http_retry_delay: Seconds = 0.5
     driver_host: str | None = None
     """Host of the driver (None: the scenario's store host)."""
-    store_port: int = 29600
+    store_port: Port = 29600
     """Port of the driver's rendezvous key-value service (hosts the Gloo rendezvous)."""
     discovery: Discovery = field(default_factory=Discovery)
     exit_schedule: list[ExitAt] = field(default_factory=list)
     exit_mode: ExitMode = "exception"
-    epochs: int | None = None
+    epochs: Count | None = None
     """Training epochs (None: workload steps / batches_per_epoch, rounded up)."""
-    batches_per_epoch: int = 10
-    batches_per_commit: int = 1
-    host_updates_every: int = 0
+    batches_per_epoch: PosCount = 10
+    batches_per_commit: PosCount = 1
+    host_updates_every: Count = 0
     """Also call check_host_updates every this many batches (0: only at commits)."""
-    epoch_wait: float = 0.0
-    discovery_wait: float = 3.0
+    epoch_wait: Seconds = 0.0
+    discovery_wait: Finite = 3.0
     """Rank 0 waits up to this for an expected notification at epoch end (<= 0: never)."""
-    wall_clock_base: float = 1.7e9
+    wall_clock_base: Seconds = 1.7e9
     """Added to the run's clock for wall-clock seconds (``int(time.time())`` timestamps)."""
 
 
@@ -165,10 +185,14 @@ def check_knobs(raw: Mapping[str, Any], hosts: list[str]) -> None:
     known = set(hosts)
 
     def need(path: str, entry: str) -> None:
-        host = entry.partition(":")[0]
+        host, sep, slots = entry.partition(":")
         if host not in known:
             raise ValueError(f"{path}: host {host!r} is not a cluster host; expected one of: "
                              + ", ".join(hosts))
+        if sep and not (slots.isdigit() and int(slots) <= MAX_PROCS_PER_HOST):
+            raise ValueError(f"{path}: expected 'host:slots' with slots an integer in "
+                             f"0..{MAX_PROCS_PER_HOST} (MAX_PROCS_PER_HOST, the documented "
+                             f"limit of processes per host), got {entry!r}")
 
     if k.driver_host is not None:
         need("driver_host", k.driver_host)
@@ -177,9 +201,14 @@ def check_knobs(raw: Mapping[str, Any], hosts: list[str]) -> None:
     for i, at in enumerate(k.discovery.schedule):
         for j, h in enumerate(at.hosts):
             need(f"discovery.schedule[{i}].hosts[{j}]", h)
-    if k.discovery.random is not None:
-        for i, h in enumerate(k.discovery.random.hosts):
+    rnd = k.discovery.random
+    if rnd is not None:
+        for i, h in enumerate(rnd.hosts):
             need(f"discovery.random.hosts[{i}]", h)
+        if not rnd.min_hosts <= rnd.max_hosts <= len(rnd.hosts):
+            raise ValueError(f"discovery.random: expected min_hosts <= max_hosts <= the number "
+                             f"of its hosts ({len(rnd.hosts)}), got [{rnd.min_hosts}, "
+                             f"{rnd.max_hosts}]")
     min_np = k.np if k.min_np is None else k.min_np
     if k.max_np is not None and min_np > k.max_np:
         raise ValueError(f"min_np: must be <= max_np ({k.max_np}), got {min_np}")

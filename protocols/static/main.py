@@ -163,6 +163,8 @@ class Member:
             if commit_due:
                 self.committed = self.state
                 self.rt.record("commit", step=self.state.step, digest=self.state.digest())
+                while self.knobs.broken_spin_at_commit:
+                    await self.rt.sleep(0)
             rejoin = commit_due and self.knobs.broken_rejoin_at_commit
             if (summed[-1] > 0 or rejoin) and self.state.step < work.steps:
                 self.rt.record("rdzv_leave", round=m.round, reason="hosts waiting")

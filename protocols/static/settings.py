@@ -4,24 +4,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from elastic_sim.protocols.ranges import HostCount, Period, Port, PosCount, Seconds
+
 
 @dataclass(frozen=True)
 class StaticKnobs:
     """How the static protocol forms rounds and handles failures."""
 
-    min_hosts: int = 1
+    min_hosts: HostCount = 1
     """A round forms only once this many hosts have joined."""
-    max_hosts: int = 1_000_000
+    max_hosts: PosCount = 1_000_000
     """A round closes at once when this many have joined; later arrivals wait."""
-    last_call: float = 1.0
+    last_call: Seconds = 1.0
     """After min_hosts have joined, wait this long for more before closing the round."""
-    join_timeout: float = 600.0
+    join_timeout: Seconds = 600.0
     """Give up (job fails) if a round does not reach min_hosts within this."""
-    group_timeout: float = 30.0
+    group_timeout: Period = 30.0
     """Process-group timeout: a hung peer is detected after this."""
-    store_timeout: float = 60.0
+    store_timeout: Period = 60.0
     """Store client timeout (connect, get, wait)."""
-    store_port: int = 29400
+    store_port: Port = 29400
     """Port of the store server on the store host."""
     admit_waiting: bool = True
     """At each commit, leave the round if hosts are waiting for the next one (scale up)."""
@@ -38,6 +40,9 @@ class StaticKnobs:
     """BROKEN on purpose: in rounds after the first, the last-ranked member enters the new
     round's collectives before it adopts (records) the new membership, i.e. as a process
     of the older round (no epoch isolation)."""
+    broken_spin_at_commit: bool = False
+    """BROKEN on purpose: at its first commit a member busy-loops without letting time
+    pass (a livelock: the simulator stops the run, ``time_advances`` fails)."""
     broken_drop_last_arrival: bool = False
     """BROKEN on purpose: a round after the first leaves out its last arrival, a healthy
     host (eviction)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from elastic_sim.protocols.ranges import Count, Period, Port, PosCount, ProcsPerHost, Seconds
 from elastic_sim.protocols.torchelastic.state import RendezvousSettings
 
 
@@ -21,39 +22,39 @@ from elastic_sim.protocols.torchelastic.state import RendezvousSettings
 class TorchElasticKnobs:
     """What a torchrun command line and its environment set, in seconds where timed."""
 
-    min_nodes: int = 1
+    min_nodes: PosCount = 1
     """``--nnodes MIN:MAX``: the smallest world a round may form with."""
-    max_nodes: int = 1
+    max_nodes: PosCount = 1
     """``--nnodes MIN:MAX``: a round completes at once when this many have joined."""
-    nproc_per_node: int = 1
+    nproc_per_node: ProcsPerHost = 1
     """Workers per agent (``--nproc-per-node``)."""
     run_id: str = "none"
     """``--rdzv-id`` (the CLI's default is the literal string "none")."""
     # The rendezvous timeouts take their upstream defaults from RendezvousSettings.
-    join_timeout: float = RendezvousSettings.join_timeout
-    last_call_timeout: float = RendezvousSettings.last_call_timeout
-    close_timeout: float = RendezvousSettings.close_timeout
-    heartbeat_timeout: float = RendezvousSettings.heartbeat_timeout
-    keep_alive_interval: float = RendezvousSettings.keep_alive_interval
-    keep_alive_max_attempt: int = RendezvousSettings.keep_alive_max_attempt
-    read_timeout: float = 60.0
+    join_timeout: Period = RendezvousSettings.join_timeout
+    last_call_timeout: Period = RendezvousSettings.last_call_timeout
+    close_timeout: Period = RendezvousSettings.close_timeout
+    heartbeat_timeout: Period = RendezvousSettings.heartbeat_timeout
+    keep_alive_interval: Period = RendezvousSettings.keep_alive_interval
+    keep_alive_max_attempt: Count = RendezvousSettings.keep_alive_max_attempt
+    read_timeout: Period = 60.0
     """Rendezvous TCPStore client timeout (connect, get, wait)."""
-    store_port: int = 29400
+    store_port: Port = 29400
     """Port of the rendezvous store on the store host (``--rdzv-endpoint``'s port)."""
-    monitor_interval: float = 0.1
+    monitor_interval: Period = 0.1
     """``--monitor-interval``: the agent polls its workers this often."""
-    max_restarts: int = 0
+    max_restarts: Count = 0
     """``--max-restarts``: torchrun CLI default 0 (``LaunchConfig``'s default is 3)."""
-    shutdown_timeout: float = 30.0
+    shutdown_timeout: Seconds = 30.0
     """SIGTERM -> SIGKILL grace when the agent shuts down (a death signal, or leaving
     ``run()``): ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT``."""
-    stop_timeout: float = 30.0
+    stop_timeout: Seconds = 30.0
     """SIGTERM -> SIGKILL grace when stopping workers for a restart, or the rest of the
     group after one failed: fixed at 30 s upstream (``PContext.close``'s default), not
     affected by ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT``."""
-    exit_barrier_timeout: float = 300.0
+    exit_barrier_timeout: Seconds = 300.0
     """How long a succeeded agent waits for the others before exiting anyway."""
-    pg_timeout: float = 1800.0
+    pg_timeout: Period = 1800.0
     """Workers' process-group timeout (``default_pg_timeout``, 30 min): a hung peer is
     noticed after this."""
     share_store: bool = True
@@ -64,23 +65,12 @@ class TorchElasticKnobs:
     """``TORCH_ELASTIC_WORKER_IDENTICAL=1``: ranks computed locally, no store traffic."""
 
     def problem(self) -> tuple[str, str] | None:
-        """The first knob that upstream would reject, as (knob, message), or None."""
-        if self.min_nodes < 1:
-            return "min_nodes", f"must be >= 1, got {self.min_nodes}"
+        """The first cross-field rule upstream enforces that these knobs break, as (knob,
+        message), or None (each knob's own range is its type's)."""
         if self.max_nodes < self.min_nodes:
             return "max_nodes", f"must be >= min_nodes ({self.min_nodes}), got {self.max_nodes}"
-        if self.nproc_per_node < 1:
-            return "nproc_per_node", f"must be >= 1, got {self.nproc_per_node}"
         if not self.run_id:
             return "run_id", "must not be empty"
-        for name in ("join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout",
-                     "keep_alive_interval", "read_timeout", "monitor_interval", "pg_timeout"):
-            if getattr(self, name) <= 0:
-                return name, f"must be > 0, got {getattr(self, name)}"
-        for name in ("shutdown_timeout", "stop_timeout", "exit_barrier_timeout",
-                     "keep_alive_max_attempt", "max_restarts"):
-            if getattr(self, name) < 0:
-                return name, f"must be >= 0, got {getattr(self, name)}"
         return None
 
     def rendezvous(self) -> RendezvousSettings:

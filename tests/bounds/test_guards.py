@@ -1,0 +1,99 @@
+"""A run cannot hang the tool: a busy loop at one instant is a livelock (a finding, exit 1,
+with the spinning processes as witnesses); a run past the wall-clock or memory guard is
+stopped with its own outcome, keeping what was traced so far; explore counts both as
+findings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from elastic_sim.explore import Case, run_case
+from elastic_sim.guards import RunGuard, rss_bytes
+from elastic_sim.runner import run_scenario
+from elastic_sim.scenario import Scenario
+from elastic_sim.testing import load, variant
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _variant(name: str) -> Scenario:
+    return variant(load(ROOT / "scenarios" / "scale_down.yaml"), name,
+                   f"tests.bounds.entries:{name}")
+
+
+def _summary(out: Path) -> dict[str, object]:
+    data: dict[str, object] = json.loads((out / "summary.json").read_text())
+    return data
+
+
+def _kinds(out: Path) -> list[str]:
+    return [json.loads(line)["kind"] for line in (out / "trace.jsonl").read_text().splitlines()]
+
+
+def test_a_busy_loop_at_one_instant_is_a_livelock_finding_with_witnesses(
+        tmp_path: Path) -> None:
+    report = run_scenario(_variant("spin"), seed=0, mode="sim", out_dir=tmp_path)
+    assert report.exit_code == 1
+    assert report.result.stopped == "livelock"
+    assert report.result.end_time == pytest.approx(0.5001)  # where time stopped, not 600 s
+    check = next(c for c in report.checks if c.name == "time_advances")
+    assert not check.ok
+    witness = check.violations[0].witness
+    assert witness[-1].kind == "run_stopped"
+    assert {e.proc for e in witness if e.kind == "spin_start"} >= {"h0/main", "h1/main"}
+    assert "h0/main:main" in check.violations[0].message
+    summary = _summary(tmp_path)
+    assert summary["verdict"] == "fail" and summary["stopped"] == "livelock"
+    assert _kinds(tmp_path)[-2:] == ["run_stopped", "run_end"]
+    # the time_limit check does not claim a hang at the time limit
+    assert next(c for c in report.checks if c.name == "terminates").ok
+
+
+def test_the_wall_limit_stops_a_long_run_keeping_its_trace(tmp_path: Path) -> None:
+    report = run_scenario(_variant("crawl"), seed=0, mode="sim", out_dir=tmp_path,
+                          guard=RunGuard(wall_limit=1.0))
+    assert report.result.stopped == "wall_limit"
+    assert 0 < report.result.end_time < 600
+    summary = _summary(tmp_path)
+    assert summary["verdict"] == "stopped" and summary["exit_code"] == 1
+    assert summary["stopped"] == "wall_limit"
+    guard = next(c for c in report.checks if c.name == "within_run_guards")
+    assert not guard.ok and "--wall-limit" in guard.violations[0].message
+    kinds = _kinds(tmp_path)
+    assert "crawl_start" in kinds and kinds[-2:] == ["run_stopped", "run_end"]
+
+
+def test_the_memory_limit_stops_a_growing_run(tmp_path: Path) -> None:
+    limit = rss_bytes() + (80 << 20)
+    report = run_scenario(_variant("hoard"), seed=0, mode="sim", out_dir=tmp_path,
+                          guard=RunGuard(wall_limit=300.0, memory_limit=limit))
+    assert report.result.stopped == "memory_limit"
+    assert _summary(tmp_path)["verdict"] == "stopped"
+    assert "hoard_start" in _kinds(tmp_path)
+
+
+def test_a_normal_run_is_not_stopped(tmp_path: Path) -> None:
+    report = run_scenario(load(ROOT / "scenarios" / "scale_down.yaml"), seed=0, mode="sim",
+                          out_dir=tmp_path, guard=RunGuard(wall_limit=300.0))
+    assert report.exit_code == 0 and report.result.stopped == ""
+    assert _summary(tmp_path)["stopped"] is None
+    assert all(c.ok for c in report.checks if c.name in ("time_advances",
+                                                         "within_run_guards"))
+
+
+def test_explore_counts_a_livelock_as_a_finding() -> None:
+    sc = _variant("spin")
+    out = run_case(sc, Case(0, (), 0, None))
+    assert [s.check for s in out.signatures] == ["time_advances"]
+    assert out.hung
+
+
+def test_the_watchdog_stops_a_step_that_never_returns(tmp_path: Path) -> None:
+    report = run_scenario(_variant("block"), seed=0, mode="sim", out_dir=tmp_path,
+                          guard=RunGuard(wall_limit=1.0))
+    assert report.result.stopped == "wall_limit"
+    kinds = _kinds(tmp_path)
+    assert "block_start" in kinds and kinds[-2:] == ["run_stopped", "run_end"]
