@@ -38,19 +38,20 @@ class TraceEvent:
         return self.data.get(key, default)
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=False, allow_nan=False)
+"""Built once: ``json.dumps`` with non-default options builds a new encoder per call."""
+
+
 def encode(ev: TraceEvent) -> str:
     """One line of JSON, byte-identical for equal events."""
-    return json.dumps(
+    return _ENCODER.encode(
         {
             "t": round(ev.t, TIME_DECIMALS),
             "host": ev.host,
             "proc": ev.proc,
             "kind": ev.kind,
             "data": dict(ev.data),
-        },
-        separators=(",", ":"),
-        sort_keys=False,
-        allow_nan=False,
+        }
     )
 
 

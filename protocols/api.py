@@ -195,6 +195,12 @@ class Store(abc.ABC):
     async def delete(self, key: str) -> bool:
         """Delete ``key``; whether it existed."""
 
+    async def multi_get(self, keys: Sequence[str]) -> list[bytes]:
+        """Read every key in one request (c10d ``multi_get``), waiting for all of them to
+        exist up to the client's timeout. This default, for a store without a batched
+        request, reads them one at a time."""
+        return [await self.get(k) for k in keys]
+
     def prefixed(self, prefix: str) -> Store:
         """A view of this store whose keys are ``prefix + '/' + key`` (c10d PrefixStore)."""
         return PrefixStore(self, prefix)
@@ -231,6 +237,9 @@ class PrefixStore(Store):
 
     async def delete(self, key: str) -> bool:
         return await self.inner.delete(self._k(key))
+
+    async def multi_get(self, keys: Sequence[str]) -> list[bytes]:
+        return await self.inner.multi_get([self._k(k) for k in keys])
 
 
 # --------------------------------------------------------------------------------------
