@@ -20,6 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+Received = bytes | bytearray
+"""Bytes a member receives from a broadcast or a recv: a runtime may hand over the buffer
+the transport filled (a bytearray) instead of copying it into bytes."""
+Sendable = bytes | bytearray | memoryview
+"""Bytes a member sends: a view of a larger buffer travels without a copy."""
 
 JSON = Any
 """A JSON-serialisable value: what messages, process arguments and trace fields carry."""
@@ -266,7 +271,7 @@ class Group(abc.ABC):
         """Element-wise sum over members."""
 
     @abc.abstractmethod
-    async def _broadcast(self, data: bytes, root: int) -> bytes:
+    async def _broadcast(self, data: bytes, root: int) -> Received:
         """Root's ``data`` to everyone; every member passes a buffer of the same length."""
 
     @abc.abstractmethod
@@ -274,11 +279,11 @@ class Group(abc.ABC):
         """Return when every member has entered."""
 
     @abc.abstractmethod
-    async def _send(self, dst: int, data: bytes) -> None:
+    async def _send(self, dst: int, data: Sendable) -> None:
         """Point-to-point send to rank ``dst``."""
 
     @abc.abstractmethod
-    async def _recv(self, src: int, nbytes: int) -> bytes:
+    async def _recv(self, src: int, nbytes: int) -> Received:
         """Point-to-point receive of exactly ``nbytes`` from rank ``src``."""
 
     @abc.abstractmethod
@@ -322,7 +327,7 @@ class TracedGroup:
         vals = list(values)
         return await self._traced("allreduce", 8 * len(vals), self._inner._allreduce(vals))
 
-    async def broadcast(self, data: bytes, root: int) -> bytes:
+    async def broadcast(self, data: bytes, root: int) -> Received:
         """Root's bytes to all; every member passes a buffer of the same length."""
         return await self._traced("broadcast", len(data), self._inner._broadcast(data, root))
 
@@ -330,11 +335,15 @@ class TracedGroup:
         """Return when every member has entered."""
         await self._traced("barrier", 0, self._inner._barrier())
 
-    async def send(self, dst: int, data: bytes) -> None:
+    async def send(self, dst: int, data: Sendable) -> None:
         """Point-to-point send (not numbered: only the two ends take part)."""
         await self._inner._send(dst, data)
 
-    async def recv(self, src: int, nbytes: int) -> bytes:
+    def spawn(self, coro: Coroutine[Any, Any, T], name: str = "") -> Task[T]:
+        """Run ``coro`` as a task of this member's process (a send overlapping a recv)."""
+        return self._rt.spawn(coro, name)
+
+    async def recv(self, src: int, nbytes: int) -> Received:
         """Point-to-point receive of exactly ``nbytes``."""
         return await self._inner._recv(src, nbytes)
 
