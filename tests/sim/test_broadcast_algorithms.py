@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from elastic_sim.protocols.broadcast import broadcast_bytes
 from elastic_sim.protocols.api import Runtime
+from elastic_sim.protocols.broadcast import broadcast_bytes
 from elastic_sim.sim.collectives import broadcast_seconds
 from elastic_sim.world import CollectiveModel
 from tests.sim.simutil import L, make_world, of, simulate
