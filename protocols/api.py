@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
-Received = bytes | bytearray
+Received = bytes | bytearray | memoryview
 """Bytes a member receives from a broadcast or a recv: a runtime may hand over the buffer
-the transport filled (a bytearray) instead of copying it into bytes."""
+the transport filled (a bytearray, a memoryview) instead of copying it into bytes."""
 Sendable = bytes | bytearray | memoryview
 """Bytes a member sends: a view of a larger buffer travels without a copy."""
 

@@ -110,4 +110,4 @@ async def chain_broadcast(group: TracedGroup, data: bytes | None, size: int, roo
 async def broadcast_object(group: TracedGroup, obj: Any, root: int) -> Any:
     """Root's JSON-serialisable ``obj`` to every member (others pass anything, e.g. None)."""
     data = json.dumps(obj, sort_keys=True).encode() if group.rank == root else None
-    return json.loads(await broadcast_bytes(group, data, root))
+    return json.loads(bytes(await broadcast_bytes(group, data, root)))
