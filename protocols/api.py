@@ -259,7 +259,9 @@ class Group(abc.ABC):
     the group's sequence number); it raises :class:`CollectiveFailed` when a member died
     (each survivor notices after its own detection latency) and :class:`CollectiveTimeout`
     when a member hangs or is cut off. Payloads are bytes and float lists so the sim needs
-    no torch; the real runtime moves them as tensors.
+    no torch; the real runtime moves them as tensors. What a member receives is a buffer
+    (:data:`Received`: the real runtime hands over the memory Gloo filled, a memoryview):
+    read it as bytes-like (``bytes(got)`` where ``bytes`` methods are needed).
     """
 
     name: str

@@ -159,12 +159,12 @@ async def collectives(rt: Runtime, args: Args) -> int:
     _, g = await _join(rt, size, 10.0)
     rt.record("allreduce", values=await g.allreduce([g.rank + 1.0, 1.0]))
     mine = b"hello" if g.rank == 0 else b"xxxxx"
-    rt.record("broadcast", value=(await g.broadcast(mine, root=0)).decode())
+    rt.record("broadcast", value=bytes(await g.broadcast(mine, root=0)).decode())
     await g.barrier()
     if g.rank == 0:
         await g.send(1, b"p2p")
     elif g.rank == 1:
-        rt.record("recv", value=(await g.recv(0, 3)).decode())
+        rt.record("recv", value=bytes(await g.recv(0, 3)).decode())
     await g.barrier()
     # State broadcasts over send/recv, from a root that is not rank 0; the chain in chunks
     # of 7 bytes (the last one short), each forwarded while the next is received.
