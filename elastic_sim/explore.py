@@ -12,17 +12,15 @@ scenario's expectations were written for its own schedule, not for generated one
 
 from __future__ import annotations
 
-import itertools
 import json
 import random
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+from elastic_sim.case_pool import CaseRunner, Search
 from elastic_sim.checks import CheckResult, run_checks
 from elastic_sim.checks.contracts import contract_for
 from elastic_sim.faults.model import Fault
@@ -34,7 +32,6 @@ from elastic_sim.faults.schedule import (
     shrink_candidates,
 )
 from elastic_sim.outdir import safe_component
-from elastic_sim.registry import PROTOCOLS, ProtocolInfo
 from elastic_sim.runner import run_scenario, simulate
 from elastic_sim.scenario import Scenario, fault_dict, with_faults
 
@@ -176,52 +173,6 @@ def make_case(seed: int, index: int, space: FaultSpace, ties: bool = False) -> C
     return Case(index, faults, sim_seed, tie_seed)
 
 
-# -- running many cases, in order, on one or more processes ----------------------------
-
-_WORKER: tuple[Scenario, tuple[str, ...]] | None = None
-
-
-def _init_worker(sc: Scenario, ignore: tuple[str, ...],
-                 protocols: dict[str, ProtocolInfo]) -> None:
-    global _WORKER
-    PROTOCOLS.update(protocols)  # variants registered at run time by elastic_sim.testing
-    _WORKER = (sc, ignore)
-
-
-def _run_cases(cases: list[Case]) -> list[Outcome]:
-    assert _WORKER is not None
-    sc, ignore = _WORKER
-    return [run_case(sc, c, ignore) for c in cases]
-
-
-class CaseRunner:
-    """Runs batches of cases and returns their outcomes in case order."""
-
-    def __init__(self, sc: Scenario, workers: int, ignore: Collection[str] = ()) -> None:
-        self.sc = sc
-        self.workers = workers
-        self.ignore = tuple(ignore)
-        self.pool: Executor | None = None
-        if workers > 1:
-            self.pool = ProcessPoolExecutor(
-                workers, mp_context=get_context("spawn"), initializer=_init_worker,
-                initargs=(sc, self.ignore, dict(PROTOCOLS)),
-            )
-
-    def run(self, cases: list[Case]) -> list[Outcome]:
-        """Outcomes of ``cases``, in order."""
-        if self.pool is None:
-            return [run_case(self.sc, c, self.ignore) for c in cases]
-        n = max(1, -(-len(cases) // (self.workers * 2)))
-        chunks = [cases[i:i + n] for i in range(0, len(cases), n)]
-        return [o for part in self.pool.map(_run_cases, chunks) for o in part]
-
-    def close(self) -> None:
-        """Stop the worker processes."""
-        if self.pool is not None:
-            self.pool.shutdown(cancel_futures=True)
-
-
 # -- shrinking --------------------------------------------------------------------------
 
 
@@ -258,13 +209,6 @@ Progress = Callable[[int, int], None]
 """Called with (cases done, distinct violations so far)."""
 
 
-def _indices(budget: int | None) -> Iterator[int]:
-    i = 0
-    while budget is None or i < budget:
-        yield i
-        i += 1
-
-
 def explore(
     sc: Scenario,
     space: FaultSpace,
@@ -287,29 +231,22 @@ def explore(
         raise ValueError("explore needs a budget or a time limit")
     res = Exploration(sc.name, seed, space)
     res.ignored = tuple(known_violations(sc) if ignore is None else ignore)
-    runner = CaseRunner(sc, workers, res.ignored)
+    runner = CaseRunner(sc, workers, res.ignored, Search(seed, space, ties))
     started = time.perf_counter()
-    batch = max(8, workers * 16)
     seen: set[Signature] = set()
     try:
-        indices = _indices(budget)
-        while True:
+        for out in runner.drawn(budget):
             if time_s is not None and time.perf_counter() - started >= time_s:
                 break
-            cases = [make_case(seed, i, space, ties)
-                     for i in itertools.islice(indices, batch)]
-            if not cases:
-                break
-            for out in runner.run(cases):
-                res.cases += 1
-                for sig in out.signatures:
-                    if sig not in seen:
-                        seen.add(sig)
-                        res.findings.append(_shrink_and_write(
-                            runner, sc, out, sig, out_dir, len(res.findings)))
-                        res.shrink_runs += res.findings[-1].shrink_runs
-                if progress:
-                    progress(res.cases, len(res.findings))
+            res.cases += 1
+            for sig in out.signatures:
+                if sig not in seen:
+                    seen.add(sig)
+                    res.findings.append(_shrink_and_write(
+                        runner, sc, out, sig, out_dir, len(res.findings)))
+                    res.shrink_runs += res.findings[-1].shrink_runs
+            if progress:
+                progress(res.cases, len(res.findings))
     finally:
         runner.close()
         res.wall_s = time.perf_counter() - started

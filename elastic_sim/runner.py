@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -200,24 +201,24 @@ def simulate(sc: Scenario, seed: int, tie_seed: int | None = None,
         tie_seed = sc.tie_seed
     events: list[TraceEvent] = []
     world = build_world(sc, seed, "sim")
-    null = Path(os.devnull)
-    metrics, result = _record(sc, world, sc.fault_objects(), seed, "sim", null, null, events,
-                              None, tie_seed, guard or RunGuard())
+    metrics, result = _record(sc, world, sc.fault_objects(), seed, "sim", Path(os.devnull),
+                              None, events, None, tie_seed, guard or RunGuard())
     return events, metrics, result
 
 
 def _record(
     sc: Scenario, world: World, faults: list[Fault], seed: int, mode: Mode, out_dir: Path,
-    part: Path, events: list[TraceEvent], progress: Callable[[str], None] | None,
+    part: Path | None, events: list[TraceEvent], progress: Callable[[str], None] | None,
     tie_seed: int | None, guard: RunGuard, launch: LaunchOptions | None = None,
 ) -> tuple[Metrics, RunResult]:
-    """Run the runtime, writing every event to ``part`` and ``events``."""
-    with part.open("w", encoding="utf-8") as fh:
-        writer = TraceWriter(fh)
-
-        def emit(ev: TraceEvent) -> None:
-            events.append(ev)
-            writer.write(ev)
+    """Run the runtime, writing every event to ``part`` and ``events``. With no ``part``
+    (an in-memory run nobody writes) events are neither encoded nor hashed."""
+    with contextlib.ExitStack() as stack:
+        writer = None
+        emit: Callable[[TraceEvent], None] = events.append
+        if part is not None:
+            writer = TraceWriter(stack.enter_context(part.open("w", encoding="utf-8")))
+            emit = _tee(events, writer)
 
         knobs = dict(world.args["knobs"])
         start: dict[str, Any] = {"scenario": sc.name, "seed": seed, "mode": mode,
@@ -236,9 +237,19 @@ def _record(
         if result.stopped:
             end["stopped"] = result.stopped
         emit(TraceEvent(result.end_time, "*", "elastic-sim", "run_end", end))
-        result.trace_sha256 = writer.sha256
-        result.trace_events = writer.count
+        result.trace_sha256 = writer.sha256 if writer else ""
+        result.trace_events = writer.count if writer else len(events)
     return metrics, result
+
+
+def _tee(events: list[TraceEvent], writer: TraceWriter) -> Callable[[TraceEvent], None]:
+    keep, write = events.append, writer.write
+
+    def emit(ev: TraceEvent) -> None:
+        keep(ev)
+        write(ev)
+
+    return emit
 
 
 def _run_runtime(

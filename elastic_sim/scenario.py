@@ -110,6 +110,8 @@ class WorkloadModel(_Strict):
     state_bytes: StateBytes = Workload.state_bytes
     params: Annotated[int, Field(ge=1, le=4096)] = Workload.params
     batch_size: Annotated[int, Field(ge=1)] = Workload.batch_size
+    state_broadcast: Literal["group", "tree", "chain"] | None = None
+    """How a state sync moves the root's state (protocols/broadcast.py; None: group)."""
 
 
 class ProtocolModel(_Strict):
@@ -431,7 +433,8 @@ def scenario_dict(sc: Scenario) -> dict[str, Any]:
 
 def workload_dict(sc: Scenario) -> dict[str, Any]:
     """The workload as the protocol reads it."""
-    return dataclasses.asdict(Workload(**sc.workload.model_dump()))
+    given = {k: v for k, v in sc.workload.model_dump().items() if v is not None}
+    return dataclasses.asdict(Workload(**given))
 
 
 def with_faults(sc: Scenario, faults: list[Fault], *, seed: int, name: str,

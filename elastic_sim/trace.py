@@ -38,20 +38,32 @@ class TraceEvent:
         return self.data.get(key, default)
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=False, allow_nan=False)
+"""Built once: ``json.dumps`` with non-default options builds a new encoder per call."""
+_MIDDLES: dict[tuple[str, str, str], str] = {}
+"""The encoded ``host``, ``proc`` and ``kind`` members of a line, per (host, proc, kind)."""
+_MIDDLES_MAX = 1 << 16
+_INF = float("inf")
+
+
 def encode(ev: TraceEvent) -> str:
-    """One line of JSON, byte-identical for equal events."""
-    return json.dumps(
-        {
-            "t": round(ev.t, TIME_DECIMALS),
-            "host": ev.host,
-            "proc": ev.proc,
-            "kind": ev.kind,
-            "data": dict(ev.data),
-        },
-        separators=(",", ":"),
-        sort_keys=False,
-        allow_nan=False,
-    )
+    """One line of JSON, byte-identical for equal events: the object
+    ``{"t", "host", "proc", "kind", "data"}`` in that order, no spaces, no NaN. Built from
+    parts (the members between ``t`` and ``data`` repeat and are kept encoded) with what
+    :class:`json.JSONEncoder` writes for each part."""
+    key = (ev.host, ev.proc, ev.kind)
+    middle = _MIDDLES.get(key)
+    if middle is None:
+        if len(_MIDDLES) >= _MIDDLES_MAX:
+            _MIDDLES.clear()
+        enc = _ENCODER.encode
+        middle = _MIDDLES[key] = (f',"host":{enc(ev.host)},"proc":{enc(ev.proc)},'
+                                  f'"kind":{enc(ev.kind)},"data":')
+    t = round(ev.t, TIME_DECIMALS)
+    stamp = float.__repr__(t) if type(t) is float and -_INF < t < _INF else _ENCODER.encode(t)
+    data = ev.data if type(ev.data) is dict else dict(ev.data)
+    return f'{{"t":{stamp}{middle}{_ENCODER.encode(data)}}}'
+
 
 
 class RecordError(ValueError):

@@ -20,6 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+Received = bytes | bytearray | memoryview
+"""Bytes a member receives from a broadcast or a recv: a runtime may hand over the buffer
+the transport filled (a bytearray, a memoryview) instead of copying it into bytes."""
+Sendable = bytes | bytearray | memoryview
+"""Bytes a member sends: a view of a larger buffer travels without a copy."""
 
 JSON = Any
 """A JSON-serialisable value: what messages, process arguments and trace fields carry."""
@@ -195,6 +200,12 @@ class Store(abc.ABC):
     async def delete(self, key: str) -> bool:
         """Delete ``key``; whether it existed."""
 
+    async def multi_get(self, keys: Sequence[str]) -> list[bytes]:
+        """Read every key in one request (c10d ``multi_get``), waiting for all of them to
+        exist up to the client's timeout. This default, for a store without a batched
+        request, reads them one at a time."""
+        return [await self.get(k) for k in keys]
+
     def prefixed(self, prefix: str) -> Store:
         """A view of this store whose keys are ``prefix + '/' + key`` (c10d PrefixStore)."""
         return PrefixStore(self, prefix)
@@ -232,6 +243,9 @@ class PrefixStore(Store):
     async def delete(self, key: str) -> bool:
         return await self.inner.delete(self._k(key))
 
+    async def multi_get(self, keys: Sequence[str]) -> list[bytes]:
+        return await self.inner.multi_get([self._k(k) for k in keys])
+
 
 # --------------------------------------------------------------------------------------
 # Process groups (one per membership epoch).
@@ -245,7 +259,9 @@ class Group(abc.ABC):
     the group's sequence number); it raises :class:`CollectiveFailed` when a member died
     (each survivor notices after its own detection latency) and :class:`CollectiveTimeout`
     when a member hangs or is cut off. Payloads are bytes and float lists so the sim needs
-    no torch; the real runtime moves them as tensors.
+    no torch; the real runtime moves them as tensors. What a member receives is a buffer
+    (:data:`Received`: the real runtime hands over the memory Gloo filled, a memoryview):
+    read it as bytes-like (``bytes(got)`` where ``bytes`` methods are needed).
     """
 
     name: str
@@ -257,7 +273,7 @@ class Group(abc.ABC):
         """Element-wise sum over members."""
 
     @abc.abstractmethod
-    async def _broadcast(self, data: bytes, root: int) -> bytes:
+    async def _broadcast(self, data: bytes, root: int) -> Received:
         """Root's ``data`` to everyone; every member passes a buffer of the same length."""
 
     @abc.abstractmethod
@@ -265,11 +281,11 @@ class Group(abc.ABC):
         """Return when every member has entered."""
 
     @abc.abstractmethod
-    async def _send(self, dst: int, data: bytes) -> None:
+    async def _send(self, dst: int, data: Sendable) -> None:
         """Point-to-point send to rank ``dst``."""
 
     @abc.abstractmethod
-    async def _recv(self, src: int, nbytes: int) -> bytes:
+    async def _recv(self, src: int, nbytes: int) -> Received:
         """Point-to-point receive of exactly ``nbytes`` from rank ``src``."""
 
     @abc.abstractmethod
@@ -313,7 +329,7 @@ class TracedGroup:
         vals = list(values)
         return await self._traced("allreduce", 8 * len(vals), self._inner._allreduce(vals))
 
-    async def broadcast(self, data: bytes, root: int) -> bytes:
+    async def broadcast(self, data: bytes, root: int) -> Received:
         """Root's bytes to all; every member passes a buffer of the same length."""
         return await self._traced("broadcast", len(data), self._inner._broadcast(data, root))
 
@@ -321,11 +337,15 @@ class TracedGroup:
         """Return when every member has entered."""
         await self._traced("barrier", 0, self._inner._barrier())
 
-    async def send(self, dst: int, data: bytes) -> None:
+    async def send(self, dst: int, data: Sendable) -> None:
         """Point-to-point send (not numbered: only the two ends take part)."""
         await self._inner._send(dst, data)
 
-    async def recv(self, src: int, nbytes: int) -> bytes:
+    def spawn(self, coro: Coroutine[Any, Any, T], name: str = "") -> Task[T]:
+        """Run ``coro`` as a task of this member's process (a send overlapping a recv)."""
+        return self._rt.spawn(coro, name)
+
+    async def recv(self, src: int, nbytes: int) -> Received:
         """Point-to-point receive of exactly ``nbytes``."""
         return await self._inner._recv(src, nbytes)
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import mmap
+import warnings
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -23,6 +25,8 @@ from elastic_sim.protocols.api import (
     CollectiveTimeout,
     Group,
     PrefixStore,
+    Received,
+    Sendable,
     Store,
     StoreError,
 )
@@ -129,31 +133,33 @@ class GlooGroup(Group):
         return [float(v) for v in t.tolist()]
 
     @boundary
-    async def _broadcast(self, data: bytes, root: int) -> bytes:
+    async def _broadcast(self, data: bytes, root: int) -> Received:
+        """The root's bytes go out of its own buffer, read only (returned as they are); a
+        receiver gets the one buffer Gloo filled (no copy into bytes)."""
         dist = torch_distributed()
-        buf = bytearray(data)
         opts = dist.BroadcastOptions()
         opts.rootRank = root
         opts.rootTensor = 0
-        t = _tensor(buf)
+        out: Received = data if self.rank == root else _receive_buffer(len(data))
+        t = _tensor(out)
         await self._run(lambda: self._pg.broadcast([t], opts))
-        return bytes(buf)
+        return out
 
     @boundary
     async def _barrier(self) -> None:
         await self._run(self._pg.barrier)
 
     @boundary
-    async def _send(self, dst: int, data: bytes) -> None:
-        t = _tensor(bytearray(data))
+    async def _send(self, dst: int, data: Sendable) -> None:
+        t = _tensor(data)  # read only, no copy
         await self._run(lambda: self._pg.send([t], dst, 0))
 
     @boundary
-    async def _recv(self, src: int, nbytes: int) -> bytes:
-        buf = bytearray(nbytes)
+    async def _recv(self, src: int, nbytes: int) -> Received:
+        buf = _receive_buffer(nbytes)  # filled in place and handed over (no copy into bytes)
         t = _tensor(buf)
         await self._run(lambda: self._pg.recv([t], src, 0))
-        return bytes(buf)
+        return buf
 
     def abort(self) -> None:
         if self._aborted.done():
@@ -170,13 +176,29 @@ class GlooGroup(Group):
         self._blocking(doomed.clear).add_done_callback(_drop_result)
 
 
-def _tensor(buf: bytearray) -> Any:
-    """A uint8 tensor sharing ``buf``'s memory (results land in ``buf``)."""
+def _receive_buffer(nbytes: int) -> memoryview:
+    """A writable buffer for ``nbytes`` received bytes that nothing touches before the
+    transport writes into it: anonymous memory, mapped on first write by the kernel while
+    it copies the data in. (A bytearray is zeroed first: on a virtual machine that first
+    touch, page by page from user space, cost more than the whole 256 MB transfer.)"""
+    if nbytes == 0:
+        return memoryview(b"")
+    return memoryview(mmap.mmap(-1, nbytes))
+
+
+def _tensor(buf: bytes | bytearray | memoryview) -> Any:
+    """A uint8 tensor sharing ``buf``'s memory: results land in a writable ``buf``; an
+    immutable one (a sender's bytes) is only read by Gloo, so torch's warning about
+    writing to it does not apply."""
     import torch
 
     if not buf:
         return torch.empty(0, dtype=torch.uint8)
-    return torch.frombuffer(buf, dtype=torch.uint8)
+    if isinstance(buf, bytearray) or (isinstance(buf, memoryview) and not buf.readonly):
+        return torch.frombuffer(buf, dtype=torch.uint8)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given buffer is not writable")
+        return torch.frombuffer(buf, dtype=torch.uint8)
 
 
 def _wait(work: Any) -> str | None:

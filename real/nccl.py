@@ -17,7 +17,7 @@ import os
 from datetime import timedelta
 from typing import Any
 
-from elastic_sim.protocols.api import CollectiveFailed, Store
+from elastic_sim.protocols.api import CollectiveFailed, Sendable, Store
 from elastic_sim.real.aio import boundary
 from elastic_sim.real.group import GlooGroup, c10d_store, collective_error
 from elastic_sim.real.store import Blocking, torch_distributed
@@ -78,7 +78,7 @@ class NcclGroup(GlooGroup):
         return bytes(t.cpu().numpy().tobytes())
 
     @boundary
-    async def _send(self, dst: int, data: bytes) -> None:
+    async def _send(self, dst: int, data: Sendable) -> None:
         t = self._on_gpu(data)
         await self._run(lambda: self._pg.send([t], dst, 0))
 
@@ -88,7 +88,7 @@ class NcclGroup(GlooGroup):
         await self._run(lambda: self._pg.recv([t], src, 0))
         return bytes(t.cpu().numpy().tobytes())
 
-    def _on_gpu(self, data: bytes) -> Any:
+    def _on_gpu(self, data: Sendable) -> Any:
         import torch
 
         if not data:

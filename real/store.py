@@ -181,3 +181,15 @@ class TCPStoreClient(Store):
     @boundary
     async def delete(self, key: str) -> bool:
         return bool(await self._call(lambda c: c.delete_key(key)))
+
+    @boundary
+    async def multi_get(self, keys: Sequence[str]) -> list[bytes]:
+        if not keys:
+            return []
+        wait, names = timedelta(seconds=self.timeout), list(keys)
+
+        def op(c: Any) -> list[bytes]:
+            c.wait(names, wait)
+            return [bytes(v) for v in c.multi_get(names)]
+
+        return await self._call(op)

@@ -112,11 +112,13 @@ def _fault_events(f: FaultSpan, pid: int | None) -> list[dict[str, Any]]:
     return out
 
 
-def chrome_trace(events: Sequence[TraceEvent]) -> dict[str, Any]:
-    """The Chrome trace event JSON object of a run."""
+def chrome_trace(events: Sequence[TraceEvent], tls: Sequence[ProcessTimeline] | None = None,
+                 faults: Sequence[FaultSpan] | None = None) -> dict[str, Any]:
+    """The Chrome trace event JSON object of a run (``tls`` and ``faults``: the run's
+    timelines and fault spans when the caller has them already)."""
     end = end_time_of(events)
-    tls = timelines(events)
-    faults = fault_spans(events)
+    tls = timelines(events) if tls is None else tls
+    faults = fault_spans(events) if faults is None else faults
     hosts = sorted({tl.host for tl in tls} | {f.host for f in faults if f.host != "*"},
                    key=host_key)
     pids = {h: i + 1 for i, h in enumerate(hosts)}

@@ -60,7 +60,8 @@ def write_reports(
         for name, png in images.items():
             if png is not None:
                 written.append(_write(out_dir / f"{name}.png", png))
-        perfetto = json.dumps(chrome_trace(events), separators=(",", ":"))
+        perfetto = json.dumps(chrome_trace(events, view.timelines, view.faults),
+                              separators=(",", ":"))
         written.append(_write(out_dir / PERFETTO_FILE, perfetto.encode("utf-8")))
     except BaseException:
         for path in written:

@@ -430,3 +430,21 @@ class CollectiveEngine:
         if kind == "broadcast":
             return (w - 1) * (a + lat + n / bw)
         return 2 * (w - 1).bit_length() * (a + lat)  # barrier: 2 * ceil(log2 W) steps
+
+
+def broadcast_seconds(algorithm: str, w: int, nbytes: int, alpha: float, lat: float,
+                      bw: float, chunk_bytes: int) -> float:
+    """The alpha-beta time of a payload broadcast to ``w`` members (after its size header)
+    by ``algorithm`` (:mod:`protocols.broadcast`): ``group`` is the flat broadcast above;
+    ``tree`` is ``ceil(log2 W)`` full-payload sends; ``chain`` is ``W - 2 + C`` sends of
+    one chunk for C chunks (what the sim's point-to-point costs add up to)."""
+    if w <= 1 or nbytes <= 0:
+        return 0.0
+    if algorithm == "group":
+        return (w - 1) * (alpha + lat + nbytes / bw)
+    if algorithm == "tree":
+        return (w - 1).bit_length() * (alpha + lat + nbytes / bw)
+    if algorithm == "chain":
+        chunks = -(-nbytes // chunk_bytes)
+        return (w - 2 + chunks) * (alpha + lat + min(chunk_bytes, nbytes) / bw)
+    raise ValueError(f"unknown broadcast algorithm {algorithm!r}")

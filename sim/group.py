@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from elastic_sim.protocols.api import Cancelled, CollectiveFailed, Group
+from elastic_sim.protocols.api import Cancelled, CollectiveFailed, Group, Received, Sendable
 
 if TYPE_CHECKING:
     from elastic_sim.sim.collectives import CollectiveEngine, Entry, Member
@@ -66,7 +66,7 @@ class SimGroup(Group):
         out: list[float] = await self._engine.collective(self._m, "allreduce", vals, 8 * len(vals))
         return out
 
-    async def _broadcast(self, data: bytes, root: int) -> bytes:
+    async def _broadcast(self, data: bytes, root: int) -> Received:
         """Root's ``data`` to everyone; every member passes a buffer of the same length."""
         self._check()
         if not 0 <= root < self.size:
@@ -80,13 +80,13 @@ class SimGroup(Group):
         self._check()
         await self._engine.collective(self._m, "barrier", None, 0)
 
-    async def _send(self, dst: int, data: bytes) -> None:
+    async def _send(self, dst: int, data: Sendable) -> None:
         """Point-to-point send to rank ``dst``."""
         self._check()
         buf = bytes(data)
         await self._engine.p2p(self._m, "send", dst, buf, len(buf))
 
-    async def _recv(self, src: int, nbytes: int) -> bytes:
+    async def _recv(self, src: int, nbytes: int) -> Received:
         """Point-to-point receive of exactly ``nbytes`` from rank ``src``."""
         self._check()
         out: bytes = await self._engine.p2p(self._m, "recv", src, None, nbytes)

@@ -197,12 +197,14 @@ _INF = float("inf")
 
 def _json_copy(body: Mapping[str, JSON], allow_nan: bool = True) -> dict[str, JSON]:
     """A copy of ``body`` as it comes out of JSON; TypeError/ValueError if it cannot."""
-    if type(body) is dict and all(
-        type(k) is str
-        and (type(v) in _PLAIN or (type(v) is float and -_INF < v < _INF))
-        for k, v in body.items()
-    ):
-        return dict(body)  # flat and plain: JSON would give back the same
+    if type(body) is dict:
+        for k, v in body.items():
+            if type(k) is not str or not (
+                type(v) in _PLAIN or (type(v) is float and -_INF < v < _INF)
+            ):
+                break
+        else:
+            return dict(body)  # flat and plain: JSON would give back the same
     if not isinstance(body, Mapping):
         raise TypeError(f"a JSON object is expected, not {type(body).__name__}")
     out: dict[str, JSON] = json.loads(json.dumps(body, allow_nan=allow_nan))

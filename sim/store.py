@@ -142,12 +142,14 @@ class StoreServer:
                 self._changed(key)
             else:
                 self._respond(req, expected if cur is None else cur)
-        elif op == "wait":
+        elif op == "wait" or op == "multi_get":
             missing = next((k for k in req.keys if k not in data), None)
-            if missing is None:
+            if missing is not None:
+                self._park(req, missing)
+            elif op == "wait":
                 self._respond(req, None)
             else:
-                self._park(req, missing)
+                self._respond(req, [data[k] for k in req.keys])
         elif op == "check":
             self._respond(req, all(k in data for k in req.keys))
         elif op == "delete":
@@ -323,6 +325,13 @@ class SimStore(Store):
     async def delete(self, key: str) -> bool:
         """Delete ``key``; whether it existed."""
         out: bool = await self._call("delete", [key])
+        return out
+
+    async def multi_get(self, keys: Sequence[str]) -> list[bytes]:
+        """Read every key in one request, waiting for all up to the client's timeout."""
+        if not keys:
+            return []
+        out: list[bytes] = await self._call("multi_get", list(keys), wait=self.timeout)
         return out
 
 

@@ -3,6 +3,7 @@ discovery and worker exits (plain dataclasses, validated by the scenario loader)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
@@ -172,9 +173,15 @@ class HorovodKnobs:
     """Added to the run's clock for wall-clock seconds (``int(time.time())`` timestamps)."""
 
 
+@functools.cache
+def _knobs_adapter() -> pydantic.TypeAdapter[HorovodKnobs]:
+    """Built once: building a TypeAdapter costs far more than validating with it."""
+    return pydantic.TypeAdapter(HorovodKnobs)
+
+
 def load_knobs(raw: Mapping[str, Any]) -> HorovodKnobs:
     """Knobs from plain data (process args), nested entries included."""
-    return pydantic.TypeAdapter(HorovodKnobs).validate_python(dict(raw))
+    return _knobs_adapter().validate_python(dict(raw))
 
 
 def check_knobs(raw: Mapping[str, Any], hosts: list[str]) -> None:

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from elastic_sim.protocols.api import Runtime, TracedGroup
-from elastic_sim.protocols.broadcast import broadcast_bytes, broadcast_object
+from elastic_sim.protocols.broadcast import Algorithm, broadcast_bytes, broadcast_object
 from elastic_sim.protocols.horovod.hosts import HostUpdateResult
 from elastic_sim.protocols.static.training import TrainState
 from elastic_sim.protocols.sync import Queue
@@ -55,11 +55,13 @@ class Progress:
 class State:
     """Training progress and model with a saved copy, plus the host-update queue."""
 
-    def __init__(self, rt: Runtime, model: TrainState, state_bytes: int) -> None:
+    def __init__(self, rt: Runtime, model: TrainState, state_bytes: int,
+                 state_broadcast: Algorithm = "group") -> None:
         self._rt = rt
         self.progress = Progress()
         self.model = model
         self.state_bytes = state_bytes
+        self.state_broadcast = state_broadcast
         self._saved: tuple[Progress, TrainState] = (self.progress, self.model)
         self.host_messages: Queue[tuple[int, int]] = Queue(rt)
         self.last_updated_timestamp = 0
@@ -81,7 +83,7 @@ class State:
         """Rank 0's model (as bytes), then its saved plain attributes, to everyone; every
         rank then holds rank 0's state, but has saved only its plain attributes."""
         blob = self.model.to_bytes(self.state_bytes) if group.rank == 0 else None
-        data = await broadcast_bytes(group, blob, 0)
+        data = await broadcast_bytes(group, blob, 0, self.state_broadcast)
         nparams = len(self.model.params)
         model = TrainState.from_bytes(data, nparams)
         saved = await broadcast_object(group, asdict(self._saved[0]), 0)

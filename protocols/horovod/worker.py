@@ -59,7 +59,7 @@ class Worker:
         self.epochs = self.k.epochs or -(-self.work.steps // self.k.batches_per_epoch)
         model = initial_state(f"{rt.host}:{self.slot.local_rank}", int(args["seed"]),
                               self.work.params)
-        self.state = State(rt, model, self.work.state_bytes)
+        self.state = State(rt, model, self.work.state_bytes, self.work.state_broadcast)
         self.silent = False
         self.http = Client(rt, self.k.connect_timeout)
         """The HTTP client of the rank-and-size service (a TCP connection per request)."""

@@ -132,7 +132,8 @@ class Member:
             meta = await broadcast_object(group, header, root)
             blob = self.state.to_bytes(self.work.state_bytes) if m.rank == root else None
             self.state = TrainState.from_bytes(
-                await broadcast_bytes(group, blob, root), int(meta["params"])
+                await broadcast_bytes(group, blob, root, self.work.state_broadcast),
+                int(meta["params"]),
             )
         self.committed = self.state
         self.rt.record(

@@ -140,7 +140,7 @@ async def _arrived(keys: Store) -> list[str]:
     indices = [f"host/{i}" for i in range(count)]
     if not await keys.check(indices):  # rare: keep only the names that were written
         indices = [k for k in indices if await keys.check([k])]
-    return [(await keys.get(k)).decode() for k in indices]
+    return [v.decode() for v in await keys.multi_get(indices)]
 
 
 async def next_membership(

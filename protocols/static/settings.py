@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from elastic_sim.protocols.broadcast import Algorithm
 from elastic_sim.protocols.ranges import HostCount, Period, Port, PosCount, Seconds
 
 
@@ -62,3 +63,7 @@ class Workload:
     """Number of (simulated) model parameters that the allreduce updates."""
     batch_size: int = 32
     """Samples each rank consumes per step (what "samples lost" counts)."""
+    state_broadcast: Algorithm = "group"
+    """How a state sync moves the root's state: ``group`` (the group's broadcast), ``tree``
+    (binomial, over send/recv) or ``chain`` (pipelined, over send/recv); see
+    :mod:`protocols.broadcast`."""

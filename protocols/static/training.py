@@ -35,7 +35,7 @@ class TrainState:
         return head + bytes(max(0, size - len(head)))
 
     @staticmethod
-    def from_bytes(blob: bytes, nparams: int) -> TrainState:
+    def from_bytes(blob: bytes | bytearray | memoryview, nparams: int) -> TrainState:
         """Inverse of :meth:`to_bytes`."""
         step, *params = struct.unpack_from(f"<q{nparams}d", blob)
         return TrainState(step, tuple(params))

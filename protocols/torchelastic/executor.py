@@ -92,9 +92,7 @@ class StateHolder:
                 bits, token, has_set = resp
         else:
             has_set = None
-            if self.cache_duration > 0 and self.last_sync_time >= max(
-                self.clock.monotonic() - self.cache_duration, 0
-            ):
+            if self.cached():
                 return None
             got = await self.backend.get_state()
             if got is not None:
@@ -118,6 +116,12 @@ class StateHolder:
         if self.dead_nodes:
             sweep(self.mutable(), self.dead_nodes, self.settings)
         return has_set
+
+    def cached(self) -> bool:
+        """Whether :meth:`sync` would use the cache now (nothing to write, the last read
+        within the cache lifetime): it would return None at once, awaiting nothing."""
+        return (not self.dirty and self.cache_duration > 0
+                and self.last_sync_time >= max(self.clock.monotonic() - self.cache_duration, 0))
 
     def mutable(self) -> RendezvousState:
         """The local state, copied first if it is shared (copy on write)."""

@@ -151,6 +151,10 @@ class DynamicRendezvousHandler:
 
     async def num_nodes_waiting(self) -> int:
         """Nodes on the wait list (the state may come from the 1 s cache)."""
+        if not self.heartbeat_lock.locked() and self.holder.cached():
+            # what taking the free lock and a cached sync return, without their awaits
+            # (neither would suspend): the agent's monitor loop asks this every 0.1 s
+            return len(self.holder.state.wait_list)
         async with self.heartbeat_lock:
             await self.holder.sync()
             return len(self.holder.state.wait_list)

@@ -84,7 +84,8 @@ async def sync_state(rt: Runtime, group: TracedGroup, state: TrainState, work: W
     root = choose_root(await group.allreduce(progress))
     meta = await broadcast_object(group, {"params": len(state.params)}, root)
     blob = state.to_bytes(work.state_bytes) if group.rank == root else None
-    state = TrainState.from_bytes(await broadcast_bytes(group, blob, root), int(meta["params"]))
+    data = await broadcast_bytes(group, blob, root, work.state_broadcast)
+    state = TrainState.from_bytes(data, int(meta["params"]))
     rt.record("sync", round=rnd, rank=group.rank, root=members[root // local_world],
               step=state.step, digest=state.digest())
     return state

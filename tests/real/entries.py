@@ -21,6 +21,7 @@ from elastic_sim.protocols.api import (
     StoreTimeout,
     TracedGroup,
 )
+from elastic_sim.protocols.broadcast import broadcast_bytes
 from elastic_sim.protocols.sync import Event
 
 Args = Mapping[str, Any]
@@ -114,12 +115,17 @@ async def store_ops(rt: Runtime, args: Args) -> int:
     view = store.prefixed("epoch1")
     await view.set("k", b"pv")
     rt.record("prefixed", value=(await store.get("epoch1/k")).decode())
+    await store.set("m", b"a")
+    rt.record("multi_get", values=[v.decode() for v in await store.multi_get(["m", "epoch1/k"])]
+              + [v.decode() for v in await view.multi_get(["k"])])
     rt.record("delete", values=[await store.delete("k"), await store.delete("k")])
-    for op in ("get", "wait"):
+    for op in ("get", "wait", "multi_get"):
         t = rt.monotonic()
         try:
             if op == "get":
                 await store.get("missing")
+            elif op == "multi_get":
+                await store.multi_get(["m", "missing"])
             else:
                 await store.wait(["missing"], 0.3)
         except StoreTimeout:
@@ -153,13 +159,19 @@ async def collectives(rt: Runtime, args: Args) -> int:
     _, g = await _join(rt, size, 10.0)
     rt.record("allreduce", values=await g.allreduce([g.rank + 1.0, 1.0]))
     mine = b"hello" if g.rank == 0 else b"xxxxx"
-    rt.record("broadcast", value=(await g.broadcast(mine, root=0)).decode())
+    rt.record("broadcast", value=bytes(await g.broadcast(mine, root=0)).decode())
     await g.barrier()
     if g.rank == 0:
         await g.send(1, b"p2p")
     elif g.rank == 1:
-        rt.record("recv", value=(await g.recv(0, 3)).decode())
+        rt.record("recv", value=bytes(await g.recv(0, 3)).decode())
     await g.barrier()
+    # State broadcasts over send/recv, from a root that is not rank 0; the chain in chunks
+    # of 7 bytes (the last one short), each forwarded while the next is received.
+    state = bytes(range(200)) if g.rank == 1 else None
+    for algorithm in ("tree", "chain"):
+        got = await broadcast_bytes(g, state, 1, algorithm, chunk_bytes=7)
+        rt.record("state_broadcast", algorithm=algorithm, ok=bytes(got) == bytes(range(200)))
     # A member that aborts leaves the group: its peers fail at once, not at the timeout.
     if g.rank == size - 1:
         g.abort()

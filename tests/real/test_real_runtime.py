@@ -134,9 +134,11 @@ def test_store_hosted_by_one_host_serves_another_with_c10d_semantics(tmp_path: P
     assert field("add") == [2, 5]
     assert field("cas") == ["nope", False, "first", "second", "second"]
     assert field("prefixed") == "pv"
+    assert field("multi_get") == ["a", "pv", "pv"]
     assert field("delete") == [True, False]
     timeouts = {e.get("op"): e.get("after") for e in find(events, "store_timeout")}
     assert 0.4 <= timeouts["get"] < 2.0  # the client's timeout: 0.5 s
+    assert 0.4 <= timeouts["multi_get"] < 2.0  # waits for every key, like get
     assert 0.25 <= timeouts["wait"] < 1.5
     assert one(events, "wait_released").get("after") < 1.0
     assert one(events, "connect_refused").get("after") < 1.5
@@ -149,6 +151,8 @@ def test_gloo_group_runs_every_collective(tmp_path: Path) -> None:
     assert [e.get("values") for e in find(events, "allreduce")] == [[6.0, 3.0]] * 3
     assert [e.get("value") for e in find(events, "broadcast")] == ["hello"] * 3
     assert one(events, "recv", "h1/main").get("value") == "p2p"
+    assert sorted((e.get("algorithm"), e.get("ok")) for e in find(events, "state_broadcast")) == (
+        [("chain", True)] * 3 + [("tree", True)] * 3)
     assert len(find(events, "group_ready")) == 3
     done = {(e.proc, e.get("seq"), e.get("op")) for e in find(events, "coll_done")}
     assert ("h2/main", 3, "barrier") in done

@@ -120,3 +120,10 @@ def test_faults_are_global_instants_and_world_size_a_counter(doc: dict[str, Any]
     counters = [(e["ts"], e["args"]["world_size"]) for e in doc["traceEvents"]
                 if e["ph"] == "C"]
     assert counters == [(3_000, 4), (3_708_000, 3)]
+
+
+def test_spans_handed_over_give_the_same_trace_as_spans_recomputed() -> None:
+    from elastic_sim.reports.spans import fault_spans, timelines
+
+    events = static_run(crash_host="h3")
+    assert chrome_trace(events, timelines(events), fault_spans(events)) == chrome_trace(events)

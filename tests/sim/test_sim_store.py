@@ -243,3 +243,33 @@ def test_an_answered_request_is_forgotten_before_its_deadline() -> None:
     refs = one(events, "refs")
     assert refs.t < 1.0
     assert refs.get("read") == refs.get("only_set")
+
+
+async def multi_get_main(rt: Runtime, args: Mapping[str, Any]) -> int:
+    if rt.host == "h0":
+        return await server_main(rt, args)
+    store = await _client(rt, {"timeout": 1.0})
+    if rt.host == "h1":
+        p = store.prefixed("run")
+        t0 = rt.monotonic()
+        got = await p.multi_get(["a", "b", "c"])
+        rt.record("multi_get", values=[v.decode() for v in got], start=t0)
+        await _op(rt, "multi_get_missing", store.multi_get(["run/a", "missing"]))
+    else:
+        for key in ("run/a", "run/c"):
+            await store.set(key, key.encode())
+        await rt.sleep(0.5)
+        await _op(rt, "set_b", store.set("run/b", b"run/b"))
+    return 0
+
+
+def test_multi_get_is_one_request_that_waits_for_every_key() -> None:
+    _res, ev = simulate(make_world(f"{M}:multi_get_main", ["h0", "h1", "h2"]))
+    got = one(ev, "multi_get")
+    assert got.data["values"] == ["run/a", "run/b", "run/c"]  # in the order asked
+    set_b = one(ev, "set_b")
+    # parked on the last missing key; answered like one get once that key is written
+    assert got.t == pytest.approx(set_b.data["start"] + 2 * L + 2 * S + 2 * L, abs=1e-9)
+    miss = one(ev, "multi_get_missing")
+    assert miss.data["error"] == "StoreTimeout"
+    assert miss.t == pytest.approx(got.t + 1.0, abs=1e-9)

@@ -1,0 +1,149 @@
+"""Running an exploration's cases, on this process or on a pool of worker processes.
+
+Each worker gets the scenario, the search's seed and its fault space once, when it starts;
+after that a task is a range of case indices, and the worker draws each case itself
+(:func:`~elastic_sim.explore.make_case` is a pure function of seed and index) and sends
+back only what the checks said. So no scenario or schedule is pickled per case, and the
+pool is kept busy: ranges are handed out ahead of the one being read, and outcomes come
+back in index order whatever the number of workers (the findings never depend on it).
+Shrinking runs schedules that are not drawn from an index; those travel as cases.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Collection, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from multiprocessing import get_context
+from typing import TYPE_CHECKING
+
+from elastic_sim.faults.schedule import FaultSpace
+from elastic_sim.registry import PROTOCOLS, ProtocolInfo
+from elastic_sim.scenario import Scenario
+
+if TYPE_CHECKING:
+    from elastic_sim.explore import Case, Outcome, Signature
+
+CHUNK = 8
+"""Case indices per task: large enough that a task's pickling and wake-up are noise next
+to its runs, small enough that the workers finish a search at nearly the same time."""
+AHEAD = 3
+"""Tasks handed out per worker beyond the one being read (none idles between tasks)."""
+
+
+@dataclass(frozen=True)
+class Search:
+    """What a worker needs to draw case ``i`` of a search by itself."""
+
+    seed: int
+    space: FaultSpace
+    ties: bool
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a worker sends back for one drawn case (the main process redraws the case)."""
+
+    index: int
+    signatures: list[Signature]
+    messages: dict[Signature, str]
+    hung: bool
+
+
+_WORKER: tuple[Scenario, tuple[str, ...], Search | None] | None = None
+
+
+def _init_worker(sc: Scenario, ignore: tuple[str, ...], search: Search | None,
+                 protocols: dict[str, ProtocolInfo]) -> None:
+    global _WORKER
+    PROTOCOLS.update(protocols)  # variants registered at run time by elastic_sim.testing
+    _WORKER = (sc, ignore, search)
+
+
+def _run_cases(cases: list[Case]) -> list[Outcome]:
+    from elastic_sim.explore import run_case
+
+    assert _WORKER is not None
+    sc, ignore, _ = _WORKER
+    return [run_case(sc, c, ignore) for c in cases]
+
+
+def _run_range(start: int, stop: int) -> list[Verdict]:
+    from elastic_sim.explore import make_case, run_case
+
+    assert _WORKER is not None
+    sc, ignore, s = _WORKER
+    assert s is not None
+    out = []
+    for i in range(start, stop):
+        o = run_case(sc, make_case(s.seed, i, s.space, s.ties), ignore)
+        out.append(Verdict(i, o.signatures, o.messages, o.hung))
+    return out
+
+
+class CaseRunner:
+    """Runs the cases of one search, in order, on this process (one worker) or a pool."""
+
+    def __init__(self, sc: Scenario, workers: int, ignore: Collection[str] = (),
+                 search: Search | None = None) -> None:
+        self.sc = sc
+        self.workers = workers
+        self.ignore = tuple(ignore)
+        self.search = search
+        self.pool: ProcessPoolExecutor | None = None
+        if workers > 1:
+            self.pool = ProcessPoolExecutor(
+                workers, mp_context=get_context("spawn"), initializer=_init_worker,
+                initargs=(sc, self.ignore, search, dict(PROTOCOLS)),
+            )
+
+    def run(self, cases: list[Case]) -> list[Outcome]:
+        """Outcomes of ``cases`` (any schedules), in order."""
+        from elastic_sim.explore import run_case
+
+        if self.pool is None:
+            return [run_case(self.sc, c, self.ignore) for c in cases]
+        n = max(1, -(-len(cases) // (self.workers * 2)))
+        chunks = [cases[i:i + n] for i in range(0, len(cases), n)]
+        return [o for part in self.pool.map(_run_cases, chunks) for o in part]
+
+    def drawn(self, budget: int | None) -> Iterator[Outcome]:
+        """Outcomes of cases 0, 1, ... (``budget`` of them; None: until the caller stops)
+        of the search this runner was made for, in index order."""
+        from elastic_sim.explore import Outcome, make_case, run_case
+
+        s = self.search
+        if s is None:
+            raise ValueError("this runner was made without a search")
+        indices = range(budget) if budget is not None else itertools.count()
+        if self.pool is None:
+            for i in indices:
+                yield run_case(self.sc, make_case(s.seed, i, s.space, s.ties), self.ignore)
+            return
+        pool = self.pool
+        starts: Iterator[int] = (iter(range(0, budget, CHUNK)) if budget is not None
+                                 else itertools.count(0, CHUNK))
+        end = budget
+        queue: deque[Future[list[Verdict]]] = deque()
+
+        def submit() -> None:
+            start = next(starts, None)
+            if start is not None:
+                stop = start + CHUNK if end is None else min(start + CHUNK, end)
+                queue.append(pool.submit(_run_range, start, stop))
+
+        for _ in range(self.workers * (1 + AHEAD)):
+            submit()
+        while queue:
+            verdicts = queue.popleft().result()
+            submit()
+            for v in verdicts:
+                yield Outcome(make_case(s.seed, v.index, s.space, s.ties), v.signatures,
+                              v.messages, v.hung)
+
+    def close(self) -> None:
+        """Stop the worker processes (tasks handed out ahead are dropped)."""
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
