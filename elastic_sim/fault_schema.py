@@ -76,6 +76,7 @@ def _entry_model(tag: str, cls: type[Fault]) -> type[FaultEntry]:
 
 SINGLE: dict[str, type[FaultEntry]] = {t: _entry_model(t, c) for t, c in FAULT_TYPES.items()}
 """Scenario fault type -> its schema model (one fault each), generated from its class."""
+globals().update({m.__name__: m for m in SINGLE.values()})  # importable by name: picklable
 
 
 class MtbfModel(_Strict):
