@@ -288,6 +288,19 @@ class Preempt(OnHost, Fault, tag="preempt"):
 
 
 @dataclass(frozen=True)
+class Signal(OnHost, Fault, tag="signal"):
+    """A named signal delivered to the host's agent or driver (``to: agent``, the host's
+    first process) or to each of its workers (``to: workers``, every other process there).
+    The protocol reacts as upstream's handlers do (torchrun: SIGTERM, SIGINT, SIGHUP and
+    SIGQUIT raise SignalException once workers exist; SIGINT before that is a
+    KeyboardInterrupt that closes the rendezvous); an unhandled one ends the process."""
+
+    host: HostName
+    signal: Literal["INT", "TERM", "HUP", "QUIT", "USR1", "USR2"]
+    to: Literal["agent", "workers"] = "agent"
+
+
+@dataclass(frozen=True)
 class LinkFault(Healing, Fault, tag="link"):
     """A bad link between hosts ``a`` and ``b`` (``*``: any host) for ``duration`` seconds:
     ``delay`` extra one-way seconds; messages lost with probability ``loss``, duplicated with

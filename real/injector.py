@@ -42,6 +42,7 @@ from elastic_sim.faults.model import (
     Refusal,
     ScaleDown,
     ScaleUp,
+    Signal,
     StoreCrash,
     StoreFreeze,
     Straggler,
@@ -104,6 +105,10 @@ class Targets(Protocol):
 
     def signal_proc(self, name: str, sig: int) -> str:
         """Signal process ``name``; "" if done, else why not."""
+
+    def signal_role(self, host: str, to: str, sig: int) -> str:
+        """Signal ``host``'s first process (``to`` "agent") or every other process of it
+        ("workers"); "" if done, else why not."""
 
     def cut(self, fault: Partition | OneWayPartition) -> str:
         """Start dropping the packets ``fault`` cuts; "" if done, else why not."""
@@ -222,6 +227,10 @@ class Injector:
         self._push(now + fault.grace, kill)
         return "", now
 
+    def _signal(self, fault: Signal, now: float) -> tuple[str, float]:
+        return self._targets.signal_role(fault.host, fault.to,
+                                         signal.Signals[f"SIG{fault.signal}"]), now
+
     def _partition(self, fault: Partition | OneWayPartition, now: float) -> tuple[str, float]:
         why_not = self._targets.cut(fault)
         # Loading the rules takes milliseconds: the cut is in force from here on, not
@@ -277,6 +286,7 @@ REAL_HANDLERS: dict[type[Fault], RealHandler | Refusal] = {
     Preempt: Injector._preempt,
     ScaleDown: Injector._preempt,
     Straggler: Injector._straggler,
+    Signal: Injector._signal,
     Partition: Injector._partition,
     OneWayPartition: Injector._partition,
     LinkFault: Refusal("link faults need traffic shaping (tc netem in per-host network "

@@ -309,6 +309,18 @@ class Launcher:
             return f"process {name} had already exited"
         return ""
 
+    def signal_role(self, host: str, to: str, sig: int) -> str:
+        """Signal ``host``'s first process (``to`` "agent") or every other process it
+        started that still runs ("workers"); "" if done, else why not."""
+        leader = self.hosts[host]
+        if to == "agent":
+            return self.signal_proc(leader.name, sig)
+        hit = [s.name for s in self.run_dir.started()
+               if s.host == host and s.pid != leader.proc.pid
+               and reaper.is_running(s.pid, self.run_dir.marker)
+               and reaper.signal_quietly(s.pid, sig)]
+        return "" if hit else f"no worker process running on {host}"
+
     def cut(self, fault: Partition | OneWayPartition) -> str:
         """Start dropping the packets ``fault`` cuts; "" if done, else why not."""
         if self.netns is None:

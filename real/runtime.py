@@ -190,9 +190,10 @@ class RealRuntime(api.Runtime):
         )
 
     def on_signal(self, sig: str, handler: Callable[[], None] | None) -> None:
-        signum = {"TERM": signal.SIGTERM, "INT": signal.SIGINT}.get(sig)
-        if signum is None:
-            raise ValueError(f"on_signal({sig!r}): only TERM and INT can be handled")
+        if sig not in api.HANDLED_SIGNALS:
+            raise ValueError(f"on_signal({sig!r}): only {', '.join(api.HANDLED_SIGNALS)} "
+                             "can be handled")
+        signum = signal.Signals[f"SIG{sig}"]
         loop = asyncio.get_running_loop()
         if handler is None:
             loop.remove_signal_handler(signum)

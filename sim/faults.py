@@ -44,6 +44,7 @@ from elastic_sim.faults.model import (
     Refusal,
     ScaleDown,
     ScaleUp,
+    Signal,
     StoreCrash,
     StoreFreeze,
     Straggler,
@@ -242,6 +243,19 @@ class FaultInjector:
                 self.cluster.crash_host(host)
         self._later(f.grace, kill)
 
+    def _signal(self, f: Signal) -> None:
+        host = self._host(f, f.host)
+        if host is None:
+            return
+        agent = f"{host.name}/{self.cluster.world.proc_name}"
+        procs = [p for name, p in host.procs.items() if (name == agent) == (f.to == "agent")]
+        if not procs:
+            self._skip(f, f"no {f.to} process running on {host.name}")
+            return
+        self._fired(f)
+        for proc in procs:
+            self.cluster.signal(proc, f.signal)
+
     def _scale_up(self, f: ScaleUp) -> None:
         host = self._host(f, f.host, up=False)
         if host is None:
@@ -380,6 +394,7 @@ SIM_HANDLERS: dict[type[Fault], SimHandler | Refusal] = {
     Preempt: FaultInjector._preempt,
     ScaleDown: FaultInjector._preempt,
     ScaleUp: FaultInjector._scale_up,
+    Signal: FaultInjector._signal,
     Partition: FaultInjector._partition,
     OneWayPartition: FaultInjector._one_way,
     LinkFault: FaultInjector._link,

@@ -77,6 +77,10 @@ class _Targets:
         self.calls.append((name, sig))
         return ""
 
+    def signal_role(self, host: str, to: str, sig: int) -> str:
+        self.calls.append((f"{host}:{to}", sig))
+        return ""
+
     def cut(self, fault: Any) -> str:
         self.calls.append(("cut", fault.id))
         return ""
