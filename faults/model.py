@@ -301,6 +301,22 @@ class Signal(OnHost, Fault, tag="signal"):
 
 
 @dataclass(frozen=True)
+class CrashLoop(OnHost, Fault, tag="crash_loop"):
+    """The bad node: from ``at`` on, every process started on ``host`` (``to``: its
+    ``workers``, its ``agent`` when it is started again, or ``any``) fails at start-up,
+    exit code 1 once its interpreter has started, on each of the next ``starts`` starts
+    (None: every start, for good)."""
+
+    host: HostName
+    to: Literal["workers", "agent", "any"] = "workers"
+    starts: Annotated[int, Field(ge=1)] | None = None
+
+    def hits(self, is_agent: bool) -> bool:
+        """Whether a process of this kind (the host's first one, or not) is affected."""
+        return self.to == "any" or (self.to == "agent") == is_agent
+
+
+@dataclass(frozen=True)
 class LinkFault(Healing, Fault, tag="link"):
     """A bad link between hosts ``a`` and ``b`` (``*``: any host) for ``duration`` seconds:
     ``delay`` extra one-way seconds; messages lost with probability ``loss``, duplicated with

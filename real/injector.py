@@ -27,6 +27,7 @@ from elastic_sim.faults.model import (
     ClockSkew,
     CollectiveFault,
     CrashHost,
+    CrashLoop,
     CrashProcess,
     CrashRestart,
     DiscoveryAdd,
@@ -295,6 +296,9 @@ REAL_HANDLERS: dict[type[Fault], RealHandler | Refusal] = {
     ClockJump: _NO_CLOCK,
     CrashRestart: _NO_RESTART,
     ScaleUp: _NO_RESTART,
+    CrashLoop: Refusal("a crash loop needs the real runtime to consult the injector when a "
+                       "process starts (a per-host marker its start_process reads), which it "
+                       "does not do yet"),
     StoreCrash: _NO_STORE,
     StoreFreeze: _NO_STORE,
     CollectiveFault: Refusal("real mode cannot make one Gloo collective fail or hang on "

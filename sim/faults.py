@@ -29,6 +29,7 @@ from elastic_sim.faults.model import (
     ClockSkew,
     CollectiveFault,
     CrashHost,
+    CrashLoop,
     CrashProcess,
     CrashRestart,
     DiscoveryAdd,
@@ -256,6 +257,24 @@ class FaultInjector:
         for proc in procs:
             self.cluster.signal(proc, f.signal)
 
+    def _crash_loop(self, f: CrashLoop) -> None:
+        host = self._host(f, f.host, up=False)
+        if host is None:
+            return
+        self._fired(f)
+        left = [f.starts]  # starts still to fail (None: all)
+        outer = host.start_fault
+        agent = self.cluster.world.proc_name
+
+        def doomed(short: str) -> str:
+            why = outer(short) if outer is not None else ""
+            if why or not f.hits(short == agent) or left[0] == 0:
+                return why
+            if left[0] is not None:
+                left[0] -= 1
+            return f"crash loop {f.id}: fails at start-up"
+        host.start_fault = doomed
+
     def _scale_up(self, f: ScaleUp) -> None:
         host = self._host(f, f.host, up=False)
         if host is None:
@@ -395,6 +414,7 @@ SIM_HANDLERS: dict[type[Fault], SimHandler | Refusal] = {
     ScaleDown: FaultInjector._preempt,
     ScaleUp: FaultInjector._scale_up,
     Signal: FaultInjector._signal,
+    CrashLoop: FaultInjector._crash_loop,
     Partition: FaultInjector._partition,
     OneWayPartition: FaultInjector._one_way,
     LinkFault: FaultInjector._link,

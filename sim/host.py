@@ -55,6 +55,9 @@ class SimHost:
         self.deferred: list[tuple[SimProcess, Callable[..., object], tuple[Any, ...]]] = []
         self.incarnations: dict[str, int] = {}
         self.next_port = 29500
+        self.start_fault: Callable[[str], str] | None = None
+        """Given a starting process's short name: why it fails at start-up ("" if it
+        does not): a crash loop (:mod:`sim.faults`)."""
 
 
 class SimProcess:
@@ -152,6 +155,15 @@ async def _after(startup: float, main: Entry, rt: Runtime, args: Mapping[str, JS
     return await main(rt, args)
 
 
+class CrashAtStart(Exception):
+    """A process that fails during its start-up (a crash loop): exit code 1."""
+
+
+async def _fail_after(startup: float, rt: Runtime, why: str) -> int:
+    await rt.sleep(startup)
+    raise CrashAtStart(why)
+
+
 def json_copy(args: Mapping[str, Any], what: str) -> dict[str, Any]:
     """A deep copy through JSON: what a real process could be handed; TypeError if not."""
     if not isinstance(args, Mapping):
@@ -229,9 +241,15 @@ class Cluster:
         host.procs[name] = proc
         self.live += 1
         self.kernel.trace(host.name, name, "proc_start", {"entry": entry})
+        doomed = host.start_fault(short) if host.start_fault is not None else ""
         try:
             main = resolve_entry(entry)
-            coro = main(proc.rt, args) if startup <= 0 else _after(startup, main, proc.rt, args)
+            if doomed:
+                coro = _fail_after(startup, proc.rt, doomed)
+            elif startup <= 0:
+                coro = main(proc.rt, args)
+            else:
+                coro = _after(startup, main, proc.rt, args)
             if not inspect.iscoroutine(coro):
                 raise TypeError(f"entry {entry!r} did not return a coroutine")
         except Exception as exc:

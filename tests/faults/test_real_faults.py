@@ -55,3 +55,13 @@ def test_a_straggler_slows_the_synchronous_job_while_it_lasts(tmp_path: Path) ->
     # Relative to the same run's own pace just before (after start-up): running a quarter
     # of the time, h2 holds every allreduce back (generous bound: the machine is shared).
     assert before > 0 and during < 0.7 * before
+
+
+def test_a_real_signal_reaches_the_agent_and_ends_it_by_its_default_action(
+        tmp_path: Path) -> None:
+    rc, s, _ = run_real(tmp_path, [{"id": "u", "type": "signal", "host": "h3", "at": 3.0,
+                                     "signal": "USR1"}])
+    assert s["faults"][0]["fired"] and s["faults"][0]["type"] == "signal"
+    assert s["exit_codes"]["h3/main"] == -10  # the static protocol handles no SIGUSR1
+    assert s["metrics"]["world_sizes"] == [4, 3]
+    assert rc == 0 and s["metrics"]["outcome"] == "completed"
