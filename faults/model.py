@@ -141,6 +141,15 @@ class CrashHost(OnHost, Fault, tag="crash"):
 
 
 @dataclass(frozen=True)
+class PowerOff(OnHost, Fault, tag="power_off"):
+    """The machine stops dead: every process ends, and no FIN or RST ever leaves it. Peers
+    are not told: their collectives and store calls with it wait for their own timeouts
+    (the NCCL case, a powered-off Gloo peer), where a ``crash`` is seen at once."""
+
+    host: HostName
+
+
+@dataclass(frozen=True)
 class CrashProcess(Fault, tag="crash_process"):
     """One process dies (SIGKILL); the host and its other processes live on."""
 

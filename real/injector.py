@@ -39,6 +39,7 @@ from elastic_sim.faults.model import (
     LinkFault,
     OneWayPartition,
     Partition,
+    PowerOff,
     Preempt,
     Refusal,
     ScaleDown,
@@ -79,9 +80,9 @@ def why_unsupported(fault: Fault) -> str:
         return f"real mode has no handler for {fault.type} faults"
     if isinstance(handler, Refusal):
         return handler.reason
-    if isinstance(fault, Partition | OneWayPartition):
+    if isinstance(fault, netns.CUT_TYPES):
         lacking = netns.missing()
-        return (f"partition faults need a real network cut (a network namespace with "
+        return (f"{fault.type} faults need a real network cut (a network namespace with "
                 f"nftables rules) and {lacking}") if lacking else ""
     return ""
 
@@ -111,7 +112,7 @@ class Targets(Protocol):
         """Signal ``host``'s first process (``to`` "agent") or every other process of it
         ("workers"); "" if done, else why not."""
 
-    def cut(self, fault: Partition | OneWayPartition) -> str:
+    def cut(self, fault: Partition | OneWayPartition | PowerOff) -> str:
         """Start dropping the packets ``fault`` cuts; "" if done, else why not."""
 
     def heal(self, fault: Partition | OneWayPartition) -> str:
@@ -228,6 +229,16 @@ class Injector:
         self._push(now + fault.grace, kill)
         return "", now
 
+    def _power_off(self, fault: PowerOff, now: float) -> tuple[str, float]:
+        # Drop first, for good: the kills' FINs and RSTs then never reach a peer.
+        why_not = self._targets.cut(fault)
+        if why_not:
+            return why_not, now
+        if not self._targets.signal_host(fault.host, signal.SIGKILL):
+            return self._gone(fault.host), now
+        self.host_kills[fault.host] = Kill(now, fault.id)
+        return "", now
+
     def _signal(self, fault: Signal, now: float) -> tuple[str, float]:
         return self._targets.signal_role(fault.host, fault.to,
                                          signal.Signals[f"SIG{fault.signal}"]), now
@@ -283,6 +294,7 @@ _NO_CLOCK = Refusal("clock faults need a per-host clock (time namespaces or libf
 REAL_HANDLERS: dict[type[Fault], RealHandler | Refusal] = {
     CrashHost: Injector._crash,
     CrashProcess: Injector._crash_process,
+    PowerOff: Injector._power_off,
     HangHost: Injector._hang,
     Preempt: Injector._preempt,
     ScaleDown: Injector._preempt,

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from elastic_sim.faults.model import Fault, OneWayPartition, Partition
+from elastic_sim.faults.model import Fault, OneWayPartition, Partition, PowerOff
 from elastic_sim.real import netns, reaper, warden
 from elastic_sim.real.injector import Injector
 from elastic_sim.real.process import popen
@@ -321,7 +321,7 @@ class Launcher:
                and reaper.signal_quietly(s.pid, sig)]
         return "" if hit else f"no worker process running on {host}"
 
-    def cut(self, fault: Partition | OneWayPartition) -> str:
+    def cut(self, fault: Partition | OneWayPartition | PowerOff) -> str:
         """Start dropping the packets ``fault`` cuts; "" if done, else why not."""
         if self.netns is None:
             return "the run has no network namespace"

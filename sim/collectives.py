@@ -161,7 +161,8 @@ class CollectiveEngine:
         e = self._entry(m, "init", None, 0)
         if not g.formed and g.members[rank] is None:  # else: never matched, times out
             g.members[rank] = m
-            proc.on_death.append(lambda: self._died(m))
+            proc.on_death.append(lambda: self._vanished(m) if proc.host.powered_off
+                                 else self._died(m))
             e.op = g.init
             g.init.entries[rank] = e
             if g.dead_at is not None:
@@ -397,6 +398,14 @@ class CollectiveEngine:
                     self._fail_later(e, m.died_at, m.rank)
             elif first:
                 self._fail_later(e, m.died_at, m.rank)
+
+    def _vanished(self, m: Member) -> None:
+        """``m``'s host was powered off: its own calls go with it, and the survivors are
+        told nothing; their collectives cannot complete (it never runs again), so each
+        times out at its own deadline, as with a hung peer."""
+        for e in list(m.pending.values()):
+            self._forget(e)
+            e.settle()
 
     def abort(self, m: Member) -> None:
         """``m`` aborts: its own pending calls fail now; the others see it die."""

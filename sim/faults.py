@@ -41,6 +41,7 @@ from elastic_sim.faults.model import (
     LinkFault,
     OneWayPartition,
     Partition,
+    PowerOff,
     Preempt,
     Refusal,
     ScaleDown,
@@ -176,6 +177,12 @@ class FaultInjector:
         if host is not None:
             self._fired(f)
             self.cluster.crash_host(host)
+
+    def _power_off(self, f: PowerOff) -> None:
+        host = self._host(f, f.host)
+        if host is not None:
+            self._fired(f)
+            self.cluster.crash_host(host, silent=True)
 
     def _crash_process(self, f: CrashProcess) -> None:
         hname = f.proc.split("/", 1)[0]
@@ -407,6 +414,7 @@ SimHandler = Callable[[FaultInjector, Any], None]
 SIM_HANDLERS: dict[type[Fault], SimHandler | Refusal] = {
     CrashHost: FaultInjector._crash,
     CrashProcess: FaultInjector._crash_process,
+    PowerOff: FaultInjector._power_off,
     CrashRestart: FaultInjector._crash_restart,
     HangHost: FaultInjector._hang,
     Straggler: FaultInjector._straggler,

@@ -50,6 +50,9 @@ class SimHost:
         """How many times longer its compute (sleeps) takes: a straggler."""
         self.restarts_pending = 0
         """Crash-restarts under way: the run does not end while one is."""
+        self.powered_off = False
+        """Down without a word: peers' connections to it see no FIN or RST (a power-off);
+        their stores and groups wait for their own timeouts instead of failing at once."""
         self.procs: dict[str, SimProcess] = {}
         """Live processes by name, in start order."""
         self.deferred: list[tuple[SimProcess, Callable[..., object], tuple[Any, ...]]] = []
@@ -384,13 +387,15 @@ class Cluster:
             else:
                 host.deferred.append((proc, fn, args))
 
-    def crash_host(self, host: SimHost) -> None:
-        """The machine dies: every process killed (-9), nothing more starts on it."""
+    def crash_host(self, host: SimHost, silent: bool = False) -> None:
+        """The machine dies: every process killed (-9), nothing more starts on it. With
+        ``silent``, it is powered off: peers are told nothing (:attr:`SimHost.powered_off`)."""
         if not host.started and not host.down:
             self.pending_starts -= 1
         host.down = True
+        host.powered_off = silent
         for p in list(host.procs.values()):
-            self.kill(p, -SIGNAL_NUMBERS["KILL"], "host crashed")
+            self.kill(p, -SIGNAL_NUMBERS["KILL"], "powered off" if silent else "host crashed")
         host.deferred.clear()
         self.check_end()
 
@@ -400,6 +405,7 @@ class Cluster:
         if not host.started and not host.down:
             self.pending_starts -= 1  # started early: its own start_at is void now
         host.down = False
+        host.powered_off = False
         host.started = True
         host.deferred.clear()
         w = self.world

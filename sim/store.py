@@ -251,7 +251,9 @@ class StoreRegistry:
         self._uid += 1
         server = StoreServer(self, self._uid, addr, owner)
         self.servers[addr] = server
-        owner.on_death.append(server.die)
+        # A powered-off owner says nothing: the server stays listed but never answers again
+        # (its owner never runs), so requests are held as for an unreachable one.
+        owner.on_death.append(lambda: None if owner.host.powered_off else server.die())
         return server
 
     def lookup(self, addr: str) -> StoreServer | None:
