@@ -325,21 +325,11 @@ class CrashLoop(OnHost, Fault, tag="crash_loop"):
         return self.to == "any" or (self.to == "agent") == is_agent
 
 
-@dataclass(frozen=True)
-class LinkFault(Healing, Fault, tag="link"):
-    """A bad link between hosts ``a`` and ``b`` (``*``: any host) for ``duration`` seconds:
-    ``delay`` extra one-way seconds; messages lost with probability ``loss``, duplicated with
-    ``duplicate``, and delayed by up to ``reorder`` extra seconds (so they overtake each
-    other). Loss, duplication and reordering apply to messages; connection-based traffic
-    (store, collectives) sees the delay only."""
+class BetweenHosts:
+    """Mixin: a fault on the traffic between hosts ``a`` and ``b`` (``*``: any host)."""
 
-    a: HostName = "*"
-    b: HostName = "*"
-    delay: Time = 0.0
-    loss: Probability = 0.0
-    duplicate: Probability = 0.0
-    reorder: Time = 0.0
-    duration: Duration = field(default=0.0, metadata=NEEDED)
+    a: str
+    b: str
 
     def hosts(self) -> tuple[str, ...]:
         return tuple(h for h in (self.a, self.b) if h != "*")
@@ -355,6 +345,36 @@ class LinkFault(Healing, Fault, tag="link"):
 
     def where(self) -> str:
         return "*"
+
+
+@dataclass(frozen=True)
+class ConnReset(BetweenHosts, Fault, tag="conn_reset"):
+    """Every established connection between hosts ``a`` and ``b`` (``*``: any host; never a
+    host's loopback) is reset (RST) at once, while new ones can be opened: a store client's
+    calls fail with a connection error (c10d's client does not reconnect), a process group
+    with such a pair fails its calls on both ends (Gloo's pair sees ECONNRESET) and its
+    other members see them leave. Unlike a partition, nothing is dropped afterwards."""
+
+    a: HostName = "*"
+    b: HostName = "*"
+
+
+@dataclass(frozen=True)
+class LinkFault(BetweenHosts, Healing, Fault, tag="link"):
+    """A bad link between hosts ``a`` and ``b`` (``*``: any host) for ``duration`` seconds:
+    ``delay`` extra one-way seconds; messages lost with probability ``loss``, duplicated with
+    ``duplicate``, and delayed by up to ``reorder`` extra seconds (so they overtake each
+    other). Loss, duplication and reordering apply to messages; connection-based traffic
+    (store, collectives) sees the delay only."""
+
+    a: HostName = "*"
+    b: HostName = "*"
+    delay: Time = 0.0
+    loss: Probability = 0.0
+    duplicate: Probability = 0.0
+    reorder: Time = 0.0
+    duration: Duration = field(default=0.0, metadata=NEEDED)
+
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from elastic_sim.faults.model import (
     ClockJump,
     ClockSkew,
     CollectiveFault,
+    ConnReset,
     CrashHost,
     CrashLoop,
     CrashProcess,
@@ -304,6 +305,10 @@ REAL_HANDLERS: dict[type[Fault], RealHandler | Refusal] = {
     OneWayPartition: Injector._partition,
     LinkFault: Refusal("link faults need traffic shaping (tc netem in per-host network "
                        "namespaces), which real mode does not set up yet"),
+    ConnReset: Refusal("resetting established connections needs the injector to walk the "
+                       "namespace's conntrack table (or nftables 'reject with tcp reset' on "
+                       "established flows only, then removed), which real mode does not do "
+                       "yet"),
     ClockSkew: _NO_CLOCK,
     ClockJump: _NO_CLOCK,
     CrashRestart: _NO_RESTART,

@@ -28,6 +28,7 @@ from elastic_sim.faults.model import (
     ClockJump,
     ClockSkew,
     CollectiveFault,
+    ConnReset,
     CrashHost,
     CrashLoop,
     CrashProcess,
@@ -309,6 +310,14 @@ class FaultInjector:
             self.collectives.paths_changed()
         self._later(f.duration, self._heal_net, f, token)
 
+    def _conn_reset(self, f: ConnReset) -> None:
+        self._fired(f)
+        if self.stores is not None:
+            for server in list(self.stores.servers.values()):
+                server.reset(f.applies)
+        if self.collectives is not None:
+            self.collectives.reset(f.applies)
+
     def _heal_net(self, f: Fault, token: int) -> None:
         self._trace(f, "heal")
         self.net.remove_cut(token)
@@ -426,6 +435,7 @@ SIM_HANDLERS: dict[type[Fault], SimHandler | Refusal] = {
     Partition: FaultInjector._partition,
     OneWayPartition: FaultInjector._one_way,
     LinkFault: FaultInjector._link,
+    ConnReset: FaultInjector._conn_reset,
     ClockSkew: FaultInjector._clock_skew,
     ClockJump: FaultInjector._clock_jump,
     StoreCrash: FaultInjector._store_crash,
