@@ -325,6 +325,16 @@ class CrashLoop(OnHost, Fault, tag="crash_loop"):
         return self.to == "any" or (self.to == "agent") == is_agent
 
 
+@dataclass(frozen=True)
+class SlowStart(OnHost, Fault, tag="slow_start"):
+    """From ``at`` on, every process started on ``host`` takes ``delay`` seconds longer to
+    start (a slow disk, a cold container image, a loaded node): a worker joins its group
+    that much later, an agent started again reaches its rendezvous that much later."""
+
+    host: HostName
+    delay: Duration
+
+
 class BetweenHosts:
     """Mixin: a fault on the traffic between hosts ``a`` and ``b`` (``*``: any host)."""
 

@@ -46,6 +46,7 @@ from elastic_sim.faults.model import (
     ScaleDown,
     ScaleUp,
     Signal,
+    SlowStart,
     StoreCrash,
     StoreFreeze,
     Straggler,
@@ -313,6 +314,9 @@ REAL_HANDLERS: dict[type[Fault], RealHandler | Refusal] = {
     ClockJump: _NO_CLOCK,
     CrashRestart: _NO_RESTART,
     ScaleUp: _NO_RESTART,
+    SlowStart: Refusal("a slow start needs the real runtime to consult the injector when a "
+                       "process starts, which it does not do yet (a host that starts late "
+                       "as a whole: cluster.hosts[].start_at)"),
     CrashLoop: Refusal("a crash loop needs the real runtime to consult the injector when a "
                        "process starts (a per-host marker its start_process reads), which it "
                        "does not do yet"),

@@ -48,6 +48,7 @@ from elastic_sim.faults.model import (
     ScaleDown,
     ScaleUp,
     Signal,
+    SlowStart,
     StoreCrash,
     StoreFreeze,
     Straggler,
@@ -283,6 +284,12 @@ class FaultInjector:
             return f"crash loop {f.id}: fails at start-up"
         host.start_fault = doomed
 
+    def _slow_start(self, f: SlowStart) -> None:
+        host = self._host(f, f.host, up=False)
+        if host is not None:
+            self._fired(f)
+            host.start_delay += f.delay
+
     def _scale_up(self, f: ScaleUp) -> None:
         host = self._host(f, f.host, up=False)
         if host is None:
@@ -432,6 +439,7 @@ SIM_HANDLERS: dict[type[Fault], SimHandler | Refusal] = {
     ScaleUp: FaultInjector._scale_up,
     Signal: FaultInjector._signal,
     CrashLoop: FaultInjector._crash_loop,
+    SlowStart: FaultInjector._slow_start,
     Partition: FaultInjector._partition,
     OneWayPartition: FaultInjector._one_way,
     LinkFault: FaultInjector._link,

@@ -58,6 +58,8 @@ class SimHost:
         self.deferred: list[tuple[SimProcess, Callable[..., object], tuple[Any, ...]]] = []
         self.incarnations: dict[str, int] = {}
         self.next_port = 29500
+        self.start_delay = 0.0
+        """Extra seconds every process started here takes to start (slow start faults)."""
         self.start_fault: Callable[[str], str] | None = None
         """Given a starting process's short name: why it fails at start-up ("" if it
         does not): a crash loop (:mod:`sim.faults`)."""
@@ -245,6 +247,7 @@ class Cluster:
         self.live += 1
         self.kernel.trace(host.name, name, "proc_start", {"entry": entry})
         doomed = host.start_fault(short) if host.start_fault is not None else ""
+        startup += host.start_delay
         try:
             main = resolve_entry(entry)
             if doomed:
