@@ -25,7 +25,8 @@ from typing import Any
 
 from elastic_sim.checks import CheckResult, run_checks
 from elastic_sim.checks.contracts import contract_for
-from elastic_sim.faults.model import Fault
+from elastic_sim.faults.model import DISCOVERY_FAULTS, FAULT_TYPES, Fault
+from elastic_sim.faults.record import INJECTOR
 from elastic_sim.faults.schedule import (
     DEFAULT_TYPES,
     FaultSpace,
@@ -33,24 +34,34 @@ from elastic_sim.faults.schedule import (
     schedule_size,
     shrink_candidates,
 )
+from elastic_sim.faults.triggers import EventTrigger
 from elastic_sim.outdir import safe_component
 from elastic_sim.registry import PROTOCOLS, ProtocolInfo
 from elastic_sim.runner import run_scenario, simulate
 from elastic_sim.scenario import Scenario, fault_dict, with_faults
+from elastic_sim.trace import TraceEvent
 
+RUNNER = "elastic-sim"
+"""The ``proc`` of the runner's own events (run start and end)."""
+TRIGGER_LIMIT = 48
+"""Most event triggers a space offers (spread over the fault-free run)."""
 MAX_SHRINK_RUNS = 400
 """Runs one shrink may spend before it keeps the smallest schedule found so far."""
 
 
 @dataclass(frozen=True, order=True)
 class Signature:
-    """What tells two violations apart: the check, and the kinds of its witness events."""
+    """What tells two violations apart, its mechanism: the check, the kinds of its witness
+    events, and the fault types that had fired before its first witness event (so one
+    frequent mechanism does not hide another that breaks the same check, and a shrink
+    step that swaps the fault behind it is not taken)."""
 
     check: str
     where: str
+    faults: str = ""
 
     def __str__(self) -> str:
-        return f"{self.check}@{self.where}"
+        return f"{self.check}@{self.where}" + (f"[{self.faults}]" if self.faults else "")
 
 
 @dataclass(frozen=True)
@@ -121,16 +132,20 @@ class Exploration:
         return 60.0 * runs / self.wall_s if self.wall_s > 0 else 0.0
 
 
-def signatures_of(checks: Sequence[CheckResult],
-                  ignore: Collection[str] = ()) -> dict[Signature, str]:
+def signatures_of(checks: Sequence[CheckResult], ignore: Collection[str] = (),
+                  events: Sequence[TraceEvent] = ()) -> dict[Signature, str]:
     """Every distinct violation signature of one run, with its first message (checks named
-    in ``ignore`` left out)."""
+    in ``ignore`` left out); ``events``, the run's trace, name the faults behind each."""
+    fired = [(e.t, str(e.data.get("type"))) for e in events
+             if e.kind == "fault" and e.data.get("phase") == "start"]
     out: dict[Signature, str] = {}
     for c in checks:
         if c.name in ignore:
             continue
         for v in c.violations:
-            sig = Signature(c.name, ",".join(ev.kind for ev in v.witness))
+            first = min((ev.t for ev in v.witness), default=float("inf"))
+            behind = ",".join(sorted({kind for t, kind in fired if t <= first}))
+            sig = Signature(c.name, ",".join(ev.kind for ev in v.witness), behind)
             out.setdefault(sig, v.message)
     return out
 
@@ -146,17 +161,47 @@ def run_case(sc: Scenario, case: Case, ignore: Collection[str] = ()) -> Outcome:
     run = with_faults(sc, list(case.faults), seed=case.seed, name=sc.name,
                       tie_seed=case.tie_seed)
     events, _, result = simulate(run, case.seed)
-    sigs = signatures_of(run_checks(events), ignore)
+    sigs = signatures_of(run_checks(events), ignore, events)
     return Outcome(case, sorted(sigs), sigs, result.hung)
+
+
+def protocol_fault_types(sc: Scenario) -> tuple[str, ...]:
+    """Every fault type the scenario's protocol can meet: all of them, less the
+    discovery-source faults where it has no discovery source."""
+    discovery = {c.scenario_type for c in DISCOVERY_FAULTS}
+    has_source = PROTOCOLS[sc.protocol.name].discovery
+    return tuple(t for t in FAULT_TYPES if has_source or t not in discovery)
+
+
+def event_triggers(events: Sequence[TraceEvent], horizon: float,
+                   limit: int = TRIGGER_LIMIT) -> tuple[EventTrigger, ...]:
+    """Triggers at the protocol events of a fault-free run up to ``horizon``: each
+    (kind, host, round/step/epoch) once, at most ``limit`` spread over the run."""
+    seen: dict[EventTrigger, None] = {}
+    for e in events:
+        if e.t > horizon or e.host == "*" or e.proc in (RUNNER, INJECTOR):
+            continue
+        key = next(((k, e.data[k]) for k in ("round", "step", "epoch")
+                    if isinstance(e.data.get(k), int) and not isinstance(e.data[k], bool)),
+                   None)
+        seen.setdefault(EventTrigger(e.kind, e.host, (key,) if key else ()), None)
+    found = list(seen)
+    if len(found) > limit:
+        found = [found[i * len(found) // limit] for i in range(limit)]
+    return tuple(found)
 
 
 def space_for(sc: Scenario, *, types: Sequence[str] = DEFAULT_TYPES, max_faults: int = 3,
               max_duration: float = 60.0, spare: Sequence[str] = (),
-              horizon: float | None = None, max_crashes: int | None = None) -> FaultSpace:
-    """The schedules around ``sc``: its hosts, faults within its fault-free run time."""
-    if horizon is None:
-        _, _, base = simulate(with_faults(sc, [], seed=sc.seed, name=sc.name), sc.seed)
-        horizon = base.end_time
+              horizon: float | None = None, max_crashes: int | None = None,
+              triggers: bool = False) -> FaultSpace:
+    """The schedules around ``sc``: its hosts, faults within its fault-free run time (with
+    ``triggers``, also at that run's protocol events)."""
+    events: list[TraceEvent] = []
+    if horizon is None or triggers:
+        events, _, base = simulate(with_faults(sc, [], seed=sc.seed, name=sc.name), sc.seed)
+        if horizon is None:
+            horizon = base.end_time
     return FaultSpace(
         hosts=tuple(h.name for h in sc.cluster.host_specs()),
         horizon=round(horizon, 3),
@@ -165,6 +210,8 @@ def space_for(sc: Scenario, *, types: Sequence[str] = DEFAULT_TYPES, max_faults:
         max_duration=max_duration,
         spare=tuple(spare),
         max_crashes=max_crashes,
+        store_host=sc.store_host,
+        triggers=event_triggers(events, horizon) if triggers else (),
     )
 
 
@@ -351,7 +398,7 @@ def write_reproducer(sc: Scenario, finding: Finding, out_dir: Path, name: str) -
                           file=str(path), write_report=True)
     finding.reproducer, finding.run_dir = path, out_dir / name
     finding.trace_sha256 = report.result.trace_sha256
-    finding.reproduced = finding.signature in signatures_of(report.checks)
+    finding.reproduced = finding.signature in signatures_of(report.checks, (), report.events)
     if report.contract is not None:
         finding.standing = report.contract.standing.get(finding.signature.check,
                                                         finding.standing)
@@ -370,11 +417,13 @@ def exploration_json(res: Exploration) -> dict[str, Any]:
         "space": {"hosts": list(res.space.hosts), "horizon": res.space.horizon,
                   "types": list(res.space.types), "max_faults": res.space.max_faults,
                   "max_duration": res.space.max_duration, "spare": list(res.space.spare),
-                  "max_crashes": res.space.max_crashes},
+                  "max_crashes": res.space.max_crashes,
+                  "triggers": [t.describe() for t in res.space.triggers]},
         "violations": [
             {
                 "check": f.signature.check,
                 "where": f.signature.where,
+                "mechanism": str(f.signature),
                 "message": f.message,
                 "found_at_case": f.found_at,
                 "original_faults": [fault_dict(x) for x in f.original],

@@ -77,7 +77,8 @@ def test_static_protocol_shows_no_violation_under_faults_within_its_contract(
     # Its contract: min_hosts (2 of 4) survive; a host dying after it joined a round stays
     # in that round until group creation fails (alive-at-completion is not promised).
     rc, res = explore_cli(tmp_path, "scale_down.yaml", "--budget", "120", "--workers", "2",
-                          "--max-crashes", "2", "--ignore", "members_alive_at_completion")
+                          "--max-crashes", "2", "--ignore", "members_alive_at_completion",
+                          "--faults", "crash,hang,partition", "--no-triggers")
     assert (rc, res["cases"], res["violations"]) == (0, 120, [])
     assert res["ignored_checks"] == ["members_alive_at_completion"]
 
@@ -107,5 +108,6 @@ def test_bad_explore_arguments_exit_2_with_one_message(
 
 def test_a_time_limited_search_stops_and_reports_what_it_ran(tmp_path: Path) -> None:
     rc, res = explore_cli(tmp_path, "scale_down.yaml", "--time", "1", "--max-crashes", "2",
-                          "--ignore", "members_alive_at_completion")
+                          "--ignore", "members_alive_at_completion",
+                          "--faults", "crash,hang,partition", "--no-triggers")
     assert rc == 0 and res["cases"] > 0 and res["violations"] == []
