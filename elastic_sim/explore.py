@@ -52,7 +52,7 @@ MAX_SHRINK_RUNS = 400
 @dataclass(frozen=True, order=True)
 class Signature:
     """What tells two violations apart, its mechanism: the check, the kinds of its witness
-    events, and the fault types that had fired before its first witness event (so one
+    events, and the fault types that had fired by its last witness event (so one
     frequent mechanism does not hide another that breaks the same check, and a shrink
     step that swaps the fault behind it is not taken)."""
 
@@ -62,6 +62,15 @@ class Signature:
 
     def __str__(self) -> str:
         return f"{self.check}@{self.where}" + (f"[{self.faults}]" if self.faults else "")
+
+    def admits(self, other: Signature) -> bool:
+        """Whether ``other`` is this mechanism with fewer faults behind it: the same check
+        on the same kinds of witness events, behind some of the same fault types (a shrink
+        step may drop a fault that did not matter, never swap in another)."""
+        mine = set(self.faults.split(",")) - {""}
+        theirs = set(other.faults.split(",")) - {""}
+        return ((self.check, self.where) == (other.check, other.where)
+                and theirs <= mine and (bool(theirs) or not mine))
 
 
 @dataclass(frozen=True)
@@ -103,6 +112,8 @@ class Finding:
     standing: str = "broken_promise"
     """Against the protocol's contract: broken_promise, weak_spot (upstream's known weak
     spot) or outside_contract (the schedule broke a fault assumption of the contract)."""
+    reported: bool = False
+    """False for a mechanism that shrank into one already reported."""
 
 
 @dataclass
@@ -143,8 +154,8 @@ def signatures_of(checks: Sequence[CheckResult], ignore: Collection[str] = (),
         if c.name in ignore:
             continue
         for v in c.violations:
-            first = min((ev.t for ev in v.witness), default=float("inf"))
-            behind = ",".join(sorted({kind for t, kind in fired if t <= first}))
+            last = max((ev.t for ev in v.witness), default=float("inf"))
+            behind = ",".join(sorted({kind for t, kind in fired if t <= last}))
             sig = Signature(c.name, ",".join(ev.kind for ev in v.witness), behind)
             out.setdefault(sig, v.message)
     return out
@@ -273,8 +284,10 @@ class CaseRunner:
 
 
 def shrink(runner: CaseRunner, case: Case, target: Signature,
-           max_runs: int = MAX_SHRINK_RUNS) -> tuple[Case, int]:
-    """The simplest schedule found that still shows ``target`` and how many runs it took.
+           max_runs: int = MAX_SHRINK_RUNS) -> tuple[Case, int, Signature]:
+    """The simplest schedule found that still shows ``target``'s mechanism, how many runs
+    it took, and the signature it shows (``target``, or it with faults that did not matter
+    dropped: :meth:`Signature.admits`, re-checked on every step).
 
     Greedy: take the first (simplest) candidate one step simpler that still fails, until
     none does. Candidates are tried in batches but accepted in list order, so the result
@@ -292,11 +305,12 @@ def shrink(runner: CaseRunner, case: Case, target: Signature,
                 break
             outs = runner.run(part)
             runs += len(part)
-            hit = next((o.case for o in outs if target in o.signatures), None)
-            if hit is not None and schedule_size(hit.faults) < schedule_size(best.faults):
-                best, improved = hit, True
+            hit = next(((o.case, sig) for o in outs for sig in o.signatures
+                        if target.admits(sig)), None)
+            if hit is not None and schedule_size(hit[0].faults) < schedule_size(best.faults):
+                (best, target), improved = hit, True
                 break
-    return best, runs
+    return best, runs, target
 
 
 # -- the search -------------------------------------------------------------------------
@@ -338,6 +352,7 @@ def explore(
     started = time.perf_counter()
     batch = max(8, workers * 16)
     seen: set[Signature] = set()
+    reported: set[Signature] = set()
     try:
         indices = _indices(budget)
         while True:
@@ -350,11 +365,14 @@ def explore(
             for out in runner.run(cases):
                 res.cases += 1
                 for sig in out.signatures:
-                    if sig not in seen:
-                        seen.add(sig)
-                        res.findings.append(_shrink_and_write(
-                            runner, sc, out, sig, out_dir, len(res.findings)))
-                        res.shrink_runs += res.findings[-1].shrink_runs
+                    if sig in seen:
+                        continue
+                    seen.add(sig)
+                    finding = _shrink_and_write(runner, sc, out, sig, out_dir,
+                                                len(res.findings), reported)
+                    res.shrink_runs += finding.shrink_runs
+                    if finding.reported:
+                        res.findings.append(finding)
                 if progress:
                     progress(res.cases, len(res.findings))
     finally:
@@ -366,13 +384,19 @@ def explore(
 
 
 def _shrink_and_write(runner: CaseRunner, sc: Scenario, out: Outcome, sig: Signature,
-                      out_dir: Path | None, n: int) -> Finding:
-    small, runs = shrink(runner, out.case, sig)
-    finding = Finding(sig, out.messages[sig], out.case.index, out.case.faults, small.faults,
-                      small.seed, runs, small.tie_seed)
+                      out_dir: Path | None, n: int, reported: set[Signature]) -> Finding:
+    """Shrink one new mechanism; report it and write its reproducer unless it shrank into
+    one already reported (a duplicate)."""
+    small, runs, shown = shrink(runner, out.case, sig)
+    finding = Finding(shown, out.messages[sig], out.case.index, out.case.faults,
+                      small.faults, small.seed, runs, small.tie_seed)
     contract = contract_for(sc.protocol.name)
-    if contract is not None and sig.check in contract.weak_spots:
+    if contract is not None and shown.check in contract.weak_spots:
         finding.standing = "weak_spot"
+    if shown in reported:
+        return finding
+    reported.add(shown)
+    finding.reported = True
     if out_dir is not None:
         write_reproducer(sc, finding, out_dir, safe_component(f"{sc.name}-{sig.check}-{n}"))
     return finding
