@@ -98,6 +98,9 @@ def _add_explore(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     ex.add_argument("--faults", default=None, metavar="TYPE,...|all",
                     help="fault types to draw; 'all': every type the protocol can meet "
                          "(the default)")
+    ex.add_argument("--vary", action="append", default=[], metavar="PATH=LO..HI|A,B,...",
+                    help="draw a knob (knobs.NAME) or the store host (cluster.store_host) "
+                         "per schedule from this range or list; repeatable")
     ex.add_argument("--no-triggers", action="store_true",
                     help="faults fire at times only, never at the protocol's events")
     ex.add_argument("--max-duration", type=float, default=60.0,
@@ -300,6 +303,13 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
         if c not in names:
             raise ScenarioError("--ignore", "", f"unknown check {c!r}; expected some of: "
                                 + ", ".join(names))
+    from elastic_sim.variation import check_varies, parse_vary
+
+    try:
+        varies = [parse_vary(v) for v in args.vary]
+    except ValueError as exc:
+        raise ScenarioError("--vary", "", str(exc)) from None
+    check_varies(sc, varies)
     space = space_for(sc, types=types, max_faults=args.max_faults,
                       max_duration=args.max_duration, spare=spare,
                       max_crashes=args.max_crashes, horizon=args.horizon,
@@ -314,6 +324,7 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
         task = bar.add_task(sc.name, total=args.budget, found=0)
         res = explore(sc, space, seed=args.seed, budget=args.budget, time_s=args.time_s,
                       workers=args.workers, out_dir=out, ignore=ignore, ties=args.ties,
+                      varies=varies,
                       progress=lambda done, found: bar.update(task, completed=done,
                                                               found=found))
     console.print(f"{res.cases} schedules in {res.wall_s:.1f} s ({res.per_minute:.0f}/min), "

@@ -25,6 +25,7 @@ from typing import Any
 
 from elastic_sim.checks import CheckResult, run_checks
 from elastic_sim.checks.contracts import contract_for
+from elastic_sim.errors import ScenarioError
 from elastic_sim.faults.model import DISCOVERY_FAULTS, FAULT_TYPES, Fault
 from elastic_sim.faults.record import INJECTOR
 from elastic_sim.faults.schedule import (
@@ -40,6 +41,7 @@ from elastic_sim.registry import PROTOCOLS, ProtocolInfo
 from elastic_sim.runner import run_scenario, simulate
 from elastic_sim.scenario import Scenario, fault_dict, with_faults
 from elastic_sim.trace import TraceEvent
+from elastic_sim.variation import Variation, Vary, apply_variation, draw_variation
 
 RUNNER = "elastic-sim"
 """The ``proc`` of the runner's own events (run start and end)."""
@@ -81,6 +83,8 @@ class Case:
     faults: tuple[Fault, ...]
     seed: int
     tie_seed: int | None = None
+    variation: Variation = ()
+    """Knob and cluster values drawn for it (:mod:`elastic_sim.variation`)."""
 
 
 @dataclass
@@ -105,6 +109,7 @@ class Finding:
     seed: int
     shrink_runs: int
     tie_seed: int | None = None
+    variation: Variation = ()
     reproducer: Path | None = None
     run_dir: Path | None = None
     trace_sha256: str = ""
@@ -168,7 +173,12 @@ def known_violations(sc: Scenario) -> tuple[str, ...]:
 
 
 def run_case(sc: Scenario, case: Case, ignore: Collection[str] = ()) -> Outcome:
-    """Run one case in the sim (in memory) and check it."""
+    """Run one case in the sim (in memory) and check it (a variation the scenario rejects,
+    such as min above max, is no case: nothing to report)."""
+    try:
+        sc = apply_variation(sc, case.variation)
+    except ScenarioError:
+        return Outcome(case, [], {}, False)
     run = with_faults(sc, list(case.faults), seed=case.seed, name=sc.name,
                       tie_seed=case.tie_seed)
     events, _, result = simulate(run, case.seed)
@@ -226,12 +236,15 @@ def space_for(sc: Scenario, *, types: Sequence[str] = DEFAULT_TYPES, max_faults:
     )
 
 
-def make_case(seed: int, index: int, space: FaultSpace, ties: bool = False) -> Case:
-    """Case ``index`` of the search with seed ``seed`` (with ``ties``: a tie seed too)."""
+def make_case(seed: int, index: int, space: FaultSpace, ties: bool = False,
+              varies: Sequence[Vary] = ()) -> Case:
+    """Case ``index`` of the search with seed ``seed`` (with ``ties``: a tie seed too;
+    with ``varies``: knob and cluster values too)."""
     faults = random_schedule(f"{seed}/schedule/{index}", space)
     sim_seed = random.Random(f"{seed}/sim/{index}").randrange(2**32)
     tie_seed = random.Random(f"{seed}/ties/{index}").randrange(2**32) if ties else None
-    return Case(index, faults, sim_seed, tie_seed)
+    variation = draw_variation(f"{seed}/vary/{index}", varies) if varies else ()
+    return Case(index, faults, sim_seed, tie_seed, variation)
 
 
 # -- running many cases, in order, on one or more processes ----------------------------
@@ -297,7 +310,7 @@ def shrink(runner: CaseRunner, case: Case, target: Signature,
     improved = True
     while improved and runs < max_runs:
         improved = False
-        cands = [Case(case.index, c, case.seed, case.tie_seed)
+        cands = [Case(case.index, c, case.seed, case.tie_seed, case.variation)
                  for c in shrink_candidates(best.faults)]
         for start in range(0, len(cands), batch):
             part = cands[start:start + batch][: max_runs - runs]
@@ -338,6 +351,7 @@ def explore(
     progress: Progress | None = None,
     ignore: Collection[str] | None = None,
     ties: bool = False,
+    varies: Sequence[Vary] = (),
 ) -> Exploration:
     """Run up to ``budget`` cases (or for ``time_s`` seconds); shrink each new violation and,
     with ``out_dir``, write its reproducer ``<out_dir>/<name>.yaml`` and its run
@@ -358,7 +372,7 @@ def explore(
         while True:
             if time_s is not None and time.perf_counter() - started >= time_s:
                 break
-            cases = [make_case(seed, i, space, ties)
+            cases = [make_case(seed, i, space, ties, varies)
                      for i in itertools.islice(indices, batch)]
             if not cases:
                 break
@@ -389,7 +403,7 @@ def _shrink_and_write(runner: CaseRunner, sc: Scenario, out: Outcome, sig: Signa
     one already reported (a duplicate)."""
     small, runs, shown = shrink(runner, out.case, sig)
     finding = Finding(shown, out.messages[sig], out.case.index, out.case.faults,
-                      small.faults, small.seed, runs, small.tie_seed)
+                      small.faults, small.seed, runs, small.tie_seed, small.variation)
     contract = contract_for(sc.protocol.name)
     if contract is not None and shown.check in contract.weak_spots:
         finding.standing = "weak_spot"
@@ -412,8 +426,11 @@ def write_reproducer(sc: Scenario, finding: Finding, out_dir: Path, name: str) -
     desc = (f"Found by elastic-sim explore of {sc.name}: {finding.signature} - "
             f"{finding.message}. Shrunk from {len(finding.original)} to "
             f"{len(finding.faults)} faults.")
-    repro = with_faults(sc, list(finding.faults), seed=finding.seed, name=name,
-                        description=desc, tie_seed=finding.tie_seed)
+    if finding.variation:
+        desc += " Varied: " + ", ".join(f"{p}={v}" for p, v in finding.variation) + "."
+    repro = with_faults(apply_variation(sc, finding.variation), list(finding.faults),
+                        seed=finding.seed, name=name, description=desc,
+                        tie_seed=finding.tie_seed)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.yaml"
     path.write_text(yaml.safe_dump(scenario_dict(repro), sort_keys=False), encoding="utf-8")
@@ -454,6 +471,7 @@ def exploration_json(res: Exploration) -> dict[str, Any]:
                 "faults": [fault_dict(x) for x in f.faults],
                 "seed": f.seed,
                 **({"tie_seed": f.tie_seed} if f.tie_seed is not None else {}),
+                **({"variation": dict(f.variation)} if f.variation else {}),
                 "shrink_runs": f.shrink_runs,
                 "reproducer": str(f.reproducer) if f.reproducer else None,
                 "run_dir": str(f.run_dir) if f.run_dir else None,
