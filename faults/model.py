@@ -184,6 +184,27 @@ TwoSides = Annotated[tuple[Side, ...], Field(min_length=2, max_length=2)]
 
 
 @dataclass(frozen=True)
+class Wedge(OnHost, Healing, Fault, tag="wedge"):
+    """One activity of a process is stuck for ``duration`` seconds while the process and
+    its other activities go on: an agent's main loop stuck while its heartbeat keeps
+    beating, a worker stuck inside a collective while its process lives. Activities are
+    the names a protocol gives its tasks (torchrun's agent: ``agent.invoke_run``,
+    ``keep-alive``; every process: ``main``); ``proc`` (``host/name``) picks one process,
+    default every process of the host that has the activity."""
+
+    host: HostName
+    activity: Annotated[str, Field(min_length=1)]
+    duration: Duration
+    proc: str = ""
+
+    def problem(self) -> tuple[str, str] | None:
+        if self.proc and self.proc.partition("/")[0] != self.host:
+            return "proc", f"expected a process of {self.host} ('{self.host}/name'), got " \
+                f"{self.proc!r}"
+        return None
+
+
+@dataclass(frozen=True)
 class Partition(Healing, Fault, tag="partition"):
     """The network is cut between ``groups`` (hosts in different groups cannot talk) for
     ``duration`` seconds; hosts in no group stay connected to everyone."""

@@ -50,6 +50,7 @@ from elastic_sim.faults.model import (
     StoreCrash,
     StoreFreeze,
     Straggler,
+    Wedge,
 )
 from elastic_sim.faults.record import INJECTOR, FaultLedger, fault_event
 from elastic_sim.faults.triggers import Triggered
@@ -306,6 +307,9 @@ REAL_HANDLERS: dict[type[Fault], RealHandler | Refusal] = {
     OneWayPartition: Injector._partition,
     LinkFault: Refusal("link faults need traffic shaping (tc netem in per-host network "
                        "namespaces), which real mode does not set up yet"),
+    Wedge: Refusal("stopping one activity (one asyncio task) of a real process while the "
+                   "others go on needs a hook inside the real runtime's event loop, which it "
+                   "does not have yet"),
     ConnReset: Refusal("resetting established connections needs the injector to walk the "
                        "namespace's conntrack table (or nftables 'reject with tcp reset' on "
                        "established flows only, then removed), which real mode does not do "

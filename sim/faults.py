@@ -52,6 +52,7 @@ from elastic_sim.faults.model import (
     StoreCrash,
     StoreFreeze,
     Straggler,
+    Wedge,
 )
 from elastic_sim.faults.record import INJECTOR, FaultLedger, fault_event
 from elastic_sim.faults.triggers import Triggered
@@ -223,6 +224,29 @@ class FaultInjector:
             self._trace(f, "heal")
             self.cluster.resume_host(host)
         self._later(f.duration, resume)
+
+    def _wedge(self, f: Wedge) -> None:
+        host = self._host(f, f.host)
+        if host is None:
+            return
+        procs = [p for name, p in host.procs.items() if not f.proc or name == f.proc]
+        stuck = [p for p in procs if any(t.name == f.activity for t in p.tasks.values())]
+        if not stuck:
+            names = sorted({t.name for p in procs for t in p.tasks.values()})
+            self._skip(f, f"no process of {f.proc or host.name} runs activity "
+                       f"{f.activity!r} (running: {', '.join(names) or 'none'})")
+            return
+        self._fired(f)
+        for p in stuck:
+            p.wedged.setdefault(f.activity, [])
+
+        def unwedge() -> None:
+            self._trace(f, "heal")
+            for p in stuck:
+                held = p.wedged.pop(f.activity, [])
+                for task, gen, value, exc in held:
+                    self.k.soon(task._resume, gen, value, exc)
+        self._later(f.duration, unwedge)
 
     def _straggler(self, f: Straggler) -> None:
         host = self._host(f, f.host)
@@ -434,6 +458,7 @@ SIM_HANDLERS: dict[type[Fault], SimHandler | Refusal] = {
     CrashRestart: FaultInjector._crash_restart,
     HangHost: FaultInjector._hang,
     Straggler: FaultInjector._straggler,
+    Wedge: FaultInjector._wedge,
     Preempt: FaultInjector._preempt,
     ScaleDown: FaultInjector._preempt,
     ScaleUp: FaultInjector._scale_up,

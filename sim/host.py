@@ -94,6 +94,8 @@ class SimProcess:
         self.runnable = host.paused == 0
         self.exit_code: int | None = None
         self.tasks: dict[int, SimTask[Any]] = {}
+        self.wedged: dict[str, list[tuple[SimTask[Any], int, Any, BaseException | None]]] = {}
+        """Activities (task names) stuck by a wedge fault, with the wake-ups held."""
         self._next_tid = 0
         self.main: SimTask[Any] | None = None
         self.mailbox = Mailbox(cluster.kernel)

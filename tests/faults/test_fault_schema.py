@@ -37,6 +37,7 @@ EXAMPLES: dict[str, str] = {
     "store_freeze": "{type: store_freeze, host: h0, at: 1, duration: 2}",
     "collective": "{type: collective, host: h2, mode: hang, at: 1}",
     "scale_up": "{type: scale_up, host: h3, at: 1}",
+    "wedge": "{type: wedge, host: h3, activity: main, proc: h3/main, at: 1, duration: 2}",
     "slow_start": "{type: slow_start, host: h3, delay: 2.5, at: 0}",
     "conn_reset": "{type: conn_reset, a: h0, b: h2, at: 1}",
     "power_off": "{type: power_off, host: h3, at: 1}",
