@@ -330,6 +330,10 @@ class Signal(OnHost, Fault, tag="signal"):
     to: Literal["agent", "workers"] = "agent"
 
 
+class CrashAtStart(Exception):
+    """A process failing during its start-up (a crash loop): exit code 1."""
+
+
 @dataclass(frozen=True)
 class CrashLoop(OnHost, Fault, tag="crash_loop"):
     """The bad node: from ``at`` on, every process started on ``host`` (``to``: its

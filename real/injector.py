@@ -111,6 +111,10 @@ class Targets(Protocol):
     def signal_proc(self, name: str, sig: int) -> str:
         """Signal process ``name``; "" if done, else why not."""
 
+    def start_fault(self, fault: CrashLoop | SlowStart) -> str:
+        """Make processes started on the fault's host from now on fail at start-up or
+        start late (:mod:`real.startfaults`); "" if done, else why not."""
+
     def signal_role(self, host: str, to: str, sig: int) -> str:
         """Signal ``host``'s first process (``to`` "agent") or every other process of it
         ("workers"); "" if done, else why not."""
@@ -232,6 +236,9 @@ class Injector:
         self._push(now + fault.grace, kill)
         return "", now
 
+    def _start_fault(self, fault: CrashLoop | SlowStart, now: float) -> tuple[str, float]:
+        return self._targets.start_fault(fault), now
+
     def _power_off(self, fault: PowerOff, now: float) -> tuple[str, float]:
         # Drop first, for good: the kills' FINs and RSTs then never reach a peer.
         why_not = self._targets.cut(fault)
@@ -318,12 +325,8 @@ REAL_HANDLERS: dict[type[Fault], RealHandler | Refusal] = {
     ClockJump: _NO_CLOCK,
     CrashRestart: _NO_RESTART,
     ScaleUp: _NO_RESTART,
-    SlowStart: Refusal("a slow start needs the real runtime to consult the injector when a "
-                       "process starts, which it does not do yet (a host that starts late "
-                       "as a whole: cluster.hosts[].start_at)"),
-    CrashLoop: Refusal("a crash loop needs the real runtime to consult the injector when a "
-                       "process starts (a per-host marker its start_process reads), which it "
-                       "does not do yet"),
+    SlowStart: Injector._start_fault,
+    CrashLoop: Injector._start_fault,
     StoreCrash: _NO_STORE,
     StoreFreeze: _NO_STORE,
     CollectiveFault: Refusal("real mode cannot make one Gloo collective fail or hang on "

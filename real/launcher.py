@@ -27,8 +27,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from elastic_sim.faults.model import Fault, OneWayPartition, Partition, PowerOff
-from elastic_sim.real import netns, reaper, warden
+from elastic_sim.faults.model import (
+    CrashLoop,
+    Fault,
+    OneWayPartition,
+    Partition,
+    PowerOff,
+    SlowStart,
+)
+from elastic_sim.real import netns, reaper, startfaults, warden
 from elastic_sim.real.injector import Injector
 from elastic_sim.real.process import popen
 from elastic_sim.real.spec import ProcSpec
@@ -307,6 +314,18 @@ class Launcher:
             return f"process {name} was never started"
         if not reaper.is_running(pid, self.run_dir.marker) or not reaper.signal_quietly(pid, sig):
             return f"process {name} had already exited"
+        return ""
+
+    def start_fault(self, fault: CrashLoop | SlowStart) -> str:
+        """Tell ``fault.host``'s processes what the processes they start from now on meet
+        (:mod:`real.startfaults`); "" if done, else why not."""
+        if self.hosts[fault.host].proc.poll() is not None:
+            return f"host {fault.host}: its first process had already exited"
+        root = self.run_dir.root.resolve()
+        if isinstance(fault, CrashLoop):
+            startfaults.add_loop(root, fault.host, fault.id, fault.to, fault.starts)
+        else:
+            startfaults.add_delay(root, fault.host, fault.delay)
         return ""
 
     def signal_role(self, host: str, to: str, sig: int) -> str:

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from elastic_sim.protocols import api
 from elastic_sim.protocols.api import JSON, Message, ProcessInfo, Store
-from elastic_sim.real import aio, group, net, reaper, store
+from elastic_sim.real import aio, group, net, reaper, startfaults, store
 from elastic_sim.real.aio import boundary
 from elastic_sim.real.process import ChildProc, popen
 from elastic_sim.real.spec import ProcSpec
@@ -155,6 +155,7 @@ class RealRuntime(api.Runtime):
         self, name: str, entry: str, args: Mapping[str, JSON], env: Mapping[str, str] | None = None
     ) -> api.Proc:
         full = f"{self.host}/{name}"
+        fate = startfaults.take(Path(self.spec.workdir), self.host, is_agent=False)
         spec = ProcSpec(
             name=full,
             host=self.host,
@@ -164,7 +165,7 @@ class RealRuntime(api.Runtime):
             seed=self.spec.seed,
             bind=self.spec.bind,
             parent_pid=os.getpid(),
-            env=dict(env or {}),
+            env={**(env or {}), **fate},
             clock_offset=self.spec.clock_offset,
             clock_drift=self.spec.clock_drift,
             t0=self.t0,

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
+from elastic_sim.faults.model import CrashAtStart
 from elastic_sim.protocols.api import (
     JSON,
     SIGNAL_NUMBERS,
@@ -160,10 +161,6 @@ async def _after(startup: float, main: Entry, rt: Runtime, args: Mapping[str, JS
     """``main(rt, args)`` once the process has started up."""
     await rt.sleep(startup)
     return await main(rt, args)
-
-
-class CrashAtStart(Exception):
-    """A process that fails during its start-up (a crash loop): exit code 1."""
 
 
 async def _fail_after(startup: float, rt: Runtime, why: str) -> int:

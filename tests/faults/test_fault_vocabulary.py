@@ -77,6 +77,10 @@ class _Targets:
         self.calls.append((name, sig))
         return ""
 
+    def start_fault(self, fault: Any) -> str:
+        self.calls.append(("start", fault.id))
+        return ""
+
     def signal_role(self, host: str, to: str, sig: int) -> str:
         self.calls.append((f"{host}:{to}", sig))
         return ""

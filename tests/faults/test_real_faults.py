@@ -65,3 +65,14 @@ def test_a_real_signal_reaches_the_agent_and_ends_it_by_its_default_action(
     assert s["exit_codes"]["h3/main"] == -10  # the static protocol handles no SIGUSR1
     assert s["metrics"]["world_sizes"] == [4, 3]
     assert rc == 0 and s["metrics"]["outcome"] == "completed"
+
+
+def test_a_real_crash_loop_fails_the_workers_started_after_it(tmp_path: Path) -> None:
+    from elastic_sim.real import startfaults
+
+    startfaults.add_loop(tmp_path, "h1", "f", "workers", 2)
+    env = [startfaults.take(tmp_path, "h1", is_agent=False) for _ in range(3)]
+    assert [startfaults.FAIL in e for e in env] == [True, True, False]
+    assert startfaults.take(tmp_path, "h1", is_agent=True) == {}
+    startfaults.add_delay(tmp_path, "h2", 1.5)
+    assert startfaults.take(tmp_path, "h2", is_agent=False) == {startfaults.DELAY: "1.5"}

@@ -12,7 +12,8 @@ from elastic_sim.faults.model import FAULT_TYPES, Refusal
 from elastic_sim.real.injector import real_handler
 from tests.faults.test_fault_schema import EXAMPLES, HEAD
 
-REAL = {"crash", "crash_process", "hang", "preempt", "scale_down", "straggler", "signal"}
+REAL = {"crash", "crash_process", "hang", "preempt", "scale_down", "straggler", "signal",
+        "crash_loop", "slow_start"}
 
 
 def test_real_mode_injects_crash_hang_preemption_straggler_and_scale_down() -> None:
