@@ -18,9 +18,10 @@ default) carries :data:`NEEDED` as its metadata.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import Field
 
@@ -50,6 +51,19 @@ class Refusal:
     when the fault is due."""
 
     reason: str
+
+
+H = TypeVar("H")
+
+
+def handler_for(table: Mapping[type[Fault], H], cls: type[Fault]) -> H | None:
+    """A runtime's handler for fault class ``cls`` in its ``table``: its own, else its
+    nearest base's (isolate, isolate_store and bridge share the partition's)."""
+    for klass in cls.__mro__:
+        found = table.get(klass)
+        if found is not None:
+            return found
+    return None
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ from elastic_sim.faults.model import (
     StoreFreeze,
     Straggler,
     Wedge,
+    handler_for,
 )
 from elastic_sim.faults.record import INJECTOR, FaultLedger, fault_event
 from elastic_sim.faults.triggers import Triggered
@@ -342,9 +343,5 @@ type with a handler (isolate, isolate_store, bridge: partitions) share it
 
 
 def real_handler(cls: type[Fault]) -> RealHandler | Refusal | None:
-    """Real mode's handler for fault class ``cls`` (its own, else its nearest base's)."""
-    for klass in cls.__mro__:
-        found = REAL_HANDLERS.get(klass)
-        if found is not None:
-            return found
-    return None
+    """Real mode's handler for fault class ``cls`` (:func:`faults.model.handler_for`)."""
+    return handler_for(REAL_HANDLERS, cls)

@@ -53,6 +53,7 @@ from elastic_sim.faults.model import (
     StoreFreeze,
     Straggler,
     Wedge,
+    handler_for,
 )
 from elastic_sim.faults.record import INJECTOR, FaultLedger, fault_event
 from elastic_sim.faults.triggers import Triggered
@@ -485,12 +486,8 @@ through :func:`sim_handler`."""
 
 
 def sim_handler(cls: type[Fault]) -> SimHandler | Refusal | None:
-    """The sim's handler for fault class ``cls`` (its own, else its nearest base's)."""
-    for klass in cls.__mro__:
-        found = SIM_HANDLERS.get(klass)
-        if found is not None:
-            return found
-    return None
+    """The sim's handler for fault class ``cls`` (:func:`faults.model.handler_for`)."""
+    return handler_for(SIM_HANDLERS, cls)
 
 
 def _protocol(entry: str) -> str:

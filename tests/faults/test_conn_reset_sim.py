@@ -8,23 +8,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from elastic_sim.runner import simulate
-from elastic_sim.scenario import parse_scenario
 from elastic_sim.trace import TraceEvent
+from tests.faults.util import simulate_with
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "torchelastic" / "scale_down.yaml"
 AT = 9.05
 
 
 def _run(fault: dict[str, Any]) -> tuple[list[TraceEvent], str]:
-    raw = yaml.safe_load(SCENARIO.read_text())  # 3 hosts, store on h0
-    raw["faults"], raw["expect"] = [fault], {}
-    events, metrics, result = simulate(parse_scenario(raw, str(SCENARIO)), 0)
-    (rep,) = result.faults
+    events, outcome, (rep,) = simulate_with(SCENARIO, [fault])  # 3 hosts, store on h0
     assert rep.fired, rep
-    return events, metrics.outcome
+    return events, outcome
 
 
 def _exit(events: list[TraceEvent], proc: str) -> TraceEvent:

@@ -7,22 +7,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from elastic_sim.runner import simulate
-from elastic_sim.scenario import parse_scenario
 from elastic_sim.trace import TraceEvent
+from tests.faults.util import simulate_with
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "torchelastic" / "scale_down.yaml"
 
 
 def _run(fault: dict[str, Any], time_limit: float = 300) -> tuple[list[TraceEvent], str]:
-    raw = yaml.safe_load(SCENARIO.read_text())  # 3 hosts, store on h0, pg_timeout 30
-    raw["faults"], raw["expect"], raw["time_limit"] = [fault], {}, time_limit
-    events, metrics, result = simulate(parse_scenario(raw, str(SCENARIO)), 0)
-    (rep,) = result.faults
+    # 3 hosts, store on h0, pg_timeout 30
+    events, outcome, (rep,) = simulate_with(SCENARIO, [fault], time_limit=time_limit)
     assert rep.fired, rep
-    return events, metrics.outcome
+    return events, outcome
 
 
 def _worker_failures(events: list[TraceEvent]) -> list[tuple[float, str]]:

@@ -8,22 +8,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from elastic_sim.runner import simulate
-from elastic_sim.scenario import parse_scenario
 from elastic_sim.trace import TraceEvent
+from tests.faults.util import simulate_with
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "torchelastic" / "scale_down.yaml"
 
 
 def _run(fault: dict[str, Any]) -> tuple[list[TraceEvent], str]:
-    raw = yaml.safe_load(SCENARIO.read_text())
-    raw["faults"], raw["expect"] = [fault], {}
-    events, metrics, result = simulate(parse_scenario(raw, str(SCENARIO)), 0)
-    (rep,) = result.faults
+    events, outcome, (rep,) = simulate_with(SCENARIO, [fault])
     assert rep.fired, rep
-    return events, metrics.outcome
+    return events, outcome
 
 
 def _of(events: list[TraceEvent], kind: str, proc: str) -> list[dict[str, Any]]:

@@ -7,21 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from elastic_sim.runner import simulate
-from elastic_sim.scenario import parse_scenario
 from elastic_sim.trace import TraceEvent
+from tests.faults.util import simulate_with
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "torchelastic" / "worker_crash.yaml"
 
 
-def _run(faults: list[dict[str, Any]]) -> tuple[list[TraceEvent], str, float]:
-    raw = yaml.safe_load(SCENARIO.read_text())  # 2 hosts, pg_timeout 30, max_restarts 3
-    raw["faults"], raw["expect"] = faults, {}
-    events, metrics, result = simulate(parse_scenario(raw, str(SCENARIO)), 0)
-    assert all(r.fired for r in result.faults)
-    return events, metrics.outcome, result.end_time
+def _run(faults: list[dict[str, Any]]) -> tuple[list[TraceEvent], str]:
+    events, outcome, reports = simulate_with(SCENARIO, faults)  # 2 hosts, pg_timeout 30
+    assert all(r.fired for r in reports)
+    return events, outcome
 
 
 def _starts(events: list[TraceEvent], proc: str) -> list[float]:
@@ -33,15 +28,15 @@ def _first_step(events: list[TraceEvent]) -> float:
 
 
 def test_a_slower_start_within_the_timeout_only_delays_the_first_step() -> None:
-    base, _, _ = _run([])
-    slow, outcome, _ = _run([{"type": "slow_start", "host": "h1", "delay": 5, "at": 0.001}])
+    base, _ = _run([])
+    slow, outcome = _run([{"type": "slow_start", "host": "h1", "delay": 5, "at": 0.001}])
     assert _first_step(slow) - _first_step(base) >= 5 - 0.01
     assert _starts(slow, "h1/w0") == _starts(base, "h1/w0")  # it exists, still starting
     assert outcome == "completed"
 
 
 def test_a_start_slower_than_pg_timeout_makes_the_fast_host_spend_its_restarts() -> None:
-    events, outcome, _ = _run([{"type": "slow_start", "host": "h1", "delay": 40, "at": 0.001}])
+    events, outcome = _run([{"type": "slow_start", "host": "h1", "delay": 40, "at": 0.001}])
     inits = [e for e in events if e.kind == "proc_exit" and e.proc == "h0/w0"]
     assert len(inits) == 4 and all("init timed out" in e.get("reason") for e in inits)
     assert not [e for e in events if e.kind == "step"]

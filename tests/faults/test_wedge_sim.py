@@ -7,20 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from elastic_sim.runner import simulate
-from elastic_sim.scenario import parse_scenario
 from elastic_sim.trace import TraceEvent
+from tests.faults.util import simulate_with
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "torchelastic" / "scale_down.yaml"
 
 
 def _run(faults: list[dict[str, Any]]) -> tuple[list[TraceEvent], str, Any]:
-    raw = yaml.safe_load(SCENARIO.read_text())  # 3 hosts, pg_timeout 30
-    raw["faults"], raw["expect"] = faults, {}
-    events, metrics, result = simulate(parse_scenario(raw, str(SCENARIO)), 0)
-    return events, metrics.outcome, result.faults
+    return simulate_with(SCENARIO, faults)  # 3 hosts, pg_timeout 30
 
 
 def _done(events: list[TraceEvent], proc: str) -> float:
