@@ -155,15 +155,6 @@ class CrashHost(OnHost, Fault, tag="crash"):
 
 
 @dataclass(frozen=True)
-class PowerOff(OnHost, Fault, tag="power_off"):
-    """The machine stops dead: every process ends, and no FIN or RST ever leaves it. Peers
-    are not told: their collectives and store calls with it wait for their own timeouts
-    (the NCCL case, a powered-off Gloo peer), where a ``crash`` is seen at once."""
-
-    host: HostName
-
-
-@dataclass(frozen=True)
 class CrashProcess(Fault, tag="crash_process"):
     """One process dies (SIGKILL); the host and its other processes live on."""
 
@@ -195,27 +186,6 @@ class HangHost(OnHost, Healing, Fault, tag="hang"):
 
 Groups = Annotated[tuple[Side, ...], Field(min_length=2)]
 TwoSides = Annotated[tuple[Side, ...], Field(min_length=2, max_length=2)]
-
-
-@dataclass(frozen=True)
-class Wedge(OnHost, Healing, Fault, tag="wedge"):
-    """One activity of a process is stuck for ``duration`` seconds while the process and
-    its other activities go on: an agent's main loop stuck while its heartbeat keeps
-    beating, a worker stuck inside a collective while its process lives. Activities are
-    the names a protocol gives its tasks (torchrun's agent: ``agent.invoke_run``,
-    ``keep-alive``; every process: ``main``); ``proc`` (``host/name``) picks one process,
-    default every process of the host that has the activity."""
-
-    host: HostName
-    activity: Annotated[str, Field(min_length=1)]
-    duration: Duration
-    proc: str = ""
-
-    def problem(self) -> tuple[str, str] | None:
-        if self.proc and self.proc.partition("/")[0] != self.host:
-            return "proc", f"expected a process of {self.host} ('{self.host}/name'), got " \
-                f"{self.proc!r}"
-        return None
 
 
 @dataclass(frozen=True)
@@ -342,6 +312,36 @@ class Signal(OnHost, Fault, tag="signal"):
     host: HostName
     signal: Literal["INT", "TERM", "HUP", "QUIT", "USR1", "USR2"]
     to: Literal["agent", "workers"] = "agent"
+
+
+@dataclass(frozen=True)
+class PowerOff(OnHost, Fault, tag="power_off"):
+    """The machine stops dead: every process ends, and no FIN or RST ever leaves it. Peers
+    are not told: their collectives and store calls with it wait for their own timeouts
+    (the NCCL case, a powered-off Gloo peer), where a ``crash`` is seen at once."""
+
+    host: HostName
+
+
+@dataclass(frozen=True)
+class Wedge(OnHost, Healing, Fault, tag="wedge"):
+    """One activity of a process is stuck for ``duration`` seconds while the process and
+    its other activities go on: an agent's main loop stuck while its heartbeat keeps
+    beating, a worker stuck inside a collective while its process lives. Activities are
+    the names a protocol gives its tasks (torchrun's agent: ``agent.invoke_run``,
+    ``keep-alive``; every process: ``main``); ``proc`` (``host/name``) picks one process,
+    default every process of the host that has the activity."""
+
+    host: HostName
+    activity: Annotated[str, Field(min_length=1)]
+    duration: Duration
+    proc: str = ""
+
+    def problem(self) -> tuple[str, str] | None:
+        if self.proc and self.proc.partition("/")[0] != self.host:
+            return "proc", f"expected a process of {self.host} ('{self.host}/name'), got " \
+                f"{self.proc!r}"
+        return None
 
 
 class CrashAtStart(Exception):
