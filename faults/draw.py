@@ -25,6 +25,7 @@ from elastic_sim.faults.model import (
     PowerOff,
     Preempt,
     ScaleDown,
+    Wedge,
 )
 
 if TYPE_CHECKING:
@@ -35,6 +36,11 @@ ENDS_A_HOST: tuple[type[Fault], ...] = (CrashHost, PowerOff, Preempt, ScaleDown)
 
 CLOCK_STEPS = (5.0, -5.0, 60.0, -60.0, 3600.0, -3600.0)
 """Clock offsets and jumps drawn (seconds), smallest first."""
+
+ACTIVITIES = ("main", "keep-alive", "agent.invoke_run", "discovery", "notification_service",
+              "dispatch")
+"""Activities a wedge is drawn for: every process's ``main`` and the tasks the shipped
+protocols name (one a process does not run is skipped, saying which it runs)."""
 
 LINK_MAX = 1.0
 """Longest extra link delay or reordering drawn (seconds)."""
@@ -87,7 +93,9 @@ def _value(c: Chooser, s: FaultSpace, cls: type[Fault], name: str, annotation: A
     if name in ("a", "b"):
         return _pick(c, ("*", *s.hosts))
     if name == "proc":
-        return f"{host}/{s.proc_name}"
+        return "" if issubclass(cls, Wedge) else f"{host}/{s.proc_name}"
+    if name == "activity":
+        return _pick(c, ACTIVITIES)
     if kind is int:
         return c.integer(1, 4)
     if name in ("loss", "duplicate"):
