@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from elastic_sim.faults.schedule import FaultSpace
 from elastic_sim.registry import PROTOCOLS, ProtocolInfo
 from elastic_sim.scenario import Scenario
+from elastic_sim.variation import Vary
 
 if TYPE_CHECKING:
     from elastic_sim.explore import Case, Outcome, Signature
@@ -40,6 +41,8 @@ class Search:
     seed: int
     space: FaultSpace
     ties: bool
+    varies: tuple[Vary, ...] = ()
+    """Knob and cluster values drawn per case (``explore --vary``)."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,7 @@ def _run_range(start: int, stop: int) -> list[Verdict]:
     assert s is not None
     out = []
     for i in range(start, stop):
-        o = run_case(sc, make_case(s.seed, i, s.space, s.ties), ignore)
+        o = run_case(sc, make_case(s.seed, i, s.space, s.ties, s.varies), ignore)
         out.append(Verdict(i, o.signatures, o.messages, o.hung))
     return out
 
@@ -120,7 +123,8 @@ class CaseRunner:
         indices = range(budget) if budget is not None else itertools.count()
         if self.pool is None:
             for i in indices:
-                yield run_case(self.sc, make_case(s.seed, i, s.space, s.ties), self.ignore)
+                yield run_case(self.sc, make_case(s.seed, i, s.space, s.ties, s.varies),
+                               self.ignore)
             return
         pool = self.pool
         starts: Iterator[int] = (iter(range(0, budget, CHUNK)) if budget is not None
@@ -140,7 +144,7 @@ class CaseRunner:
             verdicts = queue.popleft().result()
             submit()
             for v in verdicts:
-                yield Outcome(make_case(s.seed, v.index, s.space, s.ties), v.signatures,
+                yield Outcome(make_case(s.seed, v.index, s.space, s.ties, s.varies), v.signatures,
                               v.messages, v.hung)
 
     def close(self) -> None:

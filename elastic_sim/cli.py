@@ -95,8 +95,14 @@ def _add_explore(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     ex.add_argument("--ties", action="store_true",
                     help="also draw a tie seed per schedule: events due at the same time "
                          "from different sources run in a seeded order")
-    ex.add_argument("--faults", default=None, metavar="TYPE,...",
-                    help="fault types to draw (default: crash,hang,partition)")
+    ex.add_argument("--faults", default=None, metavar="TYPE,...|all",
+                    help="fault types to draw; 'all': every type the protocol can meet "
+                         "(the default)")
+    ex.add_argument("--vary", action="append", default=[], metavar="PATH=LO..HI|A,B,...",
+                    help="draw a knob (knobs.NAME) or the store host (cluster.store_host) "
+                         "per schedule from this range or list; repeatable")
+    ex.add_argument("--no-triggers", action="store_true",
+                    help="faults fire at times only, never at the protocol's events")
     ex.add_argument("--max-duration", type=float, default=60.0,
                     help="longest hang or partition, seconds")
     ex.add_argument("--spare", default="", metavar="HOST,...",
@@ -265,12 +271,13 @@ def _cmd_k8s(args: argparse.Namespace, sc: Scenario, seed: int, out: Path,
 def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from elastic_sim.explore import explore, space_for
-    from elastic_sim.faults.schedule import DEFAULT_TYPES, GENERATORS
+    from elastic_sim.explore import explore, protocol_fault_types, space_for
+    from elastic_sim.faults.schedule import GENERATORS
     from elastic_sim.scenario import load_scenario
 
     sc = load_scenario(args.scenario)
-    types = tuple(t for t in (args.faults or ",".join(DEFAULT_TYPES)).split(",") if t)
+    types = (protocol_fault_types(sc) if args.faults in (None, "all")
+             else tuple(t for t in args.faults.split(",") if t))
     hosts = [h.name for h in sc.cluster.host_specs()]
     for t in types:
         if t not in GENERATORS:
@@ -296,9 +303,17 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
         if c not in names:
             raise ScenarioError("--ignore", "", f"unknown check {c!r}; expected some of: "
                                 + ", ".join(names))
+    from elastic_sim.variation import check_varies, parse_vary
+
+    try:
+        varies = [parse_vary(v) for v in args.vary]
+    except ValueError as exc:
+        raise ScenarioError("--vary", "", str(exc)) from None
+    check_varies(sc, varies)
     space = space_for(sc, types=types, max_faults=args.max_faults,
                       max_duration=args.max_duration, spare=spare,
-                      max_crashes=args.max_crashes, horizon=args.horizon)
+                      max_crashes=args.max_crashes, horizon=args.horizon,
+                      triggers=not args.no_triggers)
     from elastic_sim.outdir import check_place, safe_component
 
     out = args.out or Path("runs") / safe_component(f"explore-{sc.name}-s{args.seed}")
@@ -309,6 +324,7 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
         task = bar.add_task(sc.name, total=args.budget, found=0)
         res = explore(sc, space, seed=args.seed, budget=args.budget, time_s=args.time_s,
                       workers=args.workers, out_dir=out, ignore=ignore, ties=args.ties,
+                      varies=varies,
                       progress=lambda done, found: bar.update(task, completed=done,
                                                               found=found))
     console.print(f"{res.cases} schedules in {res.wall_s:.1f} s ({res.per_minute:.0f}/min), "

@@ -23,7 +23,9 @@ from typing import Any
 from elastic_sim.case_pool import CaseRunner, Search
 from elastic_sim.checks import CheckResult, run_checks
 from elastic_sim.checks.contracts import contract_for
-from elastic_sim.faults.model import Fault
+from elastic_sim.errors import ScenarioError
+from elastic_sim.faults.model import DISCOVERY_FAULTS, FAULT_TYPES, Fault
+from elastic_sim.faults.record import INJECTOR
 from elastic_sim.faults.schedule import (
     DEFAULT_TYPES,
     FaultSpace,
@@ -31,23 +33,44 @@ from elastic_sim.faults.schedule import (
     schedule_size,
     shrink_candidates,
 )
+from elastic_sim.faults.triggers import EventTrigger
 from elastic_sim.outdir import safe_component
+from elastic_sim.registry import PROTOCOLS
 from elastic_sim.runner import run_scenario, simulate
 from elastic_sim.scenario import Scenario, fault_dict, with_faults
+from elastic_sim.trace import TraceEvent
+from elastic_sim.variation import Variation, Vary, apply_variation, draw_variation
 
+RUNNER = "elastic-sim"
+"""The ``proc`` of the runner's own events (run start and end)."""
+TRIGGER_LIMIT = 48
+"""Most event triggers a space offers (spread over the fault-free run)."""
 MAX_SHRINK_RUNS = 400
 """Runs one shrink may spend before it keeps the smallest schedule found so far."""
 
 
 @dataclass(frozen=True, order=True)
 class Signature:
-    """What tells two violations apart: the check, and the kinds of its witness events."""
+    """What tells two violations apart, its mechanism: the check, the kinds of its witness
+    events, and the fault types that had fired by its last witness event (so one
+    frequent mechanism does not hide another that breaks the same check, and a shrink
+    step that swaps the fault behind it is not taken)."""
 
     check: str
     where: str
+    faults: str = ""
 
     def __str__(self) -> str:
-        return f"{self.check}@{self.where}"
+        return f"{self.check}@{self.where}" + (f"[{self.faults}]" if self.faults else "")
+
+    def admits(self, other: Signature) -> bool:
+        """Whether ``other`` is this mechanism with fewer faults behind it: the same check
+        on the same kinds of witness events, behind some of the same fault types (a shrink
+        step may drop a fault that did not matter, never swap in another)."""
+        mine = set(self.faults.split(",")) - {""}
+        theirs = set(other.faults.split(",")) - {""}
+        return ((self.check, self.where) == (other.check, other.where)
+                and theirs <= mine and (bool(theirs) or not mine))
 
 
 @dataclass(frozen=True)
@@ -58,6 +81,8 @@ class Case:
     faults: tuple[Fault, ...]
     seed: int
     tie_seed: int | None = None
+    variation: Variation = ()
+    """Knob and cluster values drawn for it (:mod:`elastic_sim.variation`)."""
 
 
 @dataclass
@@ -82,6 +107,7 @@ class Finding:
     seed: int
     shrink_runs: int
     tie_seed: int | None = None
+    variation: Variation = ()
     reproducer: Path | None = None
     run_dir: Path | None = None
     trace_sha256: str = ""
@@ -89,6 +115,8 @@ class Finding:
     standing: str = "broken_promise"
     """Against the protocol's contract: broken_promise, weak_spot (upstream's known weak
     spot) or outside_contract (the schedule broke a fault assumption of the contract)."""
+    reported: bool = False
+    """False for a mechanism that shrank into one already reported."""
 
 
 @dataclass
@@ -118,16 +146,20 @@ class Exploration:
         return 60.0 * runs / self.wall_s if self.wall_s > 0 else 0.0
 
 
-def signatures_of(checks: Sequence[CheckResult],
-                  ignore: Collection[str] = ()) -> dict[Signature, str]:
+def signatures_of(checks: Sequence[CheckResult], ignore: Collection[str] = (),
+                  events: Sequence[TraceEvent] = ()) -> dict[Signature, str]:
     """Every distinct violation signature of one run, with its first message (checks named
-    in ``ignore`` left out)."""
+    in ``ignore`` left out); ``events``, the run's trace, name the faults behind each."""
+    fired = [(e.t, str(e.data.get("type"))) for e in events
+             if e.kind == "fault" and e.data.get("phase") == "start"]
     out: dict[Signature, str] = {}
     for c in checks:
         if c.name in ignore:
             continue
         for v in c.violations:
-            sig = Signature(c.name, ",".join(ev.kind for ev in v.witness))
+            last = max((ev.t for ev in v.witness), default=float("inf"))
+            behind = ",".join(sorted({kind for t, kind in fired if t <= last}))
+            sig = Signature(c.name, ",".join(ev.kind for ev in v.witness), behind)
             out.setdefault(sig, v.message)
     return out
 
@@ -139,21 +171,56 @@ def known_violations(sc: Scenario) -> tuple[str, ...]:
 
 
 def run_case(sc: Scenario, case: Case, ignore: Collection[str] = ()) -> Outcome:
-    """Run one case in the sim (in memory) and check it."""
+    """Run one case in the sim (in memory) and check it (a variation the scenario rejects,
+    such as min above max, is no case: nothing to report)."""
+    try:
+        sc = apply_variation(sc, case.variation)
+    except ScenarioError:
+        return Outcome(case, [], {}, False)
     run = with_faults(sc, list(case.faults), seed=case.seed, name=sc.name,
                       tie_seed=case.tie_seed)
     events, _, result = simulate(run, case.seed)
-    sigs = signatures_of(run_checks(events), ignore)
+    sigs = signatures_of(run_checks(events), ignore, events)
     return Outcome(case, sorted(sigs), sigs, result.hung)
+
+
+def protocol_fault_types(sc: Scenario) -> tuple[str, ...]:
+    """Every fault type the scenario's protocol can meet: all of them, less the
+    discovery-source faults where it has no discovery source."""
+    discovery = {c.scenario_type for c in DISCOVERY_FAULTS}
+    has_source = PROTOCOLS[sc.protocol.name].discovery
+    return tuple(t for t in FAULT_TYPES if has_source or t not in discovery)
+
+
+def event_triggers(events: Sequence[TraceEvent], horizon: float,
+                   limit: int = TRIGGER_LIMIT) -> tuple[EventTrigger, ...]:
+    """Triggers at the protocol events of a fault-free run up to ``horizon``: each
+    (kind, host, round/step/epoch) once, at most ``limit`` spread over the run."""
+    seen: dict[EventTrigger, None] = {}
+    for e in events:
+        if e.t > horizon or e.host == "*" or e.proc in (RUNNER, INJECTOR):
+            continue
+        key = next(((k, e.data[k]) for k in ("round", "step", "epoch")
+                    if isinstance(e.data.get(k), int) and not isinstance(e.data[k], bool)),
+                   None)
+        seen.setdefault(EventTrigger(e.kind, e.host, (key,) if key else ()), None)
+    found = list(seen)
+    if len(found) > limit:
+        found = [found[i * len(found) // limit] for i in range(limit)]
+    return tuple(found)
 
 
 def space_for(sc: Scenario, *, types: Sequence[str] = DEFAULT_TYPES, max_faults: int = 3,
               max_duration: float = 60.0, spare: Sequence[str] = (),
-              horizon: float | None = None, max_crashes: int | None = None) -> FaultSpace:
-    """The schedules around ``sc``: its hosts, faults within its fault-free run time."""
-    if horizon is None:
-        _, _, base = simulate(with_faults(sc, [], seed=sc.seed, name=sc.name), sc.seed)
-        horizon = base.end_time
+              horizon: float | None = None, max_crashes: int | None = None,
+              triggers: bool = False) -> FaultSpace:
+    """The schedules around ``sc``: its hosts, faults within its fault-free run time (with
+    ``triggers``, also at that run's protocol events)."""
+    events: list[TraceEvent] = []
+    if horizon is None or triggers:
+        events, _, base = simulate(with_faults(sc, [], seed=sc.seed, name=sc.name), sc.seed)
+        if horizon is None:
+            horizon = base.end_time
     return FaultSpace(
         hosts=tuple(h.name for h in sc.cluster.host_specs()),
         horizon=round(horizon, 3),
@@ -162,23 +229,30 @@ def space_for(sc: Scenario, *, types: Sequence[str] = DEFAULT_TYPES, max_faults:
         max_duration=max_duration,
         spare=tuple(spare),
         max_crashes=max_crashes,
+        store_host=sc.store_host,
+        triggers=event_triggers(events, horizon) if triggers else (),
     )
 
 
-def make_case(seed: int, index: int, space: FaultSpace, ties: bool = False) -> Case:
-    """Case ``index`` of the search with seed ``seed`` (with ``ties``: a tie seed too)."""
+def make_case(seed: int, index: int, space: FaultSpace, ties: bool = False,
+              varies: Sequence[Vary] = ()) -> Case:
+    """Case ``index`` of the search with seed ``seed`` (with ``ties``: a tie seed too;
+    with ``varies``: knob and cluster values too)."""
     faults = random_schedule(f"{seed}/schedule/{index}", space)
     sim_seed = random.Random(f"{seed}/sim/{index}").randrange(2**32)
     tie_seed = random.Random(f"{seed}/ties/{index}").randrange(2**32) if ties else None
-    return Case(index, faults, sim_seed, tie_seed)
+    variation = draw_variation(f"{seed}/vary/{index}", varies) if varies else ()
+    return Case(index, faults, sim_seed, tie_seed, variation)
 
 
 # -- shrinking --------------------------------------------------------------------------
 
 
 def shrink(runner: CaseRunner, case: Case, target: Signature,
-           max_runs: int = MAX_SHRINK_RUNS) -> tuple[Case, int]:
-    """The simplest schedule found that still shows ``target`` and how many runs it took.
+           max_runs: int = MAX_SHRINK_RUNS) -> tuple[Case, int, Signature]:
+    """The simplest schedule found that still shows ``target``'s mechanism, how many runs
+    it took, and the signature it shows (``target``, or it with faults that did not matter
+    dropped: :meth:`Signature.admits`, re-checked on every step).
 
     Greedy: take the first (simplest) candidate one step simpler that still fails, until
     none does. Candidates are tried in batches but accepted in list order, so the result
@@ -188,7 +262,7 @@ def shrink(runner: CaseRunner, case: Case, target: Signature,
     improved = True
     while improved and runs < max_runs:
         improved = False
-        cands = [Case(case.index, c, case.seed, case.tie_seed)
+        cands = [Case(case.index, c, case.seed, case.tie_seed, case.variation)
                  for c in shrink_candidates(best.faults)]
         for start in range(0, len(cands), batch):
             part = cands[start:start + batch][: max_runs - runs]
@@ -196,11 +270,12 @@ def shrink(runner: CaseRunner, case: Case, target: Signature,
                 break
             outs = runner.run(part)
             runs += len(part)
-            hit = next((o.case for o in outs if target in o.signatures), None)
-            if hit is not None and schedule_size(hit.faults) < schedule_size(best.faults):
-                best, improved = hit, True
+            hit = next(((o.case, sig) for o in outs for sig in o.signatures
+                        if target.admits(sig)), None)
+            if hit is not None and schedule_size(hit[0].faults) < schedule_size(best.faults):
+                (best, target), improved = hit, True
                 break
-    return best, runs
+    return best, runs, target
 
 
 # -- the search -------------------------------------------------------------------------
@@ -221,6 +296,7 @@ def explore(
     progress: Progress | None = None,
     ignore: Collection[str] | None = None,
     ties: bool = False,
+    varies: Sequence[Vary] = (),
 ) -> Exploration:
     """Run up to ``budget`` cases (or for ``time_s`` seconds); shrink each new violation and,
     with ``out_dir``, write its reproducer ``<out_dir>/<name>.yaml`` and its run
@@ -231,20 +307,24 @@ def explore(
         raise ValueError("explore needs a budget or a time limit")
     res = Exploration(sc.name, seed, space)
     res.ignored = tuple(known_violations(sc) if ignore is None else ignore)
-    runner = CaseRunner(sc, workers, res.ignored, Search(seed, space, ties))
+    runner = CaseRunner(sc, workers, res.ignored, Search(seed, space, ties, tuple(varies)))
     started = time.perf_counter()
     seen: set[Signature] = set()
+    reported: set[Signature] = set()
     try:
         for out in runner.drawn(budget):
             if time_s is not None and time.perf_counter() - started >= time_s:
                 break
             res.cases += 1
             for sig in out.signatures:
-                if sig not in seen:
-                    seen.add(sig)
-                    res.findings.append(_shrink_and_write(
-                        runner, sc, out, sig, out_dir, len(res.findings)))
-                    res.shrink_runs += res.findings[-1].shrink_runs
+                if sig in seen:
+                    continue
+                seen.add(sig)
+                finding = _shrink_and_write(runner, sc, out, sig, out_dir,
+                                            len(res.findings), reported)
+                res.shrink_runs += finding.shrink_runs
+                if finding.reported:
+                    res.findings.append(finding)
             if progress:
                 progress(res.cases, len(res.findings))
     finally:
@@ -256,13 +336,19 @@ def explore(
 
 
 def _shrink_and_write(runner: CaseRunner, sc: Scenario, out: Outcome, sig: Signature,
-                      out_dir: Path | None, n: int) -> Finding:
-    small, runs = shrink(runner, out.case, sig)
-    finding = Finding(sig, out.messages[sig], out.case.index, out.case.faults, small.faults,
-                      small.seed, runs, small.tie_seed)
+                      out_dir: Path | None, n: int, reported: set[Signature]) -> Finding:
+    """Shrink one new mechanism; report it and write its reproducer unless it shrank into
+    one already reported (a duplicate)."""
+    small, runs, shown = shrink(runner, out.case, sig)
+    finding = Finding(shown, out.messages[sig], out.case.index, out.case.faults,
+                      small.faults, small.seed, runs, small.tie_seed, small.variation)
     contract = contract_for(sc.protocol.name)
-    if contract is not None and sig.check in contract.weak_spots:
+    if contract is not None and shown.check in contract.weak_spots:
         finding.standing = "weak_spot"
+    if shown in reported:
+        return finding
+    reported.add(shown)
+    finding.reported = True
     if out_dir is not None:
         write_reproducer(sc, finding, out_dir, safe_component(f"{sc.name}-{sig.check}-{n}"))
     return finding
@@ -278,8 +364,11 @@ def write_reproducer(sc: Scenario, finding: Finding, out_dir: Path, name: str) -
     desc = (f"Found by elastic-sim explore of {sc.name}: {finding.signature} - "
             f"{finding.message}. Shrunk from {len(finding.original)} to "
             f"{len(finding.faults)} faults.")
-    repro = with_faults(sc, list(finding.faults), seed=finding.seed, name=name,
-                        description=desc, tie_seed=finding.tie_seed)
+    if finding.variation:
+        desc += " Varied: " + ", ".join(f"{p}={v}" for p, v in finding.variation) + "."
+    repro = with_faults(apply_variation(sc, finding.variation), list(finding.faults),
+                        seed=finding.seed, name=name, description=desc,
+                        tie_seed=finding.tie_seed)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.yaml"
     path.write_text(yaml.safe_dump(scenario_dict(repro), sort_keys=False), encoding="utf-8")
@@ -288,7 +377,7 @@ def write_reproducer(sc: Scenario, finding: Finding, out_dir: Path, name: str) -
                           file=str(path), write_report=True)
     finding.reproducer, finding.run_dir = path, out_dir / name
     finding.trace_sha256 = report.result.trace_sha256
-    finding.reproduced = finding.signature in signatures_of(report.checks)
+    finding.reproduced = finding.signature in signatures_of(report.checks, (), report.events)
     if report.contract is not None:
         finding.standing = report.contract.standing.get(finding.signature.check,
                                                         finding.standing)
@@ -307,17 +396,20 @@ def exploration_json(res: Exploration) -> dict[str, Any]:
         "space": {"hosts": list(res.space.hosts), "horizon": res.space.horizon,
                   "types": list(res.space.types), "max_faults": res.space.max_faults,
                   "max_duration": res.space.max_duration, "spare": list(res.space.spare),
-                  "max_crashes": res.space.max_crashes},
+                  "max_crashes": res.space.max_crashes,
+                  "triggers": [t.describe() for t in res.space.triggers]},
         "violations": [
             {
                 "check": f.signature.check,
                 "where": f.signature.where,
+                "mechanism": str(f.signature),
                 "message": f.message,
                 "found_at_case": f.found_at,
                 "original_faults": [fault_dict(x) for x in f.original],
                 "faults": [fault_dict(x) for x in f.faults],
                 "seed": f.seed,
                 **({"tie_seed": f.tie_seed} if f.tie_seed is not None else {}),
+                **({"variation": dict(f.variation)} if f.variation else {}),
                 "shrink_runs": f.shrink_runs,
                 "reproducer": str(f.reproducer) if f.reproducer else None,
                 "run_dir": str(f.run_dir) if f.run_dir else None,

@@ -1,9 +1,11 @@
-"""The faults part of the scenario schema: one model per fault type, triggers, failure-rate
-models and replayed failure traces; their conversion to :mod:`faults.model` data; and the
-checks of the names they refer to (errors name the file and the field path).
+"""The faults part of the scenario schema, derived from the fault classes.
 
-Field names match the fault dataclasses, so a fault converts to and from scenario data
-generically (:func:`fault_dict`).
+Each fault class of :mod:`faults.model` is the one definition of its type: the schema
+model of a ``type: <tag>`` entry is generated from the class's fields and their annotated
+domains (plus what every entry may say: ``id``, ``at`` and a trigger), so YAML is validated
+against the class directly, and an entry converts to the class and back generically
+(:func:`to_fault`, :func:`fault_dict`). Failure-rate models and replayed failure traces are
+sources that expand into many faults. Errors name the file and the field path.
 """
 
 from __future__ import annotations
@@ -13,37 +15,12 @@ import errno
 import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, create_model
 
 from elastic_sim.errors import ScenarioError
-from elastic_sim.faults.model import (
-    Bridge,
-    ClockJump,
-    ClockSkew,
-    CollectiveFault,
-    CrashHost,
-    CrashProcess,
-    CrashRestart,
-    DiscoveryAdd,
-    DiscoveryRemove,
-    DiscoveryScriptError,
-    DiscoveryScriptHang,
-    Fault,
-    HangHost,
-    IsolateHost,
-    IsolateStore,
-    LinkFault,
-    OneWayPartition,
-    Partition,
-    Preempt,
-    ScaleDown,
-    ScaleUp,
-    StoreCrash,
-    StoreFreeze,
-    Straggler,
-)
+from elastic_sim.faults.model import FAULT_TYPES, Duration, Fault, Placement, Time
 from elastic_sim.faults.triggers import (
     EventTrigger,
     FailureModel,
@@ -51,11 +28,6 @@ from elastic_sim.faults.triggers import (
     Triggered,
     parse_failure_trace,
 )
-
-NonNeg = Annotated[float, Field(ge=0)]
-Pos = Annotated[float, Field(gt=0)]
-Prob = Annotated[float, Field(ge=0, le=1)]
-Hosts = Annotated[list[str], Field(min_length=1)]
 
 
 class _Strict(BaseModel):
@@ -70,204 +42,41 @@ class WhenModel(_Strict):
     match: dict[str, int | float | str | bool] = {}
 
 
-class _FaultBase(_Strict):
+class FaultEntry(_Strict):
+    """What every single-fault entry may say besides its type's own fields."""
+
     id: str | None = None
-    at: NonNeg | None = None
+    at: Time | None = None
     """Run time it fires at; with a trigger, when watching for the trigger starts."""
     when: WhenModel | None = None
     at_step: Annotated[int, Field(ge=1)] | None = None
     """Fire when the first ``step`` event with this step number happens."""
     at_epoch: Annotated[int, Field(ge=0)] | None = None
     """Fire when the first rendezvous round (epoch) with this number completes."""
+    type: str
 
 
-class CrashModel(_FaultBase):
-    """Kill every process of a host; it stays down."""
+def scenario_fields(cls: type[Fault]) -> list[dataclasses.Field[Any]]:
+    """The fields of a fault class a scenario gives (not id/at, not derived ones)."""
+    return [f for f in dataclasses.fields(cls)
+            if f.name not in ("id", "at") and f.name not in cls.derived]
 
-    type: Literal["crash"]
-    host: str
 
+def _entry_model(tag: str, cls: type[Fault]) -> type[FaultEntry]:
+    hints = get_type_hints(cls, include_extras=True)
+    spec: dict[str, Any] = {"type": (Literal[tag], ...)}
+    for f in scenario_fields(cls):
+        required = f.metadata.get("needed") or (
+            f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+        spec[f.name] = (hints[f.name], ... if required else f.default)
+    doc = (cls.__doc__ or tag).strip()
+    return create_model(f"{cls.__name__}Entry", __base__=FaultEntry, __doc__=doc,
+                        __module__=__name__, **spec)
 
-class CrashProcessModel(_FaultBase):
-    """Kill one process (``host/name``)."""
 
-    type: Literal["crash_process"]
-    proc: str
-
-
-class CrashRestartModel(_FaultBase):
-    """Crash a host; it comes back with fresh processes after ``downtime``."""
-
-    type: Literal["crash_restart"]
-    host: str
-    downtime: NonNeg
-
-
-class HangModel(_FaultBase):
-    """Freeze a host for a while."""
-
-    type: Literal["hang"]
-    host: str
-    duration: Pos
-
-
-class StragglerModel(_FaultBase):
-    """A host computes ``factor`` times slower for a while."""
-
-    type: Literal["straggler"]
-    host: str
-    factor: Annotated[float, Field(ge=1)]
-    duration: Pos
-
-
-class PreemptModel(_FaultBase):
-    """SIGTERM, then SIGKILL after ``grace``; the host is gone."""
-
-    type: Literal["preempt"]
-    host: str
-    grace: NonNeg = 30.0
-
-
-class PartitionModel(_FaultBase):
-    """Cut the network between groups of hosts for a while."""
-
-    type: Literal["partition"]
-    groups: Annotated[list[Annotated[list[str], Field(min_length=1)]], Field(min_length=2)]
-    duration: Pos
-
-
-class IsolateModel(_FaultBase):
-    """Cut one host off from all others for a while."""
-
-    type: Literal["isolate"]
-    host: str
-    duration: Pos
-
-
-class IsolateStoreModel(_FaultBase):
-    """Cut the store host off from all others for a while."""
-
-    type: Literal["isolate_store"]
-    duration: Pos
-
-
-class BridgeModel(_FaultBase):
-    """Two sides that cannot talk; ``bridge`` hosts talk to both."""
-
-    type: Literal["bridge"]
-    groups: Annotated[list[Hosts], Field(min_length=2, max_length=2)]
-    bridge: Hosts
-    duration: Pos
-
-
-class OneWayModel(_FaultBase):
-    """Drop packets from ``src`` hosts to ``dst`` hosts for a while."""
-
-    type: Literal["one_way_partition"]
-    src: Hosts
-    dst: Hosts
-    duration: Pos
-
-
-class LinkModel(_FaultBase):
-    """Delay, lose, duplicate or reorder traffic between ``a`` and ``b`` (``*``: any)."""
-
-    type: Literal["link"]
-    a: str = "*"
-    b: str = "*"
-    delay: NonNeg = 0.0
-    loss: Prob = 0.0
-    duplicate: Prob = 0.0
-    reorder: NonNeg = 0.0
-    duration: Pos
-
-
-class ClockSkewModel(_FaultBase):
-    """A host's wall clock is ``offset`` seconds off for a while."""
-
-    type: Literal["clock_skew"]
-    host: str
-    offset: float
-    duration: Pos
-
-
-class ClockJumpModel(_FaultBase):
-    """A host's wall clock steps by ``delta`` seconds for good."""
-
-    type: Literal["clock_jump"]
-    host: str
-    delta: float
-
-
-class StoreCrashModel(_FaultBase):
-    """The store server dies (default: the scenario's store host's)."""
-
-    type: Literal["store_crash"]
-    host: str | None = None
-
-
-class StoreFreezeModel(_FaultBase):
-    """The store server stops answering for a while."""
-
-    type: Literal["store_freeze"]
-    host: str | None = None
-    duration: Pos
-
-
-class CollectiveFaultModel(_FaultBase):
-    """The next collective entered on ``host`` fails or hangs."""
-
-    type: Literal["collective"]
-    host: str
-    mode: Literal["fail", "hang"] = "fail"
-
-
-class ScaleUpModel(_FaultBase):
-    """A new agent starts on ``host`` (not running yet, or gone)."""
-
-    type: Literal["scale_up"]
-    host: str
-
-
-class ScaleDownModel(_FaultBase):
-    """``host`` leaves the job: SIGTERM, SIGKILL after ``grace``."""
-
-    type: Literal["scale_down"]
-    host: str
-    grace: NonNeg = 0.0
-
-
-class DiscoveryAddModel(_FaultBase):
-    """The protocol's discovery source also reports ``host`` (``slots``; default: the
-    source's own default), for ``duration`` seconds (default: for good)."""
-
-    type: Literal["discovery_add"]
-    host: str
-    slots: Annotated[int, Field(ge=1)] | None = None
-    duration: Pos | None = None
-
-
-class DiscoveryRemoveModel(_FaultBase):
-    """The protocol's discovery source no longer reports ``host``, for ``duration`` seconds
-    (default: for good)."""
-
-    type: Literal["discovery_remove"]
-    host: str
-    duration: Pos | None = None
-
-
-class DiscoveryErrorModel(_FaultBase):
-    """The discovery script fails on every call for a while."""
-
-    type: Literal["discovery_error"]
-    duration: Pos
-
-
-class DiscoveryHangModel(_FaultBase):
-    """A discovery call made in this window hangs until it ends."""
-
-    type: Literal["discovery_hang"]
-    duration: Pos
+SINGLE: dict[str, type[FaultEntry]] = {t: _entry_model(t, c) for t, c in FAULT_TYPES.items()}
+"""Scenario fault type -> its schema model (one fault each), generated from its class."""
+globals().update({m.__name__: m for m in SINGLE.values()})  # importable by name: picklable
 
 
 class MtbfModel(_Strict):
@@ -275,12 +84,12 @@ class MtbfModel(_Strict):
 
     type: Literal["mtbf"]
     id: str | None = None
-    mtbf: Pos
+    mtbf: Duration
     hosts: list[str] | None = None
     """Default: every host."""
-    until: Pos
-    shape: Pos = 1.0
-    downtime: NonNeg | None = None
+    until: Duration
+    shape: Duration = 1.0
+    downtime: Time | None = None
     """Hosts come back after this (crash and restart); default: they stay down."""
     seed: Annotated[int, Field(ge=0)] = 0
 
@@ -294,22 +103,8 @@ class ReplayModel(_Strict):
     """Relative to the scenario file."""
     format: Literal["csv", "json"] | None = None
     """Default: from the file's suffix."""
-    downtime: NonNeg | None = None
+    downtime: Time | None = None
 
-
-SINGLE: dict[str, type[_FaultBase]] = {
-    "crash": CrashModel, "crash_process": CrashProcessModel, "hang": HangModel,
-    "partition": PartitionModel, "crash_restart": CrashRestartModel,
-    "straggler": StragglerModel, "preempt": PreemptModel,
-    "isolate": IsolateModel, "isolate_store": IsolateStoreModel,
-    "bridge": BridgeModel, "one_way_partition": OneWayModel, "link": LinkModel,
-    "clock_skew": ClockSkewModel, "clock_jump": ClockJumpModel,
-    "store_crash": StoreCrashModel, "store_freeze": StoreFreezeModel,
-    "collective": CollectiveFaultModel, "scale_up": ScaleUpModel, "scale_down": ScaleDownModel,
-    "discovery_add": DiscoveryAddModel, "discovery_remove": DiscoveryRemoveModel,
-    "discovery_error": DiscoveryErrorModel, "discovery_hang": DiscoveryHangModel,
-}
-"""Scenario fault type -> its schema model (one fault each)."""
 
 SOURCES: dict[str, type[_Strict]] = {"mtbf": MtbfModel, "replay": ReplayModel}
 """Fault sources that expand into many faults."""
@@ -317,67 +112,37 @@ SOURCES: dict[str, type[_Strict]] = {"mtbf": MtbfModel, "replay": ReplayModel}
 FAULT_MODELS: dict[str, type[BaseModel]] = {**SINGLE, **SOURCES}
 FAULT_TAGS: tuple[str, ...] = tuple(FAULT_MODELS)
 
-FaultModel = Annotated[
-    CrashModel | CrashProcessModel | CrashRestartModel | HangModel | StragglerModel
-    | PreemptModel | PartitionModel | IsolateModel | IsolateStoreModel | BridgeModel
-    | OneWayModel | LinkModel | ClockSkewModel | ClockJumpModel | StoreCrashModel
-    | StoreFreezeModel | CollectiveFaultModel | ScaleUpModel | ScaleDownModel
-    | DiscoveryAddModel | DiscoveryRemoveModel | DiscoveryErrorModel | DiscoveryHangModel
-    | MtbfModel | ReplayModel,
-    Field(discriminator="type"),
-]
+
+def _tag_of(value: Any) -> str | None:
+    got = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return got if isinstance(got, str) else None
+
+
+if TYPE_CHECKING:
+    FaultModel = FaultEntry | MtbfModel | ReplayModel
+else:
+    FaultModel = Annotated[
+        Union[tuple(Annotated[m, Tag(t)] for t, m in FAULT_MODELS.items())],  # noqa: UP007
+        Discriminator(_tag_of),
+    ]
 
 
 # -- conversion -------------------------------------------------------------------------
 
 
-def _groups(gs: Sequence[Sequence[str]]) -> tuple[tuple[str, ...], ...]:
-    return tuple(tuple(g) for g in gs)
-
-
-def _rest(hosts: Sequence[str], side: Sequence[str]) -> tuple[str, ...]:
-    return tuple(h for h in hosts if h not in side)
-
-
-def to_fault(m: Any, fid: str, hosts: Sequence[str], store_host: str) -> Fault:
-    """One schema model (not a source) as fault data, wrapped in its trigger if it has one."""
+def to_fault(m: FaultEntry, fid: str, hosts: Sequence[str], store_host: str) -> Fault:
+    """One schema entry (not a source) as fault data, placed in the cluster, wrapped in its
+    trigger if it has one."""
     at = m.at or 0.0
-    builders: dict[str, Callable[[], Fault]] = {
-        "crash": lambda: CrashHost(fid, at, m.host),
-        "crash_process": lambda: CrashProcess(fid, at, m.proc),
-        "crash_restart": lambda: CrashRestart(fid, at, m.host, m.downtime),
-        "hang": lambda: HangHost(fid, at, m.host, m.duration),
-        "straggler": lambda: Straggler(fid, at, m.host, m.factor, m.duration),
-        "preempt": lambda: Preempt(fid, at, m.host, m.grace),
-        "partition": lambda: Partition(fid, at, _groups(m.groups), m.duration),
-        "isolate": lambda: IsolateHost(fid, at, ((m.host,), _rest(hosts, [m.host])),
-                                       m.duration, m.host),
-        "isolate_store": lambda: IsolateStore(
-            fid, at, ((store_host,), _rest(hosts, [store_host])), m.duration, store_host),
-        "bridge": lambda: Bridge(fid, at, _groups(m.groups), m.duration, tuple(m.bridge)),
-        "one_way_partition": lambda: OneWayPartition(fid, at, tuple(m.src), tuple(m.dst),
-                                                     m.duration),
-        "link": lambda: LinkFault(fid, at, m.a, m.b, m.delay, m.loss, m.duplicate, m.reorder,
-                                  m.duration),
-        "clock_skew": lambda: ClockSkew(fid, at, m.host, m.offset, m.duration),
-        "clock_jump": lambda: ClockJump(fid, at, m.host, m.delta),
-        "store_crash": lambda: StoreCrash(fid, at, m.host or store_host),
-        "store_freeze": lambda: StoreFreeze(fid, at, m.host or store_host, m.duration),
-        "collective": lambda: CollectiveFault(fid, at, m.host, m.mode),
-        "scale_up": lambda: ScaleUp(fid, at, m.host),
-        "scale_down": lambda: ScaleDown(fid, at, m.host, m.grace),
-        "discovery_add": lambda: DiscoveryAdd(fid, at, m.host, m.slots, m.duration),
-        "discovery_remove": lambda: DiscoveryRemove(fid, at, m.host, m.duration),
-        "discovery_error": lambda: DiscoveryScriptError(fid, at, m.duration),
-        "discovery_hang": lambda: DiscoveryScriptHang(fid, at, m.duration),
-    }
-    fault = builders[m.type]()
+    cls = FAULT_TYPES[m.type]
+    given = {f.name: getattr(m, f.name) for f in scenario_fields(cls)}
+    fault = cls(id=fid, at=at, **given).resolve(Placement(tuple(hosts), store_host))
     when = trigger_of(m)
     return Triggered(fid, at, fault, when) if when is not None else fault
 
 
-def trigger_of(m: Any) -> EventTrigger | None:
-    """The event trigger a fault model names, if any."""
+def trigger_of(m: FaultEntry) -> EventTrigger | None:
+    """The event trigger a fault entry names, if any."""
     if m.when is not None:
         return EventTrigger(m.when.event, m.when.host, tuple(sorted(m.when.match.items())))
     if m.at_step is not None:
@@ -434,13 +199,10 @@ def fault_dict(f: Fault) -> dict[str, Any]:
             if f.when.host is not None:
                 out["when"]["host"] = f.when.host
         return out
-    model = SINGLE[f.type]
-    out = {"id": f.id, "type": f.type}
-    names = {fl.name for fl in dataclasses.fields(f)}
-    for key in model.model_fields:
-        if key in names and key not in ("id", "type"):
-            out[key] = _plain(getattr(f, key))
-    return out
+    data: dict[str, Any] = {"id": f.id, "type": f.type, "at": f.at}
+    for fl in scenario_fields(type(f)):
+        data[fl.name] = _plain(getattr(f, fl.name))
+    return data
 
 
 def _plain(value: Any) -> Any:
@@ -451,9 +213,13 @@ def _plain(value: Any) -> Any:
 
 # -- references -------------------------------------------------------------------------
 
+_HOST_FIELDS = ("host", "a", "b")
+_HOST_LISTS = ("bridge", "src", "dst")
+
 
 def check_fault(m: Any, base: str, file: str, need_host: Callable[[str, str], None]) -> None:
-    """Cross-field checks of one fault entry: hosts it names exist, a time or a trigger."""
+    """Cross-field checks of one fault entry: a time or a trigger, the hosts it names
+    exist, and its type's own rules (:meth:`faults.model.Fault.problem`)."""
     if isinstance(m, MtbfModel):
         for j, h in enumerate(m.hosts or []):
             need_host(f"{base}.hosts[{j}]", h)
@@ -469,22 +235,21 @@ def check_fault(m: Any, base: str, file: str, need_host: Callable[[str, str], No
                             "seconds, or a trigger: when, at_step or at_epoch)")
     if m.when is not None and m.when.host is not None:
         need_host(f"{base}.when.host", m.when.host)
-    for key in ("host", "a", "b"):
+    for key in _HOST_FIELDS:
         value = getattr(m, key, None)
-        if isinstance(value, str) and not (key in ("a", "b") and value == "*"):
+        if isinstance(value, str) and value and not (key in ("a", "b") and value == "*"):
             need_host(f"{base}.{key}", value)
-    if isinstance(m, CrashProcessModel):
-        host, _, name = m.proc.partition("/")
-        if not name:
-            raise ScenarioError(file, base + ".proc", f"expected 'host/name', got {m.proc!r}")
-        need_host(base + ".proc", host)
-    for key in ("groups",):
-        for g, group in enumerate(getattr(m, key, None) or []):
-            for j, h in enumerate(group):
-                need_host(f"{base}.{key}[{g}][{j}]", h)
-    for key in ("bridge", "src", "dst"):
+    cls = FAULT_TYPES[m.type]
+    given = {f.name: getattr(m, f.name) for f in scenario_fields(cls)}
+    fault = cls(id="", at=0.0, **given)
+    problem = fault.problem()
+    if problem is not None:
+        raise ScenarioError(file, f"{base}.{problem[0]}", problem[1])
+    if "proc" in given:
+        need_host(base + ".proc", fault.hosts()[0])
+    for g, group in enumerate(getattr(m, "groups", None) or []):
+        for j, h in enumerate(group):
+            need_host(f"{base}.groups[{g}][{j}]", h)
+    for key in _HOST_LISTS:
         for j, h in enumerate(getattr(m, key, None) or []):
             need_host(f"{base}.{key}[{j}]", h)
-    if isinstance(m, OneWayModel) and set(m.src) & set(m.dst):
-        both = sorted(set(m.src) & set(m.dst))
-        raise ScenarioError(file, base + ".dst", f"hosts {both} are in both src and dst")

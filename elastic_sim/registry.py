@@ -29,6 +29,8 @@ class ProtocolInfo:
     check: Callable[[Mapping[str, Any], list[str]], None] | None = None
     """Cross-checks of the validated knobs against the cluster's host names; raises
     ValueError('<knob path>: <message>')."""
+    discovery: bool = False
+    """Whether it has a discovery source (discovery-source faults can meet it)."""
 
 
 PROTOCOLS: dict[str, ProtocolInfo] = {
@@ -50,6 +52,7 @@ PROTOCOLS: dict[str, ProtocolInfo] = {
         summary="horovodrun elastic (Gloo): driver with host discovery, reset barrier and "
         "blacklist, rank 0 notification, State commit/restore/sync run loop",
         check=check_knobs,
+        discovery=True,
     ),
 }
 

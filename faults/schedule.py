@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
+from elastic_sim.faults.draw import ENDS_A_HOST, generator
 from elastic_sim.faults.model import (
     FAULT_TYPES,
     CrashHost,
@@ -25,6 +26,7 @@ from elastic_sim.faults.model import (
     HangHost,
     Partition,
 )
+from elastic_sim.faults.triggers import EventTrigger, Triggered, unwrap
 
 T = TypeVar("T")
 
@@ -67,6 +69,13 @@ class FaultSpace:
     """Hosts never crashed (e.g. the store host, whose loss ends a job by design)."""
     max_crashes: int | None = None
     """Most hosts one schedule crashes for good (keep ``min_hosts`` alive: the contract)."""
+    store_host: str = ""
+    """Where the store runs (default: the first host): store faults aim there."""
+    proc_name: str = "main"
+    """Each host's first process (``host/<proc_name>``): what crash_process kills."""
+    triggers: tuple[EventTrigger, ...] = ()
+    """Trace events a fault may fire at instead of a time (steps, rounds completing,
+    barriers: the narrow windows); none: every fault fires at a time."""
 
     def __post_init__(self) -> None:
         if not self.hosts:
@@ -142,7 +151,10 @@ GENERATORS: dict[str, Generator] = {
     "discovery_error": _discovery_error,
     "discovery_hang": _discovery_hang,
 }
-"""Fault type -> how one fault of it is drawn (None when the space allows none)."""
+"""Fault type -> how one fault of it is drawn (None when the space allows none). Every
+type is drawable: those without a generator of their own here are drawn from their class
+(:func:`faults.draw.draw_fault`)."""
+GENERATORS.update({t: generator(cls) for t, cls in FAULT_TYPES.items() if t not in GENERATORS})
 
 
 def draw_schedule(c: Chooser, space: FaultSpace) -> tuple[Fault, ...]:
@@ -154,10 +166,15 @@ def draw_schedule(c: Chooser, space: FaultSpace) -> tuple[Fault, ...]:
         kind = _pick(c, space.types)
         at = _ms(c, 0.0, space.horizon)
         f = GENERATORS[kind](c, space, f"x{i}-{kind}", at)
-        if isinstance(f, CrashHost) and space.max_crashes is not None:
-            if f.host not in crashed and len(crashed) >= space.max_crashes:
+        if isinstance(f, ENDS_A_HOST) and space.max_crashes is not None:
+            host = f.hosts()[0]
+            if host not in crashed and len(crashed) >= space.max_crashes:
                 continue  # beyond the contract: the draw is spent, the fault dropped
-            crashed.add(f.host)
+            crashed.add(host)
+        if f is not None and space.triggers:
+            pull = c.integer(0, len(space.triggers))  # 0: at its time (the simplest)
+            if pull:
+                f = Triggered(f.id, 0.0, replace(f, at=0.0), space.triggers[pull - 1])
         if f is not None:
             out.append(f)
     return tuple(sorted(out, key=lambda f: f.at))
@@ -172,7 +189,13 @@ def random_schedule(seed: str, space: FaultSpace) -> tuple[Fault, ...]:
 
 
 def _simpler_times(f: Fault) -> Iterator[Fault]:
-    """The same fault at a rounder or earlier time."""
+    """The same fault at a rounder or earlier time (a triggered one: the same fault at its
+    watch time, untriggered)."""
+    if isinstance(f, Triggered):
+        inner = unwrap(f)
+        if inner is not f:
+            yield replace(inner, at=f.at)
+        return
     for at in (0.0, float(int(f.at)), round(f.at, 1), round(f.at / 2, 3)):
         if at < f.at:
             yield replace(f, at=at)
@@ -224,10 +247,12 @@ def shrink_candidates(schedule: Sequence[Fault]) -> list[tuple[Fault, ...]]:
     return out
 
 
-def schedule_size(schedule: Sequence[Fault]) -> tuple[int, float, int]:
-    """How complex a schedule is: fewer faults, then less fault time, then fewer hosts."""
-    time = sum(f.at + float(getattr(f, "duration", 0.0)) for f in schedule)
-    return (len(schedule), round(time, 6), sum(len(f.hosts()) for f in schedule))
+def schedule_size(schedule: Sequence[Fault]) -> tuple[int, int, float, int]:
+    """How complex a schedule is: fewer faults, then fewer triggers, then less fault time,
+    then fewer hosts."""
+    time = sum(f.at + float(getattr(unwrap(f), "duration", None) or 0.0) for f in schedule)
+    triggered = sum(1 for f in schedule if isinstance(f, Triggered))
+    return (len(schedule), triggered, round(time, 6), sum(len(f.hosts()) for f in schedule))
 
 
 __all__ = [

@@ -361,7 +361,11 @@ class TracedGroup:
 Entry = Callable[["Runtime", Mapping[str, JSON]], Coroutine[Any, Any, int]]
 """A process's main: ``async def main(rt, args) -> exit code``, named as ``"module:function"``."""
 
-SIGNALS = ("TERM", "KILL", "STOP", "CONT", "INT")
+SIGNALS = ("TERM", "KILL", "STOP", "CONT", "INT", "HUP", "QUIT", "USR1", "USR2")
+
+HANDLED_SIGNALS = ("TERM", "INT", "HUP", "QUIT", "USR1", "USR2")
+"""Signals a process may install a handler for (:meth:`Runtime.on_signal`); unhandled,
+each ends the process (its default action)."""
 
 
 class Proc(abc.ABC):
@@ -379,10 +383,11 @@ class Proc(abc.ABC):
 
     @abc.abstractmethod
     def signal(self, sig: str) -> None:
-        """Deliver TERM, KILL, STOP, CONT or INT; nothing if it has exited."""
+        """Deliver one of :data:`SIGNALS`; nothing if it has exited."""
 
 
-SIGNAL_NUMBERS = {"INT": 2, "KILL": 9, "TERM": 15, "CONT": 18, "STOP": 19}
+SIGNAL_NUMBERS = {"HUP": 1, "INT": 2, "QUIT": 3, "KILL": 9, "USR1": 10, "USR2": 12,
+                  "TERM": 15, "CONT": 18, "STOP": 19}
 """Linux numbering, so exit codes read the same in both runtimes (-9 = SIGKILL)."""
 
 
@@ -555,7 +560,8 @@ class Runtime(abc.ABC):
 
     @abc.abstractmethod
     def on_signal(self, sig: str, handler: Callable[[], None] | None) -> None:
-        """Install (or, with None, remove) a handler for TERM or INT; by default they kill."""
+        """Install (or, with None, remove) a handler for one of :data:`HANDLED_SIGNALS`;
+        by default they kill."""
 
     # -- discovery ---------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""The fault injector of real mode: the fault vocabulary turned into signals.
+"""The fault injector of real mode: the fault vocabulary turned into signals and network
+rules, through one handler table (:data:`REAL_HANDLERS`).
 
 ``CrashHost`` SIGKILLs the host's process group, ``CrashProcess`` one process,
 ``HangHost`` SIGSTOPs the group and SIGCONTs it after ``duration``. ``Preempt`` and
@@ -7,9 +8,10 @@ slows the group down for real by duty-cycling it: in every :data:`STRAGGLE_PERIO
 ``1/factor`` of the time and is SIGSTOPped for the rest. Partitions (symmetric, one-way,
 isolate, isolate_store, bridge) cut the network for real: the launcher runs such a world
 in a network namespace of its own (:mod:`real.netns`) and the injector adds and removes
-its drop rules. Faults that need what real mode does not set up (link shaping, a clock
-step, restarting a host, reaching into the store or the collectives, changing what a
-discovery source reports) are refused before a run starts, never faked.
+its drop rules. A type real mode cannot produce honestly has a
+:class:`~faults.model.Refusal` as its handler, and a scenario with it is refused before a
+run starts, never faked. Fault events are encoded by :func:`faults.record.fault_event`
+(the sim's encoder) and the reports read back from them.
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ import heapq
 import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from elastic_sim.faults.model import (
     ClockJump,
     ClockSkew,
     CollectiveFault,
+    ConnReset,
     CrashHost,
+    CrashLoop,
     CrashProcess,
     CrashRestart,
     DiscoveryAdd,
@@ -36,63 +40,55 @@ from elastic_sim.faults.model import (
     LinkFault,
     OneWayPartition,
     Partition,
+    PowerOff,
     Preempt,
+    Refusal,
     ScaleDown,
     ScaleUp,
+    Signal,
+    SlowStart,
     StoreCrash,
     StoreFreeze,
     Straggler,
+    Wedge,
+    handler_for,
 )
+from elastic_sim.faults.record import INJECTOR, FaultLedger, fault_event
 from elastic_sim.faults.triggers import Triggered
 from elastic_sim.real import netns
 from elastic_sim.real.tracefile import TraceFile
+from elastic_sim.trace import TraceEvent
 from elastic_sim.world import FaultReport, World
 
-INJECTOR = "fault-injector"
-"""The ``proc`` of fault events."""
+__all__ = ["INJECTOR", "REAL_HANDLERS", "Injector", "UnsupportedInRealMode",
+           "check_supported", "real_handler", "why_unsupported"]
 
 
 class UnsupportedInRealMode(ValueError):
     """A scheduled fault cannot be injected for real; raised before anything starts."""
 
 
-SUPPORTED = (CrashHost, CrashProcess, HangHost, Preempt, ScaleDown, Straggler)
-"""Fault types real mode injects by signals (partitions: see :func:`why_unsupported`)."""
-
 STRAGGLE_PERIOD = 0.5
 """Seconds of one run/stop cycle of a real straggler."""
 
-_WHY_NOT: tuple[tuple[tuple[type[Fault], ...], str], ...] = (
-    ((LinkFault,), "link faults need traffic shaping (tc netem in per-host network "
-     "namespaces), which real mode does not set up yet"),
-    ((ClockSkew, ClockJump), "clock faults need a per-host clock (time namespaces or "
-     "libfaketime), which real mode does not set up yet"),
-    ((CrashRestart, ScaleUp), "starting a host's process again during a run is not "
-     "supported by the real launcher yet"),
-    ((StoreCrash, StoreFreeze), "the store server runs inside a host's process; real mode "
-     "cannot crash or freeze it alone"),
-    ((CollectiveFault,), "real mode cannot make one Gloo collective fail or hang on purpose"),
-    ((DiscoveryAdd, DiscoveryRemove, DiscoveryScriptError, DiscoveryScriptHang),
-     "discovery-source faults need the real launcher to rewrite what the protocol's "
-     "discovery source reports (an overlay file the processes read), which it does not "
-     "do yet"),
-    ((Triggered,), "faults triggered by trace events need the injector to follow the "
-     "merged trace live, which real mode does not do yet (use a time 'at')"),
-)
+TRIGGERS_REFUSED = ("faults triggered by trace events need the injector to follow the "
+                    "merged trace live, which real mode does not do yet (use a time 'at')")
 
 
 def why_unsupported(fault: Fault) -> str:
     """Why real mode cannot inject ``fault`` ("" if it can)."""
-    if isinstance(fault, SUPPORTED):
-        return ""
-    if isinstance(fault, Partition | OneWayPartition):
+    if isinstance(fault, Triggered):
+        return TRIGGERS_REFUSED
+    handler = real_handler(type(fault))
+    if handler is None:
+        return f"real mode has no handler for {fault.type} faults"
+    if isinstance(handler, Refusal):
+        return handler.reason
+    if isinstance(fault, netns.CUT_TYPES):
         lacking = netns.missing()
-        return (f"partition faults need a real network cut (a network namespace with "
+        return (f"{fault.type} faults need a real network cut (a network namespace with "
                 f"nftables rules) and {lacking}") if lacking else ""
-    for types, why in _WHY_NOT:
-        if isinstance(fault, types):
-            return why
-    return f"real mode cannot inject {type(fault).__name__} faults"
+    return ""
 
 
 def check_supported(world: World, faults: Sequence[Fault]) -> None:
@@ -116,7 +112,15 @@ class Targets(Protocol):
     def signal_proc(self, name: str, sig: int) -> str:
         """Signal process ``name``; "" if done, else why not."""
 
-    def cut(self, fault: Partition | OneWayPartition) -> str:
+    def start_fault(self, fault: CrashLoop | SlowStart) -> str:
+        """Make processes started on the fault's host from now on fail at start-up or
+        start late (:mod:`real.startfaults`); "" if done, else why not."""
+
+    def signal_role(self, host: str, to: str, sig: int) -> str:
+        """Signal ``host``'s first process (``to`` "agent") or every other process of it
+        ("workers"); "" if done, else why not."""
+
+    def cut(self, fault: Partition | OneWayPartition | PowerOff) -> str:
         """Start dropping the packets ``fault`` cuts; "" if done, else why not."""
 
     def heal(self, fault: Partition | OneWayPartition) -> str:
@@ -127,9 +131,9 @@ class Targets(Protocol):
 class _Action:
     at: float
     seq: int
-    fault: Fault = field(compare=False)
-    phase: str = field(compare=False)
-    """"start" or "heal"."""
+    run: Callable[[float], None] = field(compare=False)
+    fault: Fault | None = field(compare=False, default=None)
+    """Set for a fault's start (the run ended before it if it is still queued)."""
 
 
 @dataclass(frozen=True)
@@ -149,16 +153,16 @@ class Injector:
         self._clock = clock
         """Run time now (an action that takes time, such as loading a cut, reads it after)."""
         self._trace = trace
-        self._queue = [_Action(f.at, i, f, "start") for i, f in enumerate(faults)]
-        heapq.heapify(self._queue)
-        self._seq = len(faults)
-        self._reports = {f.id: FaultReport(id=f.id, type=f.type, fired=False) for f in faults}
+        self._faults = list(faults)
+        self._queue: list[_Action] = []
+        self._seq = 0
+        for f in faults:
+            self._push(f.at, self._starter(f), f)
+        self.ledger = FaultLedger()
         self.host_kills: dict[str, Kill] = {}
         """Hosts crashed, by name."""
         self.proc_kills: dict[str, Kill] = {}
         """Processes crashed, by name."""
-        self._done: set[str] = set()
-        """Faults healed (a straggler's cycle stops then)."""
 
     def next_due(self) -> float:
         """Run time of the next action (infinity when none is left)."""
@@ -167,104 +171,177 @@ class Injector:
     def fire_due(self, now: float) -> None:
         """Apply every action due by run time ``now``."""
         while self._queue and self._queue[0].at <= now:
-            action = heapq.heappop(self._queue)
-            if action.phase == "start":
-                self._start(action.fault, now)
-            elif action.phase in ("stop", "cont"):
-                self._straggle(action, now)
-            else:
-                self._heal(action.fault, now)
+            heapq.heappop(self._queue).run(now)
 
-    def _push(self, at: float, fault: Fault, phase: str) -> None:
+    def _push(self, at: float, run: Callable[[float], None], fault: Fault | None = None) -> None:
         self._seq += 1
-        heapq.heappush(self._queue, _Action(at, self._seq, fault, phase))
+        heapq.heappush(self._queue, _Action(at, self._seq, run, fault))
 
     def reports(self, end: float) -> list[FaultReport]:
-        """Whether each fault fired; those still pending did not, because the run ended."""
-        for action in self._queue:
-            report = self._reports[action.fault.id]
-            if action.phase == "start" and not report.reason:
-                report.reason = f"the run ended at {end:.3f}s, before it was due"
-        return list(self._reports.values())
+        """Whether each fault fired, read back from the fault events it traced."""
+        return self.ledger.reports(self._faults, end)
+
+    def _starter(self, fault: Fault) -> Callable[[float], None]:
+        return lambda now: self._start(fault, now)
 
     def _start(self, fault: Fault, now: float) -> None:
-        why_not = ""
-        if isinstance(fault, CrashHost):
-            if self._targets.signal_host(fault.host, signal.SIGKILL):
-                self.host_kills[fault.host] = Kill(now, fault.id)
-            else:
-                why_not = f"host {fault.host}: every process had already exited"
-        elif isinstance(fault, CrashProcess):
-            why_not = self._targets.signal_proc(fault.proc, signal.SIGKILL)
-            if not why_not:
-                self.proc_kills[fault.proc] = Kill(now, fault.id)
-        elif isinstance(fault, HangHost):
-            if self._targets.signal_host(fault.host, signal.SIGSTOP):
-                self._push(now + fault.duration, fault, "heal")
-            else:
-                why_not = f"host {fault.host}: every process had already exited"
-        elif isinstance(fault, Preempt | ScaleDown):
-            if self._targets.signal_host(fault.host, signal.SIGTERM):
-                self._push(now + fault.grace, fault, "heal")
-            else:
-                why_not = f"host {fault.host}: every process had already exited"
-        elif isinstance(fault, Partition | OneWayPartition):
-            why_not = self._targets.cut(fault)
-            # Loading the rules takes milliseconds: the cut is in force from here on, not
-            # from when it was due. (A heal is traced before its rules go: the traced
-            # interval is one in which the cut certainly held.)
-            now = self._clock()
-            if not why_not:
-                self._push(now + fault.duration, fault, "heal")
-        elif isinstance(fault, Straggler):
-            if self._targets.signal_host(fault.host, signal.SIGSTOP):
-                self._push(now + STRAGGLE_PERIOD * (1 - 1 / fault.factor), fault, "cont")
-                self._push(now + fault.duration, fault, "heal")
-            else:
-                why_not = f"host {fault.host}: every process had already exited"
-        report = self._reports[fault.id]
-        report.fired, report.reason = not why_not, why_not
-        report.at = None if why_not else now
+        handler = real_handler(type(fault))
+        if handler is None or isinstance(handler, Refusal):  # check_supported refused it
+            why = handler.reason if handler else "no real-mode handler"
+            self._event(fault, now, "skipped", why)
+            return
+        why_not, now = handler(self, fault, now)
         self._event(fault, now, "skipped" if why_not else "start", why_not)
 
-    def _straggle(self, action: _Action, now: float) -> None:
-        """One half of a straggler's run/stop cycle, until its heal."""
-        fault = action.fault
-        assert isinstance(fault, Straggler)
-        healed_at = fault.at + fault.duration
-        if now >= healed_at or self._healed(fault):
-            return
-        if action.phase == "cont":
-            self._targets.signal_host(fault.host, signal.SIGCONT)
-            self._push(now + STRAGGLE_PERIOD / fault.factor, fault, "stop")
-        elif self._targets.signal_host(fault.host, signal.SIGSTOP):
-            self._push(now + STRAGGLE_PERIOD * (1 - 1 / fault.factor), fault, "cont")
+    def _event(self, fault: Fault, now: float, phase: str, reason: str) -> None:
+        host, data = fault_event(fault, phase, reason)
+        ev = TraceEvent(t=now, host=host, proc=INJECTOR, kind="fault", data=data)
+        self._trace.write(ev)
+        self.ledger.observe(ev)
 
-    def _healed(self, fault: Fault) -> bool:
-        return fault.id in self._done
+    def _gone(self, host: str) -> str:
+        return f"host {host}: every process had already exited"
 
-    def _heal(self, fault: Fault, now: float) -> None:
-        self._done.add(fault.id)
-        if isinstance(fault, Preempt | ScaleDown):
-            if self._targets.signal_host(fault.host, signal.SIGKILL):
-                self.host_kills[fault.host] = Kill(now, fault.id)
-                self._event(fault, now, "heal", "grace over: SIGKILL to what is left")
-            return
-        if isinstance(fault, Partition | OneWayPartition):
-            self._event(fault, now, "heal", self._targets.heal(fault))
-            return
-        assert isinstance(fault, HangHost | Straggler)
+    # -- handlers: each returns (why not, "" if done; the run time it took effect) --------
+
+    def _crash(self, fault: CrashHost, now: float) -> tuple[str, float]:
+        if not self._targets.signal_host(fault.host, signal.SIGKILL):
+            return self._gone(fault.host), now
+        self.host_kills[fault.host] = Kill(now, fault.id)
+        return "", now
+
+    def _crash_process(self, fault: CrashProcess, now: float) -> tuple[str, float]:
+        why_not = self._targets.signal_proc(fault.proc, signal.SIGKILL)
+        if not why_not:
+            self.proc_kills[fault.proc] = Kill(now, fault.id)
+        return why_not, now
+
+    def _hang(self, fault: HangHost, now: float) -> tuple[str, float]:
+        if not self._targets.signal_host(fault.host, signal.SIGSTOP):
+            return self._gone(fault.host), now
+        self._push(now + fault.duration, lambda t: self._cont(fault, t))
+        return "", now
+
+    def _cont(self, fault: HangHost | Straggler, now: float) -> None:
         if self._targets.signal_host(fault.host, signal.SIGCONT):
             self._event(fault, now, "heal", "")
 
-    def _event(self, fault: Fault, now: float, phase: str, reason: str) -> None:
-        target: object = fault.proc if isinstance(fault, CrashProcess) else fault.hosts()[0]
-        host = fault.hosts()[0]
-        if isinstance(fault, Partition):  # as the sim traces a cut: no one host's event
-            target, host = [list(g) for g in fault.groups], "*"
-        elif isinstance(fault, OneWayPartition):
-            target, host = {"src": list(fault.src), "dst": list(fault.dst)}, "*"
-        data = {"id": fault.id, "type": fault.type, "target": target, "phase": phase}
-        if reason:
-            data["reason"] = reason
-        self._trace.event(now, host, INJECTOR, "fault", data)
+    def _preempt(self, fault: Preempt | ScaleDown, now: float) -> tuple[str, float]:
+        if not self._targets.signal_host(fault.host, signal.SIGTERM):
+            return self._gone(fault.host), now
+
+        def kill(t: float) -> None:
+            if self._targets.signal_host(fault.host, signal.SIGKILL):
+                self.host_kills[fault.host] = Kill(t, fault.id)
+                self._event(fault, t, "heal", "grace over: SIGKILL to what is left")
+        self._push(now + fault.grace, kill)
+        return "", now
+
+    def _start_fault(self, fault: CrashLoop | SlowStart, now: float) -> tuple[str, float]:
+        return self._targets.start_fault(fault), now
+
+    def _power_off(self, fault: PowerOff, now: float) -> tuple[str, float]:
+        # Drop first, for good: the kills' FINs and RSTs then never reach a peer.
+        why_not = self._targets.cut(fault)
+        if why_not:
+            return why_not, now
+        if not self._targets.signal_host(fault.host, signal.SIGKILL):
+            return self._gone(fault.host), now
+        self.host_kills[fault.host] = Kill(now, fault.id)
+        return "", now
+
+    def _signal(self, fault: Signal, now: float) -> tuple[str, float]:
+        return self._targets.signal_role(fault.host, fault.to,
+                                         signal.Signals[f"SIG{fault.signal}"]), now
+
+    def _partition(self, fault: Partition | OneWayPartition, now: float) -> tuple[str, float]:
+        why_not = self._targets.cut(fault)
+        # Loading the rules takes milliseconds: the cut is in force from here on, not
+        # from when it was due. (A heal is traced before its rules go: the traced
+        # interval is one in which the cut certainly held.)
+        now = self._clock()
+        if not why_not:
+            self._push(now + fault.duration,
+                       lambda t: self._event(fault, t, "heal", self._targets.heal(fault)))
+        return why_not, now
+
+    def _straggler(self, fault: Straggler, now: float) -> tuple[str, float]:
+        if not self._targets.signal_host(fault.host, signal.SIGSTOP):
+            return self._gone(fault.host), now
+        healed_at = now + fault.duration
+        healed = False
+
+        def cont(t: float) -> None:
+            if t < healed_at and not healed:
+                self._targets.signal_host(fault.host, signal.SIGCONT)
+                self._push(t + STRAGGLE_PERIOD / fault.factor, stop)
+
+        def stop(t: float) -> None:
+            if t < healed_at and not healed and self._targets.signal_host(
+                    fault.host, signal.SIGSTOP):
+                self._push(t + STRAGGLE_PERIOD * (1 - 1 / fault.factor), cont)
+
+        def heal(t: float) -> None:
+            nonlocal healed
+            healed = True
+            self._cont(fault, t)
+        self._push(now + STRAGGLE_PERIOD * (1 - 1 / fault.factor), cont)
+        self._push(healed_at, heal)
+        return "", now
+
+
+RealHandler = Callable[[Injector, Any, float], tuple[str, float]]
+
+_NO_RESTART = Refusal("starting a host's process again during a run is not supported by "
+                      "the real launcher yet")
+_NO_DISCOVERY = Refusal(
+    "discovery-source faults need the real launcher to rewrite what the protocol's "
+    "discovery source reports (an overlay file the processes read), which it does not do yet")
+_NO_STORE = Refusal("the store server runs inside a host's process; real mode cannot crash "
+                    "or freeze it alone")
+_NO_CLOCK = Refusal("clock faults need a per-host clock (time namespaces or libfaketime), "
+                    "which real mode does not set up yet")
+
+REAL_HANDLERS: dict[type[Fault], RealHandler | Refusal] = {
+    CrashHost: Injector._crash,
+    CrashProcess: Injector._crash_process,
+    PowerOff: Injector._power_off,
+    HangHost: Injector._hang,
+    Preempt: Injector._preempt,
+    ScaleDown: Injector._preempt,
+    Straggler: Injector._straggler,
+    Signal: Injector._signal,
+    Partition: Injector._partition,
+    OneWayPartition: Injector._partition,
+    LinkFault: Refusal("link faults need traffic shaping (tc netem in per-host network "
+                       "namespaces), which real mode does not set up yet"),
+    Wedge: Refusal("stopping one activity (one asyncio task) of a real process while the "
+                   "others go on needs a hook inside the real runtime's event loop, which it "
+                   "does not have yet"),
+    ConnReset: Refusal("resetting established connections needs the injector to walk the "
+                       "namespace's conntrack table (or nftables 'reject with tcp reset' on "
+                       "established flows only, then removed), which real mode does not do "
+                       "yet"),
+    ClockSkew: _NO_CLOCK,
+    ClockJump: _NO_CLOCK,
+    CrashRestart: _NO_RESTART,
+    ScaleUp: _NO_RESTART,
+    SlowStart: Injector._start_fault,
+    CrashLoop: Injector._start_fault,
+    StoreCrash: _NO_STORE,
+    StoreFreeze: _NO_STORE,
+    CollectiveFault: Refusal("real mode cannot make one Gloo collective fail or hang on "
+                             "purpose"),
+    DiscoveryAdd: _NO_DISCOVERY,
+    DiscoveryRemove: _NO_DISCOVERY,
+    DiscoveryScriptError: _NO_DISCOVERY,
+    DiscoveryScriptHang: _NO_DISCOVERY,
+}
+"""Real mode's handler for every fault type, or the reason it refuses it. Subclasses of a
+type with a handler (isolate, isolate_store, bridge: partitions) share it
+(:func:`real_handler`)."""
+
+
+def real_handler(cls: type[Fault]) -> RealHandler | Refusal | None:
+    """Real mode's handler for fault class ``cls`` (:func:`faults.model.handler_for`)."""
+    return handler_for(REAL_HANDLERS, cls)

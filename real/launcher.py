@@ -27,8 +27,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from elastic_sim.faults.model import Fault, OneWayPartition, Partition
-from elastic_sim.real import netns, reaper, warden
+from elastic_sim.faults.model import (
+    CrashLoop,
+    Fault,
+    OneWayPartition,
+    Partition,
+    PowerOff,
+    SlowStart,
+)
+from elastic_sim.real import netns, reaper, startfaults, warden
 from elastic_sim.real.injector import Injector
 from elastic_sim.real.process import popen
 from elastic_sim.real.spec import ProcSpec
@@ -309,7 +316,31 @@ class Launcher:
             return f"process {name} had already exited"
         return ""
 
-    def cut(self, fault: Partition | OneWayPartition) -> str:
+    def start_fault(self, fault: CrashLoop | SlowStart) -> str:
+        """Tell ``fault.host``'s processes what the processes they start from now on meet
+        (:mod:`real.startfaults`); "" if done, else why not."""
+        if self.hosts[fault.host].proc.poll() is not None:
+            return f"host {fault.host}: its first process had already exited"
+        root = self.run_dir.root.resolve()
+        if isinstance(fault, CrashLoop):
+            startfaults.add_loop(root, fault.host, fault.id, fault.to, fault.starts)
+        else:
+            startfaults.add_delay(root, fault.host, fault.delay)
+        return ""
+
+    def signal_role(self, host: str, to: str, sig: int) -> str:
+        """Signal ``host``'s first process (``to`` "agent") or every other process it
+        started that still runs ("workers"); "" if done, else why not."""
+        leader = self.hosts[host]
+        if to == "agent":
+            return self.signal_proc(leader.name, sig)
+        hit = [s.name for s in self.run_dir.started()
+               if s.host == host and s.pid != leader.proc.pid
+               and reaper.is_running(s.pid, self.run_dir.marker)
+               and reaper.signal_quietly(s.pid, sig)]
+        return "" if hit else f"no worker process running on {host}"
+
+    def cut(self, fault: Partition | OneWayPartition | PowerOff) -> str:
         """Start dropping the packets ``fault`` cuts; "" if done, else why not."""
         if self.netns is None:
             return "the run has no network namespace"

@@ -20,10 +20,12 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from elastic_sim.faults.model import Fault, OneWayPartition, Partition
+from elastic_sim.faults.model import Fault, OneWayPartition, Partition, PowerOff
 
-CUT_TYPES = (Partition, OneWayPartition)
-"""Fault types cut by nftables rules (isolate, isolate_store and bridge are partitions)."""
+CUT_TYPES = (Partition, OneWayPartition, PowerOff)
+"""Fault types cut by nftables rules (isolate, isolate_store and bridge are partitions; a
+power-off cuts its host from all others before its processes are killed, so no FIN or RST
+reaches a peer)."""
 
 GID_BASE = 47000
 """Host ``i``'s processes run with group id ``GID_BASE + i`` (and stay uid 0)."""
@@ -75,10 +77,10 @@ def drops(fault: Fault, hosts: Sequence[str]) -> list[Drop]:
     """The drops that make ``fault``'s cut among the world's ``hosts`` (in order)."""
     index = {h: i for i, h in enumerate(hosts)}
     out: list[Drop] = []
-    if isinstance(fault, Partition):
+    if isinstance(fault, Partition | PowerOff):
         for a in hosts:
             for b in hosts:
-                if fault.cut(a, b):  # a opened it to b: both directions go
+                if _cut(fault, a, b):  # a opened it to b: both directions go
                     out.append(Drop(index[a] + 1, host_address(index[b])))
     elif isinstance(fault, OneWayPartition):
         for s in fault.src:
@@ -91,6 +93,12 @@ def drops(fault: Fault, hosts: Sequence[str]) -> list[Drop]:
     else:
         raise TypeError(f"{type(fault).__name__} is not a network cut")
     return out
+
+
+def _cut(fault: Partition | PowerOff, a: str, b: str) -> bool:
+    if isinstance(fault, PowerOff):
+        return a != b and fault.host in (a, b)
+    return fault.cut(a, b)
 
 
 def ruleset(count: int, cuts: Sequence[Drop]) -> str:

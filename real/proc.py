@@ -19,10 +19,12 @@ import traceback
 from pathlib import Path
 from typing import NoReturn
 
+from elastic_sim.faults.model import CrashAtStart
 from elastic_sim.protocols.api import resolve_entry
 from elastic_sim.real import reaper
 from elastic_sim.real.runtime import RealRuntime
 from elastic_sim.real.spec import ProcSpec
+from elastic_sim.real.startfaults import DELAY, FAIL
 from elastic_sim.real.tracefile import TraceFile
 from elastic_sim.real.workdir import RunDir
 
@@ -75,6 +77,11 @@ async def _run(spec: ProcSpec, t0: float) -> NoReturn:
     await rt.start()
     rt.record("proc_start", entry=spec.entry)
     try:
+        delay, doomed = os.environ.pop(DELAY, ""), os.environ.pop(FAIL, "")
+        if delay:
+            await asyncio.sleep(float(delay))  # a slow start (real.startfaults)
+        if doomed:
+            raise CrashAtStart(doomed)  # a crash loop: up, then gone
         result = await resolve_entry(spec.entry)(rt, spec.args)
         code, reason = _exit_code(result)
     except BaseException as exc:  # Cancelled included: the process ends either way

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from elastic_sim.protocols import api
 from elastic_sim.protocols.api import JSON, Message, ProcessInfo, Store
-from elastic_sim.real import aio, group, net, reaper, store
+from elastic_sim.real import aio, group, net, reaper, startfaults, store
 from elastic_sim.real.aio import boundary
 from elastic_sim.real.process import ChildProc, popen
 from elastic_sim.real.spec import ProcSpec
@@ -155,6 +155,7 @@ class RealRuntime(api.Runtime):
         self, name: str, entry: str, args: Mapping[str, JSON], env: Mapping[str, str] | None = None
     ) -> api.Proc:
         full = f"{self.host}/{name}"
+        fate = startfaults.take(Path(self.spec.workdir), self.host, is_agent=False)
         spec = ProcSpec(
             name=full,
             host=self.host,
@@ -164,7 +165,7 @@ class RealRuntime(api.Runtime):
             seed=self.spec.seed,
             bind=self.spec.bind,
             parent_pid=os.getpid(),
-            env=dict(env or {}),
+            env={**(env or {}), **fate},
             clock_offset=self.spec.clock_offset,
             clock_drift=self.spec.clock_drift,
             t0=self.t0,
@@ -190,9 +191,10 @@ class RealRuntime(api.Runtime):
         )
 
     def on_signal(self, sig: str, handler: Callable[[], None] | None) -> None:
-        signum = {"TERM": signal.SIGTERM, "INT": signal.SIGINT}.get(sig)
-        if signum is None:
-            raise ValueError(f"on_signal({sig!r}): only TERM and INT can be handled")
+        if sig not in api.HANDLED_SIGNALS:
+            raise ValueError(f"on_signal({sig!r}): only {', '.join(api.HANDLED_SIGNALS)} "
+                             "can be handled")
+        signum = signal.Signals[f"SIG{sig}"]
         loop = asyncio.get_running_loop()
         if handler is None:
             loop.remove_signal_handler(signum)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from elastic_sim.protocols.api import CollectiveFailed, CollectiveTimeout
@@ -50,6 +51,7 @@ class Member:
         self.timeout = timeout
         self.seq = 0
         self.aborted = False
+        self.abort_reason = "aborted"
         self.dead = False
         self.died_at = 0.0
         self.pending: dict[int, Entry] = {}
@@ -161,7 +163,8 @@ class CollectiveEngine:
         e = self._entry(m, "init", None, 0)
         if not g.formed and g.members[rank] is None:  # else: never matched, times out
             g.members[rank] = m
-            proc.on_death.append(lambda: self._died(m))
+            proc.on_death.append(lambda: self._vanished(m) if proc.host.powered_off
+                                 else self._died(m))
             e.op = g.init
             g.init.entries[rank] = e
             if g.dead_at is not None:
@@ -398,15 +401,39 @@ class CollectiveEngine:
             elif first:
                 self._fail_later(e, m.died_at, m.rank)
 
-    def abort(self, m: Member) -> None:
+    def _vanished(self, m: Member) -> None:
+        """``m``'s host was powered off: its own calls go with it, and the survivors are
+        told nothing; their collectives cannot complete (it never runs again), so each
+        times out at its own deadline, as with a hung peer."""
+        for e in list(m.pending.values()):
+            self._forget(e)
+            e.settle()
+
+    def reset(self, crosses: Callable[[str, str], bool]) -> None:
+        """The connections between hosts ``x`` and ``y`` with ``crosses(x, y)`` are reset:
+        each member with such a peer fails its calls now, as an abort (Gloo's pair sees
+        ECONNRESET), and the others see it leave."""
+        hit = []
+        for g in self.groups.values():
+            live = [m for m in g.members if m is not None and not (m.dead or m.aborted)]
+            for m in live:
+                here = m.proc.host.name
+                if any(x.proc.host.name != here and crosses(here, x.proc.host.name)
+                       for x in live):
+                    hit.append(m)
+        for m in hit:
+            self.abort(m, "connection reset by peer")
+
+    def abort(self, m: Member, why: str = "aborted") -> None:
         """``m`` aborts: its own pending calls fail now; the others see it die."""
         if m.aborted:
             return
         m.aborted = True
+        m.abort_reason = why
         wake: list[Waiter] = []
         for e in list(m.pending.values()):
             self._forget(e)
-            w = e.settle(exc=CollectiveFailed(f"group {m.group.name}: aborted"))
+            w = e.settle(exc=CollectiveFailed(f"group {m.group.name}: {why}"))
             if w is not None:
                 wake.append(w)
         if wake:

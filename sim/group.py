@@ -57,7 +57,7 @@ class SimGroup(Group):
         if not self._m.proc.alive:
             raise Cancelled("process is dead")
         if self._m.aborted:
-            raise CollectiveFailed(f"group {self.name}: aborted")
+            raise CollectiveFailed(f"group {self.name}: {self._m.abort_reason}")
 
     async def _allreduce(self, values: list[float]) -> list[float]:
         """Element-wise sum over members (in rank order: deterministic floats)."""

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
+from elastic_sim.faults.model import CrashAtStart
 from elastic_sim.protocols.api import (
     JSON,
     SIGNAL_NUMBERS,
@@ -50,11 +51,19 @@ class SimHost:
         """How many times longer its compute (sleeps) takes: a straggler."""
         self.restarts_pending = 0
         """Crash-restarts under way: the run does not end while one is."""
+        self.powered_off = False
+        """Down without a word: peers' connections to it see no FIN or RST (a power-off);
+        their stores and groups wait for their own timeouts instead of failing at once."""
         self.procs: dict[str, SimProcess] = {}
         """Live processes by name, in start order."""
         self.deferred: list[tuple[SimProcess, Callable[..., object], tuple[Any, ...]]] = []
         self.incarnations: dict[str, int] = {}
         self.next_port = 29500
+        self.start_delay = 0.0
+        """Extra seconds every process started here takes to start (slow start faults)."""
+        self.start_fault: Callable[[str], str] | None = None
+        """Given a starting process's short name: why it fails at start-up ("" if it
+        does not): a crash loop (:mod:`sim.faults`)."""
 
 
 class SimProcess:
@@ -86,6 +95,8 @@ class SimProcess:
         self.runnable = host.paused == 0
         self.exit_code: int | None = None
         self.tasks: dict[int, SimTask[Any]] = {}
+        self.wedged: dict[str, list[tuple[SimTask[Any], int, Any, BaseException | None]]] = {}
+        """Activities (task names) stuck by a wedge fault, with the wake-ups held."""
         self._next_tid = 0
         self.main: SimTask[Any] | None = None
         self.mailbox = Mailbox(cluster.kernel)
@@ -150,6 +161,11 @@ async def _after(startup: float, main: Entry, rt: Runtime, args: Mapping[str, JS
     """``main(rt, args)`` once the process has started up."""
     await rt.sleep(startup)
     return await main(rt, args)
+
+
+async def _fail_after(startup: float, rt: Runtime, why: str) -> int:
+    await rt.sleep(startup)
+    raise CrashAtStart(why)
 
 
 def json_copy(args: Mapping[str, Any], what: str) -> dict[str, Any]:
@@ -229,9 +245,16 @@ class Cluster:
         host.procs[name] = proc
         self.live += 1
         self.kernel.trace(host.name, name, "proc_start", {"entry": entry})
+        doomed = host.start_fault(short) if host.start_fault is not None else ""
+        startup += host.start_delay
         try:
             main = resolve_entry(entry)
-            coro = main(proc.rt, args) if startup <= 0 else _after(startup, main, proc.rt, args)
+            if doomed:
+                coro = _fail_after(startup, proc.rt, doomed)
+            elif startup <= 0:
+                coro = main(proc.rt, args)
+            else:
+                coro = _after(startup, main, proc.rt, args)
             if not inspect.iscoroutine(coro):
                 raise TypeError(f"entry {entry!r} did not return a coroutine")
         except Exception as exc:
@@ -366,13 +389,15 @@ class Cluster:
             else:
                 host.deferred.append((proc, fn, args))
 
-    def crash_host(self, host: SimHost) -> None:
-        """The machine dies: every process killed (-9), nothing more starts on it."""
+    def crash_host(self, host: SimHost, silent: bool = False) -> None:
+        """The machine dies: every process killed (-9), nothing more starts on it. With
+        ``silent``, it is powered off: peers are told nothing (:attr:`SimHost.powered_off`)."""
         if not host.started and not host.down:
             self.pending_starts -= 1
         host.down = True
+        host.powered_off = silent
         for p in list(host.procs.values()):
-            self.kill(p, -SIGNAL_NUMBERS["KILL"], "host crashed")
+            self.kill(p, -SIGNAL_NUMBERS["KILL"], "powered off" if silent else "host crashed")
         host.deferred.clear()
         self.check_end()
 
@@ -382,6 +407,7 @@ class Cluster:
         if not host.started and not host.down:
             self.pending_starts -= 1  # started early: its own start_at is void now
         host.down = False
+        host.powered_off = False
         host.started = True
         host.deferred.clear()
         w = self.world

@@ -74,17 +74,17 @@ class Simulation:
                 if stop.spinning:
                     data["spinning"] = dict(stop.spinning)
                 self.kernel.trace("*", "elastic-sim", "run_stopped", data)
+            hung = stop is not None or not self.cluster.finished
+            end = self.kernel.now if stop is not None or not hung else self.world.time_limit
+            reports = self.injector.finish(end)  # may trace why a fault never fired
         finally:
             self.kernel.closed = True
             self.cluster.close()
-        stop = self.kernel.stopped
-        hung = stop is not None or not self.cluster.finished
-        end = self.kernel.now if stop is not None or not hung else self.world.time_limit
         return RunResult(
             exit_codes=dict(self.cluster.exit_codes),
             end_time=end,
             hung=hung,
-            faults=self.injector.finish(end),
+            faults=reports,
             trace_events=self.kernel.events,
             stopped="" if stop is None else stop.kind,
         )

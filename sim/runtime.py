@@ -13,6 +13,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from elastic_sim.protocols.api import (
+    HANDLED_SIGNALS,
     JSON,
     Cancelled,
     DiscoveryOverlay,
@@ -166,9 +167,10 @@ class SimRuntime(Runtime):
         return SimProc(self._sim.cluster, child)
 
     def on_signal(self, sig: str, handler: Callable[[], None] | None) -> None:
-        """Install (or remove) a handler for TERM or INT: it runs when the signal arrives."""
-        if sig not in ("TERM", "INT"):
-            raise ValueError(f"only TERM and INT can be handled, not {sig!r}")
+        """Install (or remove) a handler for one of HANDLED_SIGNALS: it runs when the signal
+        arrives."""
+        if sig not in HANDLED_SIGNALS:
+            raise ValueError(f"only {', '.join(HANDLED_SIGNALS)} can be handled, not {sig!r}")
         if handler is None:
             self._proc.handlers.pop(sig, None)
         else:

@@ -81,6 +81,8 @@ class StoreServer:
         self.frozen = 0
         """How many store-freeze faults hold it now (it answers when 0)."""
         self.on_death: list[Callable[[], None]] = []
+        self.clients: list[SimStore] = []
+        """Its clients' connections (a connection reset breaks some)."""
         self._k = registry.kernel
         self._net = registry.network
 
@@ -213,6 +215,28 @@ class StoreServer:
             else:
                 self.held.append(req)
 
+    def reset(self, crosses: Callable[[str, str], bool]) -> None:
+        """The connections of clients on other hosts ``x`` with ``crosses(server host, x)``
+        are reset: their calls in flight fail now, and those clients' later calls too
+        (c10d's client never reconnects); clients that connect afterwards are served."""
+        here = self.host.name
+
+        def hit(host: SimHost) -> bool:
+            return host.name != here and crosses(here, host.name)
+        for client in self.clients:
+            if client.broken is None and hit(client.host):
+                client.broken = f"store {self.addr}: connection reset by peer"
+        self.clients = [c for c in self.clients if c.broken is None]
+        for key, req in list(self.pending.items()):
+            if not req.done and not req.sent and hit(req.client):
+                del self.pending[key]
+                if req.timer is not None:
+                    req.timer.cancel()
+                    req.timer = None
+                req.state = _IN_FLIGHT  # skipped wherever it is parked or held
+                req.resolve(exc=StoreConnectionError(
+                    f"store {self.addr}: connection reset by peer"))
+
     def die(self) -> None:
         """The server's process ended: every pending call fails now, later ones at once."""
         if not self.alive:
@@ -253,7 +277,9 @@ class StoreRegistry:
         self._uid += 1
         server = StoreServer(self, self._uid, addr, owner)
         self.servers[addr] = server
-        owner.on_death.append(server.die)
+        # A powered-off owner says nothing: the server stays listed but never answers again
+        # (its owner never runs), so requests are held as for an unreachable one.
+        owner.on_death.append(lambda: None if owner.host.powered_off else server.die())
         return server
 
     def lookup(self, addr: str) -> StoreServer | None:
@@ -278,6 +304,10 @@ class SimStore(Store):
         self.server = server
         self.timeout = timeout
         self._proc = proc
+        self.host = proc.host
+        self.broken: str | None = None
+        """Why its connection is gone (reset), if it is."""
+        server.clients.append(self)
 
     async def _call(
         self, op: str, keys: Sequence[str], a: Any = None, b: Any = None, wait: float | None = None
@@ -287,6 +317,8 @@ class SimStore(Store):
         server = self.server
         if not server.alive:
             raise StoreConnectionError(f"store {server.addr} is gone")
+        if self.broken is not None:
+            raise StoreConnectionError(self.broken)
         k = server.registry.kernel
         req = _Req(k, self._proc.host, op, keys, a, b)
         if wait is not None:

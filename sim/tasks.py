@@ -31,6 +31,8 @@ class Owner(Protocol):
 
     alive: bool
     runnable: bool
+    wedged: dict[str, list[tuple[SimTask[Any], int, Any, BaseException | None]]]
+    """Activities (task names) that are stuck, each with the wake-ups held for it."""
 
     def defer(self, fn: Callable[..., object], *args: Any) -> None:
         """Hold a continuation until the owner runs again."""
@@ -82,6 +84,9 @@ class SimTask(Task[T]):
             return
         if not owner.runnable:
             owner.defer(self._resume, gen, value, exc)
+            return
+        if owner.wedged and self.name in owner.wedged:  # its activity is stuck: hold it
+            owner.wedged[self.name].append((self, gen, value, exc))
             return
         self._step(value, exc)
 

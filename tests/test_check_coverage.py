@@ -58,7 +58,7 @@ FAILS: dict[str, tuple[str, str, tuple[str, ...]]] = {
                         "rounds in a row without training", ("rdzv_done", "rdzv_done")),
     "eventual_incorporation": ("broken_never_admits.yaml", "h3 was available from 45 s on",
                                ("rdzv_done", "fault")),
-    "time_advances": ("broken_spin_at_commit.yaml", "callbacks at t=1.01844 s without virtual",
+    "time_advances": ("broken_spin_at_commit.yaml", "without virtual time advancing; spinning: h0",
                       ("commit", "commit", "commit", "run_stopped")),
 }
 """Check -> (scenario, a fragment of its first violation's message, its witness kinds)."""

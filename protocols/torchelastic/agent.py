@@ -14,6 +14,7 @@ prefix, see ``shared/calibration.md``).
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,10 @@ from elastic_sim.protocols.torchelastic.ops import RendezvousGracefulExitError
 WORKER_ENTRY = "elastic_sim.protocols.torchelastic.worker:worker_main"
 TERMINAL_STATE_KEY = "torchelastic/agent/terminal_state"
 ROLE = "default"
+DEATH_SIGNALS = ("TERM", "INT", "HUP", "QUIT")
+"""Upstream's default TORCHELASTIC_SIGNALS_TO_HANDLE: each raises SignalException in the
+agent once its workers have started (before that, each has its default action, except
+launch_agent's KeyboardInterrupt for INT)."""
 
 
 class WorkerState(enum.Enum):
@@ -216,8 +221,8 @@ class ElasticAgent:
                 raise RuntimeError(f"[{ROLE}] Worker group in {result.state.value} state")
 
     def on_signal(self, sig: str) -> None:
-        """A TERM or INT once workers exist: interrupt the control loop (upstream raises
-        SignalException in the main thread)."""
+        """A death signal (:data:`DEATH_SIGNALS`) once workers exist: interrupt the control
+        loop (upstream raises SignalException in the main thread)."""
         if self._signal is None:
             self._signal = sig
             self.rt.record("agent_signal", signal=sig)
@@ -269,10 +274,11 @@ class ElasticAgent:
         self.rt.record("workers_started", round=info.round, base_rank=ranks.base_global_rank,
                        world_size=ranks.global_world_size, restart_count=restart_count)
         if not self.workers_started:
-            # Upstream installs its death-signal handlers when workers first start.
+            # Upstream installs its death-signal handlers when workers first start, for
+            # TORCHELASTIC_SIGNALS_TO_HANDLE (default SIGTERM,SIGINT,SIGHUP,SIGQUIT).
             self.workers_started = True
-            self.rt.on_signal("TERM", lambda: self.on_signal("TERM"))
-            self.rt.on_signal("INT", lambda: self.on_signal("INT"))
+            for sig in DEATH_SIGNALS:
+                self.rt.on_signal(sig, functools.partial(self.on_signal, sig))
 
     async def _monitor_workers(self) -> RunResult:
         codes = [p.poll() for p in self.procs]

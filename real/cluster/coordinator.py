@@ -23,7 +23,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from elastic_sim.faults.model import Fault, OneWayPartition, Partition
+from elastic_sim.faults.model import (
+    CrashLoop,
+    Fault,
+    OneWayPartition,
+    Partition,
+    PowerOff,
+    SlowStart,
+)
 from elastic_sim.real.cluster import wire
 from elastic_sim.real.cluster.place import share
 from elastic_sim.real.cluster.worldjson import world_to_json
@@ -74,10 +81,12 @@ class Node:
     hung: bool = False
 
 
-def _blocks(fault: Partition | OneWayPartition, a: str, b: str) -> bool:
+def _blocks(fault: Partition | OneWayPartition | PowerOff, a: str, b: str) -> bool:
     """Whether ``fault`` drops packets from host ``a`` to host ``b``."""
     if isinstance(fault, OneWayPartition):
         return a in fault.src and b in fault.dst
+    if isinstance(fault, PowerOff):  # its host cut from all others, for good
+        return a != b and fault.host in (a, b)
     return fault.cut(a, b) or fault.cut(b, a)
 
 
@@ -359,7 +368,17 @@ class Coordinator:
         answer = self._ask(node, {"do": "signal_proc", "name": name, "sig": sig})
         return "" if answer.get("ok") else str(answer.get("why", "refused"))
 
-    def cut(self, fault: Partition | OneWayPartition) -> str:
+    def signal_role(self, host: str, to: str, sig: int) -> str:
+        """Signal ``host``'s first process on its node; its workers: not yet."""
+        if to != "agent":
+            return "cluster mode cannot signal a host's workers alone yet"
+        return self.signal_proc(f"{host}/{self.world.proc_name}", sig)
+
+    def start_fault(self, fault: CrashLoop | SlowStart) -> str:
+        """Start-up faults are not forwarded to the nodes yet."""
+        return "cluster mode does not forward start-up faults to its nodes yet"
+
+    def cut(self, fault: Partition | OneWayPartition | PowerOff) -> str:
         """Have every node involved drop the packets ``fault`` cuts; "" if done."""
         return self._cut(fault, "cut")
 
@@ -367,7 +386,7 @@ class Coordinator:
         """Have them stop dropping."""
         return self._cut(fault, "heal")
 
-    def _cut(self, fault: Partition | OneWayPartition, op: str) -> str:
+    def _cut(self, fault: Partition | OneWayPartition | PowerOff, op: str) -> str:
         names = self.world.host_names
         addr = {h: self.owner[h].address for h in names}
         plan: dict[int, tuple[set[str], set[str]]] = {}

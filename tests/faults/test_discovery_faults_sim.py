@@ -144,7 +144,9 @@ def test_the_static_protocol_has_no_discovery_source(tmp_path: Path) -> None:
     for fid in ("add", "err"):
         assert out.faults[fid].fired is False
         assert out.faults[fid].reason == "protocol static has no discovery source"
-    assert out.of("fault") == []
+    # The trace is the one record: each fault's only event says it was skipped, and why.
+    assert [(e.data["id"], e.data["phase"]) for e in out.of("fault")] == [
+        ("add", "skipped"), ("err", "skipped")]
     assert out.outcome == "completed"
 
 

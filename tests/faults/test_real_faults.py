@@ -55,3 +55,24 @@ def test_a_straggler_slows_the_synchronous_job_while_it_lasts(tmp_path: Path) ->
     # Relative to the same run's own pace just before (after start-up): running a quarter
     # of the time, h2 holds every allreduce back (generous bound: the machine is shared).
     assert before > 0 and during < 0.7 * before
+
+
+def test_a_real_signal_reaches_the_agent_and_ends_it_by_its_default_action(
+        tmp_path: Path) -> None:
+    rc, s, _ = run_real(tmp_path, [{"id": "u", "type": "signal", "host": "h3", "at": 3.0,
+                                     "signal": "USR1"}])
+    assert s["faults"][0]["fired"] and s["faults"][0]["type"] == "signal"
+    assert s["exit_codes"]["h3/main"] == -10  # the static protocol handles no SIGUSR1
+    assert s["metrics"]["world_sizes"] == [4, 3]
+    assert rc == 0 and s["metrics"]["outcome"] == "completed"
+
+
+def test_a_real_crash_loop_fails_the_workers_started_after_it(tmp_path: Path) -> None:
+    from elastic_sim.real import startfaults
+
+    startfaults.add_loop(tmp_path, "h1", "f", "workers", 2)
+    env = [startfaults.take(tmp_path, "h1", is_agent=False) for _ in range(3)]
+    assert [startfaults.FAIL in e for e in env] == [True, True, False]
+    assert startfaults.take(tmp_path, "h1", is_agent=True) == {}
+    startfaults.add_delay(tmp_path, "h2", 1.5)
+    assert startfaults.take(tmp_path, "h2", is_agent=False) == {startfaults.DELAY: "1.5"}

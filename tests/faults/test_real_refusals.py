@@ -8,15 +8,17 @@ from pathlib import Path
 import pytest
 
 from elastic_sim.cli import main
-from elastic_sim.faults.model import CrashHost, HangHost, Preempt, ScaleDown, Straggler
-from elastic_sim.real.injector import SUPPORTED
+from elastic_sim.faults.model import FAULT_TYPES, Refusal
+from elastic_sim.real.injector import real_handler
 from tests.faults.test_fault_schema import EXAMPLES, HEAD
 
-REAL = {"crash", "crash_process", "hang", "preempt", "scale_down", "straggler"}
+REAL = {"crash", "crash_process", "hang", "preempt", "scale_down", "straggler", "signal",
+        "crash_loop", "slow_start"}
 
 
 def test_real_mode_injects_crash_hang_preemption_straggler_and_scale_down() -> None:
-    assert {CrashHost, HangHost, Preempt, ScaleDown, Straggler} <= set(SUPPORTED)
+    for kind in REAL:
+        assert not isinstance(real_handler(FAULT_TYPES[kind]), Refusal | None), kind
 
 
 @pytest.mark.parametrize("kind", sorted(set(EXAMPLES) - REAL))

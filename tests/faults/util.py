@@ -70,3 +70,18 @@ def run(tmp: Path, faults: list[dict[str, Any]], file: str = "<test>",
     raw["faults"] = faults
     sc = parse_scenario(raw, file)
     return Outcome(run_scenario(sc, seed=0, mode="sim", out_dir=tmp / "run", file=file))
+
+
+def simulate_with(scenario: Path, faults: list[dict[str, Any]], **top: Any
+                  ) -> tuple[list[TraceEvent], str, list[Any]]:
+    """Simulate the scenario file with ``faults`` instead of its own and no expectations
+    (``top``: other top-level fields replaced, such as ``time_limit``): the trace, the
+    outcome and the fault reports."""
+    import yaml
+
+    from elastic_sim.runner import simulate
+
+    raw = yaml.safe_load(scenario.read_text())
+    raw.update(top, faults=faults, expect={})
+    events, metrics, result = simulate(parse_scenario(raw, str(scenario)), 0)
+    return events, metrics.outcome, result.faults

@@ -46,3 +46,23 @@ def test_real_torchrun_model_forms_the_same_rounds_as_the_sim(tmp_path: Path, na
                  and e["data"]["restart_count"] == 1]
     assert {e["host"] for e in restarted} == {"h0", "h1"}
     assert processes_mentioning(str(out)) == []
+
+
+def test_a_real_crash_loop_costs_the_agent_one_restart_per_failed_start(tmp_path: Path) -> None:
+    import yaml
+
+    raw = yaml.safe_load((DIR / "worker_crash.yaml").read_text())
+    raw["faults"] = [{"id": "loop", "type": "crash_loop", "host": "h1", "starts": 1, "at": 0}]
+    raw["expect"] = {"outcome": "completed"}
+    path = tmp_path / "loop.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "real"
+    rc = main(["run", str(path), "--mode", "real", "--out", str(out), "--quiet", "--no-report"])
+    events = [json.loads(line) for line in (out / "trace.jsonl").open()]
+    failed = [e for e in events if e["kind"] == "proc_exit" and e["proc"] == "h1/w0"
+              and "CrashAtStart" in e["data"]["reason"]]
+    assert len(failed) == 1 and failed[0]["data"]["code"] == 1
+    restarts = [e for e in events if e["kind"] == "agent_restart" and e["host"] == "h1"]
+    assert restarts and restarts[0]["data"]["reason"] == "FAILED"
+    assert rc == 0
+    assert processes_mentioning(str(out)) == []
