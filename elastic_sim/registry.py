@@ -31,7 +31,7 @@ class ProtocolInfo:
     ValueError('<knob path>: <message>')."""
 
 
-PROTOCOLS: dict[str, ProtocolInfo] = {
+BUILTIN_PROTOCOLS: dict[str, ProtocolInfo] = {
     "static": ProtocolInfo(
         entry="elastic_sim.protocols.static.main:host_main",
         knobs=StaticKnobs,
@@ -52,6 +52,9 @@ PROTOCOLS: dict[str, ProtocolInfo] = {
         check=check_knobs,
     ),
 }
+
+
+PROTOCOLS = BUILTIN_PROTOCOLS  # replaced by resolution in the plugin step
 
 
 def suggest(word: str, choices: list[str]) -> str:

@@ -49,7 +49,8 @@ Seed = Annotated[int, Field(ge=0, le=2**64 - 1)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False,
+                              use_attribute_docstrings=True)
 
 
 class HostModel(_Strict):
