@@ -435,9 +435,9 @@ def _cmd_validate(args: argparse.Namespace, console: Console) -> int:
             _err(f"error: {exc}")
             bad += 1
             continue
-        console.print(f"{path}: ok ({sc.protocol.name}, {len(sc.cluster.host_specs())} hosts, "
+        console.print(f"{path}: ok ({sc.protocol.label}, {len(sc.cluster.host_specs())} hosts, "
                       f"{len(sc.faults)} faults)", markup=False)
-    if bad:
+    if bad and len(args.scenarios) > 1:
         _err(f"{bad} of {len(args.scenarios)} files invalid")
     return EXIT_BAD_INPUT if bad else EXIT_OK
 
@@ -456,7 +456,7 @@ def _cmd_scenarios(args: argparse.Namespace, console: Console) -> int:
         try:
             sc = load_scenario(path)
             first = " ".join(sc.description.split()).split(". ")[0]
-            console.print(f"{shown}  [{sc.protocol.name}] {first}", markup=False)
+            console.print(f"{shown}  [{sc.protocol.label}] {first}", markup=False)
         except ScenarioError as exc:
             console.print(f"{shown}  INVALID: {exc.message}", markup=False)
     return EXIT_OK

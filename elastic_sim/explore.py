@@ -260,7 +260,7 @@ def _shrink_and_write(runner: CaseRunner, sc: Scenario, out: Outcome, sig: Signa
     small, runs = shrink(runner, out.case, sig)
     finding = Finding(sig, out.messages[sig], out.case.index, out.case.faults, small.faults,
                       small.seed, runs, small.tie_seed)
-    contract = contract_for(sc.protocol.name)
+    contract = contract_for(sc.protocol.name) if sc.protocol.name else None
     if contract is not None and sig.check in contract.weak_spots:
         finding.standing = "weak_spot"
     if out_dir is not None:

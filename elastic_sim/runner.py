@@ -20,7 +20,6 @@ from elastic_sim.errors import ScenarioError
 from elastic_sim.expect import ExpectationResult, evaluate
 from elastic_sim.faults.model import Fault
 from elastic_sim.guards import RunGuard, watchdog
-from elastic_sim.registry import PROTOCOLS
 from elastic_sim.reports.metrics import Metrics, compute
 from elastic_sim.scenario import Scenario, scenario_dict, workload_dict
 from elastic_sim.trace import TraceEvent, TraceWriter, encode
@@ -74,7 +73,7 @@ def build_world(sc: Scenario, seed: int, mode: Mode) -> World:
     hosts = tuple(sc.cluster.host_specs())
     return World(
         hosts=hosts,
-        entry=PROTOCOLS[sc.protocol.name].entry,
+        entry=sc.protocol_info().entry,
         args={
             "hosts": [h.name for h in hosts],
             "store_host": sc.store_host,
