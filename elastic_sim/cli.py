@@ -80,8 +80,10 @@ def _parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("scenarios", help="list the scenarios in a directory (default: the "
                                           "built-in ones, by the name `run` takes)")
     ls.add_argument("directory", nargs="?", default=None)
-    sub.add_parser("schema", help="print the scenario file's JSON Schema (for editors: "
-                                  "# yaml-language-server: $schema=<file>)")
+    sch = sub.add_parser("schema", help="print the scenario file's JSON Schema (for editors: "
+                                        "# yaml-language-server: $schema=<file>)")
+    sch.add_argument("--faults-markdown", action="store_true",
+                     help="print the fault types and their fields as a Markdown table instead")
     return p
 
 
@@ -213,9 +215,9 @@ def main(argv: list[str] | None = None) -> int:
 
             return cmd_sweep(args, console)
         if args.command == "schema":
-            from elastic_sim.schema import schema_text
+            from elastic_sim.schema import fault_reference, schema_text
 
-            print(schema_text())
+            print(fault_reference() if args.faults_markdown else schema_text())
             return EXIT_OK
         return _cmd_scenarios(args, console)
     except ScenarioError as exc:
@@ -456,9 +458,10 @@ def _cmd_scenarios(args: argparse.Namespace, console: Console) -> int:
         try:
             sc = load_scenario(path)
             first = " ".join(sc.description.split()).split(". ")[0]
-            console.print(f"{shown}  [{sc.protocol.label}] {first}", markup=False)
+            console.print(f"{shown}  [{sc.protocol.label}] {first}", markup=False,
+                          soft_wrap=True)
         except ScenarioError as exc:
-            console.print(f"{shown}  INVALID: {exc.message}", markup=False)
+            console.print(f"{shown}  INVALID: {exc.message}", markup=False, soft_wrap=True)
     return EXIT_OK
 
 
