@@ -98,6 +98,12 @@ def _version() -> str:
         return __version__
 
 
+def _add_ray(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                     help="run the cases as Ray tasks: on a local Ray, or on the cluster at "
+                          "ADDRESS (needs elastic-sim[ray])")
+
+
 def _add_junit(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--junit", type=Path, default=None, metavar="FILE",
                      help="also write the verdicts as JUnit XML (a test case per check and "
@@ -114,6 +120,7 @@ def _add_sweep(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     sw.add_argument("--out", type=Path, default=None,
                     help="where the runs and campaign.html go (default: "
                          "runs/sweep-<scenario>)")
+    _add_ray(sw)
     _add_junit(sw)
 
 
@@ -150,6 +157,7 @@ def _add_explore(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     ex.add_argument("--ignore", default=None, metavar="CHECK,...",
                     help="checks not to report (default: the scenario's "
                          "expect.violated_checks)")
+    _add_ray(ex)
     _add_junit(ex)
 
 
@@ -377,6 +385,7 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
         task = bar.add_task(sc.name, total=args.budget, found=0)
         res = explore(sc, space, seed=args.seed, budget=args.budget, time_s=args.time_s,
                       workers=args.workers, out_dir=out, ignore=ignore, ties=args.ties,
+                      ray=args.ray,
                       progress=lambda done, found: bar.update(task, completed=done,
                                                               found=found))
     console.print(f"{res.cases} schedules in {res.wall_s:.1f} s ({res.per_minute:.0f}/min), "

@@ -221,17 +221,26 @@ def explore(
     progress: Progress | None = None,
     ignore: Collection[str] | None = None,
     ties: bool = False,
+    ray: str | None = None,
 ) -> Exploration:
     """Run up to ``budget`` cases (or for ``time_s`` seconds); shrink each new violation and,
     with ``out_dir``, write its reproducer ``<out_dir>/<name>.yaml`` and its run
     ``<out_dir>/<name>/`` (trace, summary, report). Checks in ``ignore`` (default: the
     scenario's known violations) are not reported. With ``ties`` every case also draws a
-    tie seed (the order of same-time events), kept in its reproducer."""
+    tie seed (the order of same-time events), kept in its reproducer. With ``ray`` (an
+    address, or ``"local"``) the cases run as Ray tasks; the findings are the same."""
     if budget is None and time_s is None:
         raise ValueError("explore needs a budget or a time limit")
     res = Exploration(sc.name, seed, space)
     res.ignored = tuple(known_violations(sc) if ignore is None else ignore)
-    runner = CaseRunner(sc, workers, res.ignored, Search(seed, space, ties))
+    runner: CaseRunner
+    if ray is not None:
+        from elastic_sim.ray_cases import RayCaseRunner
+
+        runner = RayCaseRunner(sc, ray, res.ignored, Search(seed, space, ties))
+        workers = runner.workers
+    else:
+        runner = CaseRunner(sc, workers, res.ignored, Search(seed, space, ties))
     started = time.perf_counter()
     seen: set[Signature] = set()
     try:

@@ -110,7 +110,13 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
             failed += not r.passed
             bar.update(task, advance=1, failed=failed)
 
-        runs = sweep(sc, seeds, out, workers=args.workers, file=str(file), progress=advance)
+        if args.ray is not None:
+            from elastic_sim.ray_cases import sweep_on_ray
+
+            runs = sweep_on_ray(sc, seeds, out, args.ray, str(file), progress=advance)
+        else:
+            runs = sweep(sc, seeds, out, workers=args.workers, file=str(file),
+                         progress=advance)
     bad = [r for r in runs if not r.passed]
     for r in bad:
         console.print(f"FAIL seed {r.seed}: {r.out_dir}", markup=False)
