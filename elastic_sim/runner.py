@@ -265,10 +265,15 @@ def _run_runtime(
         from elastic_sim import real
     except ImportError as exc:  # torch missing
         raise ScenarioError("--mode real", "", f"real mode needs torch: {exc}") from None
+    watch = None
     if progress:
         progress("starting real processes (importing torch takes a few seconds)")
+        from elastic_sim.live import LiveStatus
+
+        watch = LiveStatus(len(world.hosts), progress)
     return real.run(world, faults, seed, out_dir / "real", emit, launch=launch,
-                    log=lambda line: print(line, file=sys.stderr, flush=True), guard=guard)
+                    log=lambda line: print(line, file=sys.stderr, flush=True), guard=guard,
+                    watch=watch)
 
 
 def summary_json(r: RunReport) -> dict[str, Any]:
