@@ -22,7 +22,8 @@ class TraceTail:
         self._read: dict[Path, int] = {}
 
     def poll(self) -> None:
-        """Pass on the events written since the last poll."""
+        """Pass on the events written since the last poll, in time order."""
+        new: list[TraceEvent] = []
         for path in self.run_dir.traces():
             start = self._read.get(path, 0)
             try:
@@ -35,7 +36,8 @@ class TraceTail:
             self._read[path] = start + len(complete)
             for line in complete.decode("utf-8", errors="replace").splitlines():
                 try:
-                    ev = decode(line)
+                    new.append(decode(line))
                 except ValueError:  # a torn line: a progress display can skip it
                     continue
-                self.on_event(ev)
+        for ev in sorted(new, key=lambda e: e.t):
+            self.on_event(ev)
