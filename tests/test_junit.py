@@ -42,7 +42,7 @@ def test_a_passing_run_is_a_suite_of_passing_checks_and_expectations(tmp_path: P
     assert suite.get("name") == "scale_down-sim-s0" and suite.get("failures") == "0"
     cases = _cases(suite)
     assert {f"check {c.__name__}" for c in CHECKS} <= set(cases)
-    assert {"expect outcome", "expect world_sizes", "expect max_recovery_s"} <= set(cases)
+    assert {"expect outcome", "expect max_recovery_s", "expect max_lost_steps"} <= set(cases)
     assert int(suite.get("tests", "")) == len(cases) == int(root.get("tests", ""))
     assert not list(root.iter("failure"))
 
