@@ -20,7 +20,6 @@ from multiprocessing import get_context
 from typing import TYPE_CHECKING
 
 from elastic_sim.faults.schedule import FaultSpace
-from elastic_sim.registry import PROTOCOLS, ProtocolInfo
 from elastic_sim.scenario import Scenario
 from elastic_sim.variation import Vary
 
@@ -58,10 +57,8 @@ class Verdict:
 _WORKER: tuple[Scenario, tuple[str, ...], Search | None] | None = None
 
 
-def _init_worker(sc: Scenario, ignore: tuple[str, ...], search: Search | None,
-                 protocols: dict[str, ProtocolInfo]) -> None:
+def _init_worker(sc: Scenario, ignore: tuple[str, ...], search: Search | None) -> None:
     global _WORKER
-    PROTOCOLS.update(protocols)  # variants registered at run time by elastic_sim.testing
     _WORKER = (sc, ignore, search)
 
 
@@ -99,7 +96,7 @@ class CaseRunner:
         if workers > 1:
             self.pool = ProcessPoolExecutor(
                 workers, mp_context=get_context("spawn"), initializer=_init_worker,
-                initargs=(sc, self.ignore, search, dict(PROTOCOLS)),
+                initargs=(sc, self.ignore, search),
             )
 
     def run(self, cases: list[Case]) -> list[Outcome]:

@@ -1,7 +1,9 @@
-"""The command line: ``elastic-sim run | explore | report | validate | scenarios``.
+"""The command line: ``elastic-sim run | sweep | explore | report | validate | scenarios |
+schema``.
 
 Exit codes: 0 every check and expectation holds; 1 a violation or an unmet expectation;
-2 bad input (named file, field and what was expected) or an internal error. A complete run
+2 bad input (named file, field and what was expected); 3 an internal error (its traceback
+is written to a file the message names). A complete run
 whose reports (report.html, plots) could not be written keeps its verdict's exit code and
 prints a ``warning:`` line on stderr; ``elastic-sim report OUT`` writes them later.
 """
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
     from elastic_sim.real.cluster.launchers import LaunchOptions
     from elastic_sim.scenario import Scenario
 
-EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,9 +33,10 @@ def _parser() -> argparse.ArgumentParser:
         description="Simulation and fault-injection testbed for elastic training protocols.",
     )
     p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run one scenario and check it")
-    run.add_argument("scenario", help="scenario YAML file")
+    run.add_argument("scenario", help="scenario YAML file, or a built-in scenario's name")
     run.add_argument("--seed", type=_nonneg_int, default=None,
                      help="root seed (default: the scenario's seed)")
     run.add_argument("--mode", choices=["sim", "real"], default="sim",
@@ -61,19 +64,64 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-report", action="store_true",
                      help="skip report.html, the plots and trace.perfetto.json")
     _add_guards(run)
+    _add_junit(run)
     rep = sub.add_parser("report", help="re-render the reports of a run (or of every run "
                                         "under a directory: a campaign report)")
     rep.add_argument("run_dir", type=Path, help="a run directory (holding trace.jsonl and "
                                                 "summary.json), or a directory of runs")
     _add_explore(sub)
-    val = sub.add_parser("validate", help="check scenario files without running them")
+    _add_sweep(sub)
+    val = sub.add_parser("validate", help="check scenario files without running them "
+                                          "(every bad file is reported)")
     val.add_argument("scenarios", nargs="+")
     sub.add_parser("node", add_help=False,
                    help="cluster mode: run this machine's share of a real run (started once "
                    "per machine by Slurm, Kubernetes, mpirun...; see `elastic-sim node --help`)")
-    ls = sub.add_parser("scenarios", help="list the scenarios in a directory")
-    ls.add_argument("directory", nargs="?", default="scenarios")
+    ls = sub.add_parser("scenarios", help="list the scenarios in a directory (default: the "
+                                          "built-in ones, by the name `run` takes)")
+    ls.add_argument("directory", nargs="?", default=None)
+    sch = sub.add_parser("schema", help="print the scenario file's JSON Schema (for editors: "
+                                        "# yaml-language-server: $schema=<file>)")
+    sch.add_argument("--faults-markdown", action="store_true",
+                     help="print the fault types and their fields as a Markdown table instead")
     return p
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("elastic-sim")
+    except PackageNotFoundError:  # run from a checkout that is not installed
+        from elastic_sim import __version__
+
+        return __version__
+
+
+def _add_ray(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                     help="run the cases as Ray tasks: on a local Ray, or on the cluster at "
+                          "ADDRESS (needs elastic-sim[ray])")
+
+
+def _add_junit(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--junit", type=Path, default=None, metavar="FILE",
+                     help="also write the verdicts as JUnit XML (a test case per check and "
+                          "expectation, per run)")
+
+
+def _add_sweep(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sw = sub.add_parser("sweep", help="run a scenario over many seeds in the sim; a "
+                                      "campaign report of all runs")
+    sw.add_argument("scenario", help="scenario YAML file, or a built-in scenario's name")
+    sw.add_argument("--seeds", required=True, metavar="SPEC",
+                    help="seeds to run: a range 1-100, a list 1,5,9, or both 1-10,20")
+    sw.add_argument("--workers", type=_pos_int, default=1, help="worker processes")
+    sw.add_argument("--out", type=Path, default=None,
+                    help="where the runs and campaign.html go (default: "
+                         "runs/sweep-<scenario>)")
+    _add_ray(sw)
+    _add_junit(sw)
 
 
 def _add_explore(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -115,6 +163,8 @@ def _add_explore(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     ex.add_argument("--ignore", default=None, metavar="CHECK,...",
                     help="checks not to report (default: the scenario's "
                          "expect.violated_checks)")
+    _add_ray(ex)
+    _add_junit(ex)
 
 
 def _add_guards(cmd: argparse.ArgumentParser) -> None:
@@ -174,6 +224,15 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_explore(args, console)
         if args.command == "report":
             return _cmd_report(args, console)
+        if args.command == "sweep":
+            from elastic_sim.sweep import cmd_sweep
+
+            return cmd_sweep(args, console)
+        if args.command == "schema":
+            from elastic_sim.schema import fault_reference, schema_text
+
+            print(fault_reference() if args.faults_markdown else schema_text())
+            return EXIT_OK
         return _cmd_scenarios(args, console)
     except ScenarioError as exc:
         _err(f"error: {exc}")
@@ -193,9 +252,19 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_BAD_INPUT
         if args.debug:
             traceback.print_exc()
-        _err(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the "
-             "traceback)")
-        return EXIT_BAD_INPUT
+        _err(f"internal error: {type(exc).__name__}: {exc} (traceback: "
+             f"{_save_traceback()})")
+        return EXIT_INTERNAL
+
+
+def _save_traceback() -> str:
+    """Write the current exception's traceback to a fresh file; its path."""
+    import tempfile
+
+    fd, name = tempfile.mkstemp(prefix="elastic-sim-traceback-", suffix=".txt")
+    with open(fd, "w", encoding="utf-8") as fh:
+        traceback.print_exc(file=fh)
+    return name
 
 
 def _err(line: str) -> None:
@@ -204,14 +273,16 @@ def _err(line: str) -> None:
 
 
 def _cmd_run(args: argparse.Namespace, console: Console) -> int:
+    from elastic_sim.builtin import scenario_path
     from elastic_sim.console import print_report
     from elastic_sim.guards import RunGuard
     from elastic_sim.outdir import check_place, safe_component, staged
     from elastic_sim.runner import refuse_unsupported, run_scenario
     from elastic_sim.scenario import load_scenario
 
-    sc = load_scenario(args.scenario)
-    refuse_unsupported(sc, sc.fault_objects(), args.mode, args.scenario)  # before --out
+    file = scenario_path(args.scenario)
+    sc = load_scenario(file)
+    refuse_unsupported(sc, sc.fault_objects(), args.mode, str(file))  # before --out
     seed = sc.seed if args.seed is None else args.seed
     # runs/ is the tool's own: a rerun there replaces the earlier run's output.
     out = args.out or Path("runs") / safe_component(f"{sc.name}-{args.mode}-s{seed}")
@@ -227,7 +298,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     with staged(out, force=args.force or args.out is None) as stage, \
             console.status(f"running {sc.name} ({args.mode})...") as status:
         report = run_scenario(
-            sc, seed=seed, mode=args.mode, out_dir=stage, file=args.scenario,
+            sc, seed=seed, mode=args.mode, out_dir=stage, file=str(file),
             progress=lambda msg: status.update(msg), write_report=not args.no_report,
             launch=launch,
             guard=RunGuard(args.wall_limit, None if args.memory_limit is None
@@ -238,6 +309,10 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     if report.report_error:
         _err(f"warning: reports not written ({report.report_error}); the verdict stands; "
              f"'elastic-sim report {out}' writes them")
+    if args.junit is not None:
+        from elastic_sim.junit import run_suite, write_junit
+
+        write_junit(args.junit, [run_suite(report)])
     if args.quiet:
         console.print(("PASS" if report.passed else "FAIL") + f" {report.out_dir}")
     else:
@@ -271,11 +346,12 @@ def _cmd_k8s(args: argparse.Namespace, sc: Scenario, seed: int, out: Path,
 def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from elastic_sim.builtin import scenario_path
     from elastic_sim.explore import explore, protocol_fault_types, space_for
     from elastic_sim.faults.schedule import GENERATORS
     from elastic_sim.scenario import load_scenario
 
-    sc = load_scenario(args.scenario)
+    sc = load_scenario(scenario_path(args.scenario))
     types = (protocol_fault_types(sc) if args.faults in (None, "all")
              else tuple(t for t in args.faults.split(",") if t))
     hosts = [h.name for h in sc.cluster.host_specs()]
@@ -325,6 +401,7 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
         res = explore(sc, space, seed=args.seed, budget=args.budget, time_s=args.time_s,
                       workers=args.workers, out_dir=out, ignore=ignore, ties=args.ties,
                       varies=varies,
+                      ray=args.ray,
                       progress=lambda done, found: bar.update(task, completed=done,
                                                               found=found))
     console.print(f"{res.cases} schedules in {res.wall_s:.1f} s ({res.per_minute:.0f}/min), "
@@ -336,6 +413,10 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
         console.print(f"  shrunk {len(f.original)} -> {len(f.faults)} faults in "
                       f"{f.shrink_runs} runs; {state}: {f.reproducer}", markup=False)
     console.print(f"summary: {out / 'explore.json'}", markup=False)
+    if args.junit is not None:
+        from elastic_sim.junit import explore_suite, write_junit
+
+        write_junit(args.junit, [explore_suite(res, CHECKS)])
     return EXIT_FAIL if res.findings else EXIT_OK
 
 
@@ -373,26 +454,39 @@ def _cmd_report(args: argparse.Namespace, console: Console) -> int:
 def _cmd_validate(args: argparse.Namespace, console: Console) -> int:
     from elastic_sim.scenario import load_scenario
 
+    bad = 0
     for path in args.scenarios:
-        sc = load_scenario(path)
-        console.print(f"{path}: ok ({sc.protocol.name}, {len(sc.cluster.host_specs())} hosts, "
+        try:
+            sc = load_scenario(path)
+        except ScenarioError as exc:  # every bad file is reported, not only the first
+            _err(f"error: {exc}")
+            bad += 1
+            continue
+        console.print(f"{path}: ok ({sc.protocol.label}, {len(sc.cluster.host_specs())} hosts, "
                       f"{len(sc.faults)} faults)", markup=False)
-    return EXIT_OK
+    if bad and len(args.scenarios) > 1:
+        _err(f"{bad} of {len(args.scenarios)} files invalid")
+    return EXIT_BAD_INPUT if bad else EXIT_OK
 
 
 def _cmd_scenarios(args: argparse.Namespace, console: Console) -> int:
+    from elastic_sim.builtin import builtin_dir
     from elastic_sim.scenario import load_scenario
 
-    root = Path(args.directory)
+    root = builtin_dir() if args.directory is None else Path(args.directory)
     if not root.is_dir():
         raise ScenarioError(str(root), "", "no such directory")
     for path in sorted(root.rglob("*.yaml")):
+        # Built-ins by the name `run` takes; a directory's by their path.
+        shown = (path.relative_to(root).with_suffix("").as_posix() if args.directory is None
+                 else str(path))
         try:
             sc = load_scenario(path)
             first = " ".join(sc.description.split()).split(". ")[0]
-            console.print(f"{path}  [{sc.protocol.name}] {first}", markup=False)
+            console.print(f"{shown}  [{sc.protocol.label}] {first}", markup=False,
+                          soft_wrap=True)
         except ScenarioError as exc:
-            console.print(f"{path}  INVALID: {exc.message}", markup=False)
+            console.print(f"{shown}  INVALID: {exc.message}", markup=False, soft_wrap=True)
     return EXIT_OK
 
 

@@ -22,7 +22,7 @@ def print_report(r: RunReport, console: Console) -> None:
     """The console summary of one run."""
     sc, m = r.scenario, r.metrics
     console.print(
-        f"[bold]elastic-sim run[/] {escape(sc.name)}  protocol={sc.protocol.name}  "
+        f"[bold]elastic-sim run[/] {escape(sc.name)}  protocol={sc.protocol.label}  "
         f"mode={r.mode}  seed={r.seed}"
     )
     rounds = Table(title="Rounds", title_justify="left", box=None, pad_edge=False)

@@ -35,7 +35,6 @@ from elastic_sim.faults.schedule import (
 )
 from elastic_sim.faults.triggers import EventTrigger
 from elastic_sim.outdir import safe_component
-from elastic_sim.registry import PROTOCOLS
 from elastic_sim.runner import run_scenario, simulate
 from elastic_sim.scenario import Scenario, fault_dict, with_faults
 from elastic_sim.trace import TraceEvent
@@ -188,7 +187,7 @@ def protocol_fault_types(sc: Scenario) -> tuple[str, ...]:
     """Every fault type the scenario's protocol can meet: all of them, less the
     discovery-source faults where it has no discovery source."""
     discovery = {c.scenario_type for c in DISCOVERY_FAULTS}
-    has_source = PROTOCOLS[sc.protocol.name].discovery
+    has_source = sc.protocol_info().discovery
     return tuple(t for t in FAULT_TYPES if has_source or t not in discovery)
 
 
@@ -297,17 +296,27 @@ def explore(
     ignore: Collection[str] | None = None,
     ties: bool = False,
     varies: Sequence[Vary] = (),
+    ray: str | None = None,
 ) -> Exploration:
     """Run up to ``budget`` cases (or for ``time_s`` seconds); shrink each new violation and,
     with ``out_dir``, write its reproducer ``<out_dir>/<name>.yaml`` and its run
     ``<out_dir>/<name>/`` (trace, summary, report). Checks in ``ignore`` (default: the
     scenario's known violations) are not reported. With ``ties`` every case also draws a
-    tie seed (the order of same-time events), kept in its reproducer."""
+    tie seed (the order of same-time events), kept in its reproducer. With ``ray`` (an
+    address, or ``"local"``) the cases run as Ray tasks; the findings are the same."""
     if budget is None and time_s is None:
         raise ValueError("explore needs a budget or a time limit")
     res = Exploration(sc.name, seed, space)
     res.ignored = tuple(known_violations(sc) if ignore is None else ignore)
-    runner = CaseRunner(sc, workers, res.ignored, Search(seed, space, ties, tuple(varies)))
+    runner: CaseRunner
+    search = Search(seed, space, ties, tuple(varies))
+    if ray is not None:
+        from elastic_sim.ray_cases import RayCaseRunner
+
+        runner = RayCaseRunner(sc, ray, res.ignored, search)
+        workers = runner.workers
+    else:
+        runner = CaseRunner(sc, workers, res.ignored, search)
     started = time.perf_counter()
     seen: set[Signature] = set()
     reported: set[Signature] = set()
@@ -342,7 +351,7 @@ def _shrink_and_write(runner: CaseRunner, sc: Scenario, out: Outcome, sig: Signa
     small, runs, shown = shrink(runner, out.case, sig)
     finding = Finding(shown, out.messages[sig], out.case.index, out.case.faults,
                       small.faults, small.seed, runs, small.tie_seed, small.variation)
-    contract = contract_for(sc.protocol.name)
+    contract = contract_for(sc.protocol.name) if sc.protocol.name else None
     if contract is not None and shown.check in contract.weak_spots:
         finding.standing = "weak_spot"
     if shown in reported:

@@ -31,7 +31,7 @@ from elastic_sim.faults.triggers import (
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class WhenModel(_Strict):

@@ -1,4 +1,11 @@
-"""The protocols a scenario can name: their entry point, knobs and what they need."""
+"""The protocols a scenario can name: their entry point, knobs and what they need.
+
+A scenario names a built-in protocol (``protocol: {name: torchelastic}``), one that an
+installed package registers under the entry-point group ``elastic_sim.protocols``
+(``protocol: {name: mine}``), or its own code (``protocol: {entry: "pkg.mod:host_main",
+knobs_class: "pkg.mod:Knobs"}``). Nothing here is mutated at run time: a scenario carries
+everything needed to find its protocol again, in any process.
+"""
 
 from __future__ import annotations
 
@@ -23,9 +30,10 @@ class ProtocolInfo:
 
     entry: str
     """``module:function`` of every host's first process."""
-    knobs: type[Any]
-    """Dataclass of its knobs with upstream's (or its own) defaults."""
-    summary: str
+    knobs: type[Any] | None
+    """Dataclass of its knobs with upstream's (or its own) defaults; ``None``: the knobs
+    are passed to the protocol as the scenario gives them (plain data)."""
+    summary: str = ""
     check: Callable[[Mapping[str, Any], list[str]], None] | None = None
     """Cross-checks of the validated knobs against the cluster's host names; raises
     ValueError('<knob path>: <message>')."""
@@ -33,7 +41,7 @@ class ProtocolInfo:
     """Whether it has a discovery source (discovery-source faults can meet it)."""
 
 
-PROTOCOLS: dict[str, ProtocolInfo] = {
+BUILTIN_PROTOCOLS: dict[str, ProtocolInfo] = {
     "static": ProtocolInfo(
         entry="elastic_sim.protocols.static.main:host_main",
         knobs=StaticKnobs,
@@ -57,6 +65,84 @@ PROTOCOLS: dict[str, ProtocolInfo] = {
 }
 
 
+ENTRY_POINT_GROUP = "elastic_sim.protocols"
+"""Where a package registers its protocols: a name -> a :class:`ProtocolInfo` (or the
+``module:function`` of its host entry, whose knobs are then plain data)."""
+
+
+def _plugin(name: str) -> ProtocolInfo | None:
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name != name:
+            continue
+        try:
+            obj = ep.load()
+        except Exception as exc:  # the user's package: say which entry point broke
+            raise ValueError(f"entry point {ep.name} = {ep.value!r} of group "
+                             f"{ENTRY_POINT_GROUP} cannot be loaded: {exc}") from None
+        if isinstance(obj, ProtocolInfo):
+            return obj
+        if callable(obj):
+            return ProtocolInfo(entry=ep.value, knobs=None, summary=obj.__doc__ or "")
+        raise ValueError(f"entry point {ep.name} = {ep.value!r} of group {ENTRY_POINT_GROUP}: "
+                         f"expected a ProtocolInfo or a host entry function, got "
+                         f"{type(obj).__name__}")
+    return None
+
+
+def protocol_names() -> list[str]:
+    """The names a scenario's ``protocol.name`` may take here: built-in and registered."""
+    from importlib.metadata import entry_points
+
+    return sorted({*BUILTIN_PROTOCOLS, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))})
+
+
+def find_protocol(name: str | None, entry: str | None = None,
+                  knobs_class: str | None = None) -> ProtocolInfo | None:
+    """The protocol a scenario names: by ``entry`` (with its ``knobs_class``), else by
+    ``name`` (built-in, then registered); ``None`` when no such name exists.
+
+    Raises ValueError('<field>: <message>') when an entry or knobs class cannot be imported."""
+    if entry is not None:
+        knobs = None
+        if knobs_class is not None:
+            knobs = _import("knobs_class", knobs_class)
+            if not (isinstance(knobs, type) and dataclasses.is_dataclass(knobs)):
+                raise ValueError(f"knobs_class: {knobs_class!r} is not a dataclass")
+        if not callable(_import("entry", entry)):
+            raise ValueError(f"entry: {entry!r} is not a function")
+        return ProtocolInfo(entry=entry, knobs=knobs, summary=name or entry)
+    if name is None:
+        raise ValueError("name: expected a protocol name, or an entry 'module:function'")
+    return BUILTIN_PROTOCOLS.get(name) or _plugin(name)
+
+
+def _import(field: str, target: str) -> Any:
+    """``module:qualified.name`` -> the object."""
+    import importlib
+
+    mod_name, _, attr = target.partition(":")
+    if not mod_name or not attr:
+        raise ValueError(f"{field}: expected 'module:name', got {target!r}")
+    try:
+        obj: Any = importlib.import_module(mod_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except Exception as exc:  # ImportError, AttributeError, or the module's own failure
+        raise ValueError(f"{field}: cannot import {target!r}: {type(exc).__name__}: "
+                         f"{exc}") from None
+    return obj
+
+
+def qualified_name(obj: Any) -> str:
+    """``module:qualified.name`` of a class or function (what ``knobs_class`` takes)."""
+    name = f"{obj.__module__}:{obj.__qualname__}"
+    if "<locals>" in name:
+        raise ValueError(f"{name}: not importable by name (defined inside a function)")
+    return name
+
+
 def suggest(word: str, choices: list[str]) -> str:
     """' (did you mean X?)' when a close match exists."""
     close = difflib.get_close_matches(word, choices, n=1)
@@ -71,6 +157,8 @@ def validate_knobs(info: ProtocolInfo, raw: Mapping[str, Any]) -> dict[str, Any]
     """Check knob names and types; return the knobs with defaults filled in.
 
     Raises ValueError('<knob>: <message>') on the first problem."""
+    if info.knobs is None:  # a protocol without a knobs class takes them as given
+        return {str(k): v for k, v in raw.items()}
     fields = {f.name: f for f in dataclasses.fields(info.knobs)}
     hints = typing.get_type_hints(info.knobs, include_extras=True)
     for key in raw:

@@ -20,7 +20,6 @@ from elastic_sim.errors import ScenarioError
 from elastic_sim.expect import ExpectationResult, evaluate
 from elastic_sim.faults.model import Fault
 from elastic_sim.guards import RunGuard, watchdog
-from elastic_sim.registry import PROTOCOLS
 from elastic_sim.reports.metrics import Metrics, compute
 from elastic_sim.scenario import Scenario, scenario_dict, workload_dict
 from elastic_sim.trace import TraceEvent, TraceWriter, encode
@@ -74,7 +73,7 @@ def build_world(sc: Scenario, seed: int, mode: Mode) -> World:
     hosts = tuple(sc.cluster.host_specs())
     return World(
         hosts=hosts,
-        entry=PROTOCOLS[sc.protocol.name].entry,
+        entry=sc.protocol_info().entry,
         args={
             "hosts": [h.name for h in hosts],
             "store_host": sc.store_host,
@@ -266,10 +265,15 @@ def _run_runtime(
         from elastic_sim import real
     except ImportError as exc:  # torch missing
         raise ScenarioError("--mode real", "", f"real mode needs torch: {exc}") from None
+    watch = None
     if progress:
         progress("starting real processes (importing torch takes a few seconds)")
+        from elastic_sim.live import LiveStatus
+
+        watch = LiveStatus(len(world.hosts), progress)
     return real.run(world, faults, seed, out_dir / "real", emit, launch=launch,
-                    log=lambda line: print(line, file=sys.stderr, flush=True), guard=guard)
+                    log=lambda line: print(line, file=sys.stderr, flush=True), guard=guard,
+                    watch=watch)
 
 
 def summary_json(r: RunReport) -> dict[str, Any]:

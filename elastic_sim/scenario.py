@@ -35,7 +35,13 @@ from elastic_sim.protocols.ranges import (
     limit_note,
 )
 from elastic_sim.protocols.static.settings import Workload
-from elastic_sim.registry import PROTOCOLS, suggest, validate_knobs
+from elastic_sim.registry import (
+    ProtocolInfo,
+    find_protocol,
+    protocol_names,
+    suggest,
+    validate_knobs,
+)
 from elastic_sim.strict_yaml import load_yaml
 from elastic_sim.world import WAKE_LATENCY, HostSpec, LinkSpec
 
@@ -49,7 +55,8 @@ Seed = Annotated[int, Field(ge=0, le=2**64 - 1)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False,
+                              use_attribute_docstrings=True)
 
 
 class HostModel(_Strict):
@@ -115,10 +122,24 @@ class WorkloadModel(_Strict):
 
 
 class ProtocolModel(_Strict):
-    """Which protocol model runs, with which knobs."""
+    """Which protocol model runs, with which knobs: a name (built-in, or registered by a
+    package under the entry-point group ``elastic_sim.protocols``), or your own entry."""
 
-    name: str
+    name: str | None = None
+    """A built-in protocol (static, torchelastic, horovod) or a registered one; with
+    ``entry``, only a label."""
+    entry: str | None = None
+    """``module:function``: your own protocol's host entry (``async def host_main(rt,
+    args)``)."""
+    knobs_class: str | None = None
+    """With ``entry``: ``module:Class``, the dataclass of its knobs (checked like a built-in
+    protocol's); without it the knobs are passed as given."""
     knobs: dict[str, Any] = {}
+
+    @property
+    def label(self) -> str:
+        """The protocol's name, else its entry."""
+        return self.name or self.entry or "?"
 
 
 class EpochLogModel(_Strict):
@@ -190,9 +211,16 @@ class Scenario(_Strict):
                               f"faults[{i}]"))
         return out
 
+    def protocol_info(self) -> ProtocolInfo:
+        """How to run the scenario's protocol (already checked to exist)."""
+        p = self.protocol
+        info = find_protocol(p.name, p.entry, p.knobs_class)
+        assert info is not None, "checked when the scenario was parsed"
+        return info
+
     def knobs(self) -> dict[str, Any]:
         """The protocol's knobs with defaults filled in (already validated)."""
-        return validate_knobs(PROTOCOLS[self.protocol.name], self.protocol.knobs)
+        return validate_knobs(self.protocol_info(), self.protocol.knobs)
 
     def links(self) -> tuple[LinkSpec, ...]:
         """Per-link overrides."""
@@ -340,21 +368,26 @@ def _from_pydantic(file: str, exc: pydantic.ValidationError) -> ScenarioError:
 
 def _check_references(sc: Scenario, file: str) -> None:
     """Cross-field checks: names that must refer to something that exists."""
-    info = PROTOCOLS.get(sc.protocol.name)
+    p = sc.protocol
+    try:
+        info = find_protocol(p.name, p.entry, p.knobs_class)
+    except ValueError as exc:
+        where, _, msg = str(exc).partition(": ")
+        raise ScenarioError(file, f"protocol.{where}", msg) from None
     if info is None:
-        names = sorted(PROTOCOLS)
+        names = protocol_names()
         raise ScenarioError(
             file,
             "protocol.name",
-            f"unknown protocol {sc.protocol.name!r}{suggest(sc.protocol.name, names)}; "
-            f"expected one of: {', '.join(names)}",
+            f"unknown protocol {p.name!r}{suggest(str(p.name), names)}; expected one of: "
+            f"{', '.join(names)}, or an entry 'module:function'",
         )
     try:
         knobs = validate_knobs(info, sc.protocol.knobs)
     except ValueError as exc:
         raise ScenarioError(file, "protocol.knobs." + str(exc).split(":", 1)[0],
                             str(exc).split(":", 1)[1].strip()) from None
-    problem = getattr(info.knobs(**knobs), "problem", None)
+    problem = getattr(info.knobs(**knobs), "problem", None) if info.knobs else None
     found = problem() if callable(problem) else None
     if found is not None:
         raise ScenarioError(file, f"protocol.knobs.{found[0]}", found[1])

@@ -37,8 +37,7 @@ from elastic_sim.faults.strategies import (
     sim_seeds,
     tie_seeds,
 )
-from elastic_sim.protocols.api import resolve_entry
-from elastic_sim.registry import PROTOCOLS, ProtocolInfo
+from elastic_sim.registry import qualified_name
 from elastic_sim.runner import simulate
 from elastic_sim.scenario import Scenario, fault_dict, load_scenario, parse_scenario, with_faults
 
@@ -67,15 +66,19 @@ def load(path: str | Path) -> Scenario:
 
 def variant(sc: Scenario, name: str, entry: str, knobs: type[Any] | None = None,
             **knob_values: Any) -> Scenario:
-    """``sc`` run by another protocol entry (``module:function``), registered as ``name``
-    with the knobs dataclass ``knobs`` (default: that of ``sc``'s protocol)."""
-    resolve_entry(entry)  # fail here, not as every host's exit code
-    base = PROTOCOLS[sc.protocol.name]
-    PROTOCOLS[name] = ProtocolInfo(entry=entry, knobs=knobs or base.knobs,
-                                   summary=f"variant of {sc.protocol.name}")
+    """``sc`` run by another protocol entry (``module:function``), labelled ``name``, with
+    the knobs dataclass ``knobs`` (default: that of ``sc``'s protocol), plus ``knob_values``.
+
+    The scenario carries its protocol (``protocol.entry`` and ``protocol.knobs_class``):
+    nothing is registered anywhere, so worker processes and reproducers find it too."""
+    cls = knobs or sc.protocol_info().knobs
+    proto: dict[str, Any] = {"name": name, "entry": entry,
+                             "knobs": {**sc.protocol.knobs, **knob_values}}
+    if cls is not None:
+        proto["knobs_class"] = qualified_name(cls)
     raw = sc.model_dump(mode="json", exclude_none=True)
-    raw["protocol"] = {"name": name, "knobs": {**sc.protocol.knobs, **knob_values}}
-    return parse_scenario(raw, f"<variant {name}>")
+    raw["protocol"] = proto
+    return parse_scenario(raw, f"<variant {name}>")  # an entry that does not import fails here
 
 
 def runs_for(sc: Scenario, *, types: Sequence[str] = DEFAULT_TYPES, max_faults: int = 3,

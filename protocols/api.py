@@ -578,6 +578,27 @@ class Runtime(abc.ABC):
         """Append one event to the run's trace, stamped with the run's time and this process."""
 
 
+def exit_status(result: object, exc: BaseException | None = None) -> tuple[int, str]:
+    """The exit status of a process whose entry returned ``result`` (or raised ``exc``), and
+    why: what ``waitpid`` reports for a real process, so both runtimes agree.
+
+    ``None`` is 0; an int is taken modulo 256 (256 exits 0, -1 exits 255); anything else
+    (``True``, ``False``, a string) is 1, as is an exception. ``SystemExit(code)`` follows
+    the same rules for its code, as Python's interpreter does."""
+    if isinstance(exc, SystemExit):
+        code, why = exit_status(exc.code)
+        return code, "SystemExit" if why == "returned" else why.replace("returned", "SystemExit", 1)
+    if exc is not None:
+        return 1, f"{type(exc).__name__}: {exc}"
+    if result is None:
+        return 0, "returned"
+    if isinstance(result, bool) or not isinstance(result, int):
+        return 1, f"returned {result!r}, not an exit code"
+    if not 0 <= result <= 255:
+        return result & 0xFF, f"returned {result}, truncated to {result & 0xFF}"
+    return result, "returned"
+
+
 def resolve_entry(entry: str) -> Entry:
     """Import ``"module:function"``. Runtimes use it to start processes by name."""
     import importlib

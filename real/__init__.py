@@ -29,6 +29,7 @@ def run(
     launch: LaunchOptions | None = None,
     log: Callable[[str], None] = print,
     guard: Callable[[], tuple[str, str] | None] | None = None,
+    watch: Callable[[TraceEvent], None] | None = None,
 ) -> RunResult:
     """Run ``world`` with ``faults`` for real; emit every trace event in run-time order.
 
@@ -38,7 +39,8 @@ def run(
     call, whatever happens (Ctrl-C included). ``launch`` spreads the hosts over cluster
     nodes (:mod:`real.cluster`); by default every host runs on this machine. ``guard``
     is asked every supervision tick of a local run; (kind, message) ends the run at once
-    (``RunResult.stopped``)."""
+    (``RunResult.stopped``). ``watch`` sees events while a local run goes on (live
+    progress; in the order they are read, not run-time order)."""
     check_supported(world, faults)
     if importlib.util.find_spec("torch") is None:
         raise ModuleNotFoundError("real mode needs torch (pip install torch==2.13.0)", name="torch")
@@ -48,4 +50,4 @@ def run(
         return run_cluster(world, faults, seed, Path(workdir), emit, launch, log)
     from elastic_sim.real.launcher import Launcher
 
-    return Launcher(world, faults, seed, Path(workdir), bind, guard=guard).run(emit)
+    return Launcher(world, faults, seed, Path(workdir), bind, guard=guard, watch=watch).run(emit)

@@ -39,6 +39,7 @@ from elastic_sim.real import netns, reaper, startfaults, warden
 from elastic_sim.real.injector import Injector
 from elastic_sim.real.process import popen
 from elastic_sim.real.spec import ProcSpec
+from elastic_sim.real.tail import TraceTail
 from elastic_sim.real.tracefile import TraceFile, merge
 from elastic_sim.real.workdir import RunDir, Started
 from elastic_sim.trace import TraceEvent, encode
@@ -77,6 +78,7 @@ class Launcher:
         self, world: World, faults: Sequence[Fault], seed: int, workdir: Path, bind: str,
         local: Sequence[str] | None = None, addresses: Mapping[str, str] | None = None,
         guard: Guard | None = None,
+        watch: Callable[[TraceEvent], None] | None = None,
     ) -> None:
         self.world = world
         self.local = tuple(world.host_names if local is None else local)
@@ -93,6 +95,8 @@ class Launcher:
         self.guard = guard
         """Asked every supervision tick: (kind, message) ends the run (a wall-clock limit)."""
         self.stopped: tuple[str, str] | None = None
+        self._tail = TraceTail(self.run_dir, watch) if watch is not None else None
+        """Live progress: the run's events as they are written (not in merged order)."""
         self.netns: netns.Namespace | None = None
         """The run's network namespace, when its faults cut the network."""
         if netns.needs_cut(self.faults):
@@ -255,6 +259,8 @@ class Launcher:
                     now = self._now()
                     self._note_exits(now)
                     injector.fire_due(now)
+                    if self._tail is not None:
+                        self._tail.poll()
                     if all(h.exit_t is not None for h in self.hosts.values()):
                         return False
                     if now >= self.world.time_limit or self._should_stop():

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from elastic_sim.faults.model import CrashAtStart
-from elastic_sim.protocols.api import resolve_entry
+from elastic_sim.protocols.api import exit_status, resolve_entry
 from elastic_sim.real import reaper
 from elastic_sim.real.runtime import RealRuntime
 from elastic_sim.real.spec import ProcSpec
@@ -82,26 +82,15 @@ async def _run(spec: ProcSpec, t0: float) -> NoReturn:
             await asyncio.sleep(float(delay))  # a slow start (real.startfaults)
         if doomed:
             raise CrashAtStart(doomed)  # a crash loop: up, then gone
-        result = await resolve_entry(spec.entry)(rt, spec.args)
-        code, reason = _exit_code(result)
+        code, reason = exit_status(await resolve_entry(spec.entry)(rt, spec.args))
     except BaseException as exc:  # Cancelled included: the process ends either way
-        traceback.print_exc()
-        code, reason = 1, f"{type(exc).__name__}: {exc}"
+        if not isinstance(exc, SystemExit):
+            traceback.print_exc()
+        code, reason = exit_status(None, exc)
     await rt.flush()
     rt.close()
     rt.record("proc_exit", code=code, reason=reason, pid=os.getpid())
     _exit(code)
-
-
-def _exit_code(result: object) -> tuple[int, str]:
-    """The exit status for an entry's return value (what ``waitpid`` will report)."""
-    if result is None:
-        return 0, "returned"
-    if isinstance(result, bool) or not isinstance(result, int):
-        return 1, f"returned {result!r}, not an exit code"
-    if not 0 <= result <= 255:
-        return result & 0xFF, f"returned {result}, truncated to {result & 0xFF}"
-    return result, "returned"
 
 
 def _exit(code: int) -> NoReturn:

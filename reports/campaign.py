@@ -36,6 +36,8 @@ class RunRecord:
     """(check, message) of every violation."""
     unmet: list[tuple[str, str, str]]
     """(expectation, expected, actual) of every unmet expectation."""
+    expected: frozenset[str] = frozenset()
+    """Checks the scenario says fail on purpose (``expect.violated_checks``)."""
     states: set[str] = field(default_factory=set)
     transitions: set[tuple[str, str]] = field(default_factory=set)
     kinds: set[str] = field(default_factory=set)
@@ -60,6 +62,8 @@ def load_run(run_dir: Path) -> RunRecord:
                      for c in s.get("checks", []) for v in c.get("violations", [])],
         unmet=[(str(e.get("name")), str(e.get("expected")), str(e.get("actual")))
                for e in s.get("expectations", []) if not e.get("ok")],
+        expected=frozenset(s.get("scenario", {}).get("expect", {}).get("violated_checks")
+                           or ()),
     )
     trace = run_dir / "trace.jsonl"
     if trace.is_file():
@@ -152,6 +156,9 @@ def campaign_png(c: Campaign) -> bytes | None:
               color=palette[: len(times)] if len(times) <= len(palette) else None)
     hist.set_xlabel("recovery time (s): fault to first step of the new world")
     hist.set_ylabel("faults")
+    from matplotlib.ticker import MaxNLocator
+
+    hist.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: whole numbers
     hist.legend(fontsize=8.5)
     hist.set_title("Recovery time distribution", loc="left", fontsize=11)
     kinds = sorted(phases)
@@ -161,14 +168,36 @@ def campaign_png(c: Campaign) -> bytes | None:
     return png_bytes(fig)
 
 
-def render_campaign_html(c: Campaign, png: bytes | None) -> str:
-    """The campaign page: runs, recovery distribution, violations, coverage."""
+def _runs_table(c: Campaign, base: Path | None) -> str:
+    """Every run, its directory linked to its report (report.html, else summary.json),
+    relative to ``base`` (the page's folder) when given."""
+    import os
+
+    rows = []
+    for r in c.runs:
+        page = r.dir / "report.html"
+        target = page if page.is_file() else r.dir / "summary.json"
+        href = os.path.relpath(target, base) if base is not None else str(target)
+        cells = [f'<a href="{esc(href)}">{esc(str(r.dir))}</a>',
+                 *(esc(v) for v in (r.name, r.seed, r.verdict, r.outcome, len(r.recoveries)))]
+        rows.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
+    head = "".join(f"<th>{h}</th>" for h in ("run", "scenario", "seed", "verdict", "outcome",
+                                             "faults"))
+    return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+
+
+def render_campaign_html(c: Campaign, png: bytes | None, base: Path | None = None) -> str:
+    """The campaign page: runs (linked to their reports, relative to ``base``), recovery
+    distribution, new and expected violations, coverage."""
     passed = sum(r.verdict == "pass" for r in c.runs)
     times, unrec = c.recovery_times(), c.unrecovered()
     dist = [(k, len(v), f"{_quantile(v, 0.5):.3f}", f"{_quantile(v, 0.9):.3f}",
              f"{max(v):.3f}", unrec.get(k, 0)) for k, v in sorted(times.items())]
     dist += [(k, 0, "—", "—", "—", n) for k, n in sorted(unrec.items()) if k not in times]
-    violations = [(str(r.dir), r.seed, check, msg) for r in c.runs for check, msg in r.violations]
+    violations = [(str(r.dir), r.seed, check, msg) for r in c.runs for check, msg in r.violations
+                  if check not in r.expected]
+    expected = [(str(r.dir), r.seed, check, msg) for r in c.runs
+                for check, msg in r.violations if check in r.expected]
     unmet = [(str(r.dir), r.seed, *u) for r in c.runs for u in r.unmet]
     states, transitions, kinds = c.coverage()
     vocab = vocabulary() or sorted(kinds)
@@ -181,8 +210,12 @@ def render_campaign_html(c: Campaign, png: bytes | None) -> str:
         "<h2>Recovery times</h2>", img_tag(png, "recovery time distribution"),
         table(("fault type", "recovered", "p50 (s)", "p90 (s)", "max (s)", "not recovered"),
                dist, numeric=range(1, 6)),
-        f"<h2>Violations found ({len(violations)})</h2>",
+        f"<h2>New violations ({len(violations)})</h2>",
         table(("run", "seed", "check", "violation"), violations) if violations
+        else "<p class=\"muted\">None.</p>",
+        f"<h2>Expected violations ({len(expected)})</h2><p class=\"muted\">Checks the "
+        "scenario lists in expect.violated_checks: the modelled system's known bugs.</p>",
+        table(("run", "seed", "check", "violation"), expected) if expected
         else "<p class=\"muted\">None.</p>",
         f"<h2>Unmet expectations ({len(unmet)})</h2>",
         table(("run", "seed", "expectation", "expected", "actual"), unmet) if unmet
@@ -197,10 +230,7 @@ def render_campaign_html(c: Campaign, png: bytes | None) -> str:
         "</p>",
         table(("kind", "runs"), [(k, kinds.get(k, 0)) for k in vocab]
                + [(k, v) for k, v in sorted(kinds.items()) if k not in vocab], numeric=(1,)),
-        "<h2>Runs</h2>",
-        table(("run", "scenario", "seed", "verdict", "outcome", "faults"),
-               [(str(r.dir), r.name, r.seed, r.verdict, r.outcome, len(r.recoveries))
-                for r in c.runs]),
+        "<h2>Runs</h2>", _runs_table(c, base),
         "</main></body></html>\n",
     ])
 
@@ -212,7 +242,7 @@ def write_campaign_report(run_dirs: Sequence[Path], out_dir: Path) -> list[Path]
     png = campaign_png(c)
     out_dir.mkdir(parents=True, exist_ok=True)
     page = out_dir / CAMPAIGN_FILE
-    page.write_text(render_campaign_html(c, png), encoding="utf-8")
+    page.write_text(render_campaign_html(c, png, out_dir), encoding="utf-8")
     written = [page]
     if png is not None:
         (out_dir / "campaign_recovery.png").write_bytes(png)

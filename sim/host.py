@@ -25,6 +25,7 @@ from elastic_sim.protocols.api import (
     Entry,
     Proc,
     Runtime,
+    exit_status,
     resolve_entry,
 )
 from elastic_sim.sim.clock import HostClock
@@ -149,14 +150,6 @@ class SimProc(Proc):
         self._cluster.signal(self._proc, sig)
 
 
-def _exit_code(value: object) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, int):
-        return int(value)
-    return 1
-
-
 async def _after(startup: float, main: Entry, rt: Runtime, args: Mapping[str, JSON]) -> int:
     """``main(rt, args)`` once the process has started up."""
     await rt.sleep(startup)
@@ -267,13 +260,7 @@ class Cluster:
 
     def main_done(self, proc: SimProcess, task: SimTask[Any]) -> None:
         """Main returned or raised: cancel the other tasks, then exit."""
-        exc = task._exc
-        if exc is None:
-            code, reason = _exit_code(task._result), "returned"
-        elif isinstance(exc, SystemExit):
-            code, reason = _exit_code(exc.code), "SystemExit"
-        else:
-            code, reason = 1, f"{type(exc).__name__}: {exc}"
+        code, reason = exit_status(task._result, task._exc)
         proc.exiting = True
         for t in list(proc.tasks.values()):
             t.cancel_now()

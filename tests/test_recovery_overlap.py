@@ -276,10 +276,13 @@ def test_torchelastic_a_host_crash_while_new_workers_start_is_blamed_on_that_hos
 
 
 def test_a_single_fault_keeps_the_readme_figures() -> None:
-    """scale_down.yaml as shipped: h3's crash costs 1.234 s and 4 steps."""
+    """scale_down.yaml as shipped: h3's crash costs 1.233 s and 5 steps. (Since the static
+    rendezvous reads its arrivals with one multi_get, round 0 forms earlier, so the crash at
+    2.55 s falls at another point of a step: detection 0.100 s, 5 steps lost, against
+    0.023 s and 4 with one store read per arrival.)"""
     _, m, _ = simulate(load("scenarios/scale_down.yaml"), 0)
     (rec,) = m.recoveries
-    assert rec.recovery_s == pytest.approx(1.233711, abs=EXACT)
-    assert rec.phases() == pytest.approx({"detect": 0.022672, "rendezvous": 1.105241,
+    assert rec.recovery_s == pytest.approx(1.233211, abs=EXACT)
+    assert rec.phases() == pytest.approx({"detect": 0.10005, "rendezvous": 1.027363,
                                           "sync": 0.004699, "first_step": 0.1011}, abs=EXACT)
-    assert rec.lost_steps == 4 == m.lost_steps
+    assert rec.lost_steps == 5 == m.lost_steps

@@ -62,6 +62,7 @@ def test_same_seed_gives_a_byte_identical_trace(tmp_path: Path) -> None:
     assert s1["trace"]["sha256"] == s2["trace"]["sha256"]
 
 
+@pytest.mark.slow
 def test_traces_do_not_depend_on_hash_randomisation(tmp_path: Path) -> None:
     """Separate interpreters with different string-hash seeds: any iteration over a set or
     dict of strings whose order mattered would change the trace."""

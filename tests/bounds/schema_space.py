@@ -15,7 +15,7 @@ import annotated_types as at
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from elastic_sim.registry import PROTOCOLS
+from elastic_sim.registry import BUILTIN_PROTOCOLS as PROTOCOLS
 from elastic_sim.scenario import ClusterModel, ExpectModel, Scenario, WorkloadModel
 
 

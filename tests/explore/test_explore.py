@@ -48,6 +48,7 @@ def test_broken_variant_is_caught_shrunk_and_its_reproducer_replays_byte_identic
     assert (Path(v["run_dir"]) / "report.html").is_file()
 
 
+@pytest.mark.slow
 def test_a_bug_that_needs_a_fault_is_shrunk_to_one_fault(tmp_path: Path) -> None:
     sc = variant(load(SCENARIOS / "scale_down.yaml"), "static-no-rollback",
                  "tests.explore.variants:no_rollback_main")
@@ -61,6 +62,7 @@ def test_a_bug_that_needs_a_fault_is_shrunk_to_one_fault(tmp_path: Path) -> None
         assert file_sha256(f.run_dir / "trace.jsonl") == f.trace_sha256
 
 
+@pytest.mark.slow
 def test_the_same_search_seed_finds_the_same_violations_with_any_number_of_workers(
     tmp_path: Path,
 ) -> None:
@@ -77,6 +79,7 @@ def test_the_same_search_seed_finds_the_same_violations_with_any_number_of_worke
     assert one and one == found(1) == found(2)
 
 
+@pytest.mark.slow
 def test_static_protocol_shows_no_violation_under_faults_within_its_contract(
     tmp_path: Path,
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from elastic_sim.cli import main
@@ -28,6 +29,7 @@ def test_cases_draw_tie_seeds_only_when_asked() -> None:
                                                    make_case(0, 5, space).seed)
 
 
+@pytest.mark.slow
 def test_a_search_with_ties_writes_the_tie_seed_into_a_reproducer_that_replays(
     tmp_path: Path,
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, find, given, settings
 
 from elastic_sim.checks.contracts import contract_for
@@ -44,6 +45,7 @@ def test_static_protocol_is_safe_under_crashes_hangs_and_partitions(run: Generat
     assert_no_violation(STATIC, run, ignore=CONTRACT)
 
 
+@pytest.mark.slow
 def test_hypothesis_shrinks_a_failing_schedule_of_a_broken_variant_to_one_fault() -> None:
     broken = variant(STATIC, "static-no-rollback", "tests.explore.variants:no_rollback_main")
 
@@ -95,6 +97,7 @@ HOROVOD = load(SCENARIOS / "horovod" / "fault_tolerance_without_scaling.yaml")
 HOROVOD_OPEN = weak_spots("horovod")
 
 
+@pytest.mark.slow
 @settings(CI, max_examples=8)
 @given(runs_for(HOROVOD, spare=["localhost"]))
 def test_horovod_model_is_safe_when_the_driver_host_survives(run: GeneratedRun) -> None:

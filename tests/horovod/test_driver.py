@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from elastic_sim.scenario import parse_scenario
 from elastic_sim.trace import TraceEvent
 from tests.horovod.util import Run, load, raw, simulate_run
@@ -292,6 +294,7 @@ def slot_wait_after_a_failure(*faults: dict[str, Any]) -> Run:
     return simulate_run(parse_scenario(data))
 
 
+@pytest.mark.slow
 def test_the_elastic_timeout_runs_on_the_drivers_wall_clock() -> None:
     # upstream's Timeout compares time.time() with its deadline each time the wait wakes:
     # a forward step of the driver host's clock ends the slot wait at the next wake-up

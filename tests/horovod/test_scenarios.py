@@ -92,6 +92,7 @@ def test_same_seed_gives_the_same_trace_and_seeds_change_the_host_order() -> Non
     assert firsts == {"localhost:0", "127.0.0.1:0"}
 
 
+@pytest.mark.slow
 def test_traces_do_not_depend_on_hash_randomisation(tmp_path: Path) -> None:
     digests = []
     for hashseed in ("1", "2"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -42,6 +43,7 @@ def states(draw: st.DrawFn) -> RendezvousState:
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(states())
 def test_encode_writes_the_canonical_json_and_decodes_back(state: RendezvousState) -> None:
@@ -50,6 +52,7 @@ def test_encode_writes_the_canonical_json_and_decodes_back(state: RendezvousStat
     assert RendezvousState.decode(data) == state
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(states(), TIMES, st.integers(1, 10**7), st.integers(1, 4), st.integers(1, 3))
 def test_sweep_removes_exactly_the_expired_nodes(state: RendezvousState, now: int,
@@ -77,6 +80,7 @@ EDITS = st.lists(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(states(), st.lists(EDITS, min_size=1, max_size=5))
 def test_a_state_copied_edited_and_reencoded_still_writes_the_canonical_json(

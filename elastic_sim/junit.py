@@ -1,0 +1,123 @@
+"""Verdicts as JUnit XML, the format CI systems show as test results.
+
+Every run is a ``<testsuite>``; each of its checks and expectations is a ``<testcase>``,
+failed with the violation's witness or the expected and actual values. A check the scenario
+lists in ``expect.violated_checks`` (an upstream bug it shows on purpose) passes, with a note.
+An exploration is one suite with a test case per check, failed by the distinct violations
+the search found for it, each with its reproducer.
+"""
+
+from __future__ import annotations
+
+import os
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from elastic_sim.trace import encode
+
+if TYPE_CHECKING:
+    from elastic_sim.checks import Check
+    from elastic_sim.explore import Exploration
+    from elastic_sim.runner import RunReport
+
+
+@dataclass
+class Case:
+    """One test case: its name, and why it failed (``None``: it passed)."""
+
+    name: str
+    classname: str
+    failure: str | None = None
+    details: str = ""
+    note: str = ""
+
+
+@dataclass
+class Suite:
+    """One run's (or one search's) test cases."""
+
+    name: str
+    time_s: float
+    cases: list[Case] = field(default_factory=list)
+
+
+def run_suite(report: RunReport) -> Suite:
+    """The checks and expectations of one run."""
+    label = f"{report.scenario.name}-{report.mode}-s{report.seed}"
+    cls = f"elastic_sim.{report.scenario.name}.{report.mode}.s{report.seed}"
+    known = set(report.scenario.expect.violated_checks or ())
+    suite = Suite(label, report.wall_s)
+    for c in report.checks:
+        case = Case(f"check {c.name}", cls)
+        if c.violations and c.name in known:
+            case.note = (f"expected violation (expect.violated_checks): "
+                         f"{c.violations[0].message}")
+        elif c.violations:
+            case.failure = c.violations[0].message
+            case.details = "\n\n".join(
+                v.message + "\n" + "\n".join(encode(e) for e in v.witness)
+                for v in c.violations)
+        suite.cases.append(case)
+    for e in report.expectations:
+        case = Case(f"expect {e.name}", cls)
+        if not e.ok:
+            case.failure = f"expected {e.expected}, got {e.actual}"
+        suite.cases.append(case)
+    return suite
+
+
+def explore_suite(res: Exploration, checks: Sequence[Check]) -> Suite:
+    """A search: a test case per check, failed by the violations found of it."""
+    suite = Suite(f"explore-{res.scenario}-s{res.seed}", res.wall_s)
+    cls = f"elastic_sim.explore.{res.scenario}.s{res.seed}"
+    for check in checks:
+        name = check.__name__
+        case = Case(f"check {name}", cls)
+        found = [f for f in res.findings if f.signature.check == name]
+        if name in res.ignored:
+            case.note = "ignored (known violation)"
+        elif found:
+            case.failure = f"{len(found)} distinct violation(s); first: {found[0].message}"
+            case.details = "\n".join(f"{f.signature}: {f.message} -> {f.reproducer}"
+                                     for f in found)
+        suite.cases.append(case)
+    return suite
+
+
+def junit_xml(suites: Iterable[Suite]) -> ET.Element:
+    """The ``<testsuites>`` document."""
+    root = ET.Element("testsuites", name="elastic-sim")
+    totals = [0, 0, 0.0]
+    for s in suites:
+        failures = sum(c.failure is not None for c in s.cases)
+        el = ET.SubElement(root, "testsuite", name=s.name, tests=str(len(s.cases)),
+                           failures=str(failures), errors="0", skipped="0",
+                           time=f"{s.time_s:.3f}")
+        for c in s.cases:
+            tc = ET.SubElement(el, "testcase", name=c.name, classname=c.classname, time="0")
+            if c.failure is not None:
+                fail = ET.SubElement(tc, "failure", message=c.failure, type="violation")
+                fail.text = c.details or c.failure
+            if c.note:
+                ET.SubElement(tc, "system-out").text = c.note
+        totals[0] += len(s.cases)
+        totals[1] += failures
+        totals[2] += s.time_s
+    root.set("tests", str(totals[0]))
+    root.set("failures", str(totals[1]))
+    root.set("errors", "0")
+    root.set("time", f"{totals[2]:.3f}")
+    return root
+
+
+def write_junit(path: Path, suites: Iterable[Suite]) -> None:
+    """Write the suites to ``path`` as JUnit XML (complete or not at all)."""
+    tree = ET.ElementTree(junit_xml(suites))
+    ET.indent(tree)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".part")
+    tree.write(tmp, encoding="utf-8", xml_declaration=True)
+    os.replace(tmp, path)

@@ -1,0 +1,119 @@
+"""Protocol processes for the contract suite (``tests.contract.entries:NAME``): each one
+exercises one part of :mod:`protocols.api` and records what it observed, in a form that
+does not depend on the runtime (no timings beyond coarse bounds)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from elastic_sim.protocols.api import (
+    Cancelled,
+    CollectiveError,
+    OperationTimeout,
+    Runtime,
+    StoreTimeout,
+)
+from tests.real.entries import _join, _shared_store
+
+Args = Mapping[str, Any]
+
+
+async def returns(rt: Runtime, args: Args) -> Any:
+    """Return ``args["value"]``, raise (``"raise"``), or ``SystemExit(args["code"])``."""
+    await rt.sleep(0.01)
+    if args.get("raise"):
+        raise RuntimeError("on purpose")
+    if "exit" in args:
+        raise SystemExit(args["exit"])
+    return args.get("value")
+
+
+async def store_semantics(rt: Runtime, args: Args) -> int:
+    """h1 uses the store h0 hosts: values, counters, compare-and-set, delete, timeouts."""
+    if rt.host == "h0":
+        await _shared_store(rt, ["h1/main"])
+        await rt.recv(timeout=30)
+        return 0
+    store = await _shared_store(rt, [], timeout=0.5)
+    obs: list[Any] = []
+    await store.set("k", b"v")
+    obs += [(await store.get("k")).decode(), await store.add("n", 2), await store.add("n", -5)]
+    obs += [(await store.compare_set("c", b"", b"a")).decode(),
+            (await store.compare_set("c", b"zz", b"b")).decode(),
+            (await store.compare_set("c", b"a", b"b")).decode()]
+    obs += [await store.check(["k", "c"]), await store.check(["k", "nope"]),
+            await store.delete("k"), await store.delete("k")]
+    for op in ("get", "wait"):
+        t = rt.monotonic()
+        try:
+            await (store.get("missing") if op == "get" else store.wait(["missing"], 0.3))
+            obs.append(f"{op}: no timeout")
+        except StoreTimeout:
+            obs.append(f"{op}: StoreTimeout after >= 0.3 s: {rt.monotonic() - t >= 0.29}")
+    rt.record("obs", values=obs)
+    rt.send("h0/main", {"done": True})
+    return 0
+
+
+async def mailbox(rt: Runtime, args: Args) -> int:
+    """h0 sends three messages to h1, which reads them in order, then times out."""
+    if rt.host == "h0":
+        for i in range(3):
+            rt.send("h1/main", {"i": i})
+        await rt.sleep(0.5)
+        return 0
+    got = [dict((await rt.recv(timeout=10)).body) for _ in range(3)]
+    try:
+        await rt.recv(timeout=0.2)
+        timeout = "no timeout"
+    except OperationTimeout:
+        timeout = "OperationTimeout"
+    rt.record("obs", values=[got, timeout])
+    return 0
+
+
+async def cancellation(rt: Runtime, args: Args) -> int:
+    """A cancelled task gets Cancelled where it waits, runs its cleanup, and whoever awaits
+    it gets Cancelled too; an ``except Exception`` does not swallow it."""
+    obs: list[Any] = []
+
+    async def sleeper() -> str:
+        try:
+            try:
+                await rt.sleep(10)
+            except Exception:  # must not catch Cancelled
+                obs.append("swallowed")
+            return "finished"
+        finally:
+            obs.append("cleanup")
+
+    task = rt.spawn(sleeper(), "sleeper")
+    await rt.sleep(0.1)
+    task.cancel()
+    try:
+        obs.append(await task)
+    except Cancelled:
+        obs.append("awaiting it raised Cancelled")
+    obs.append(task.done())
+    rt.record("obs", values=obs)
+    return 0
+
+
+async def collective_errors(rt: Runtime, args: Args) -> int:
+    """Two hosts allreduce once; then h1 ``args["then"]``: "exit" (h0's next collective
+    fails) or "hang" (it times out: h1 sleeps past the group timeout)."""
+    _, g = await _join(rt, 2, float(args["timeout"]))
+    await g.allreduce([1.0])
+    if rt.host == "h1":
+        if args["then"] == "hang":
+            await rt.sleep(float(args["timeout"]) * 3)
+        return 0
+    try:
+        await g.allreduce([1.0])
+        rt.record("obs", values=["no error"])
+    except CollectiveError as exc:
+        rt.record("obs", values=[type(exc).__name__])
+    if args["then"] == "hang":
+        await rt.sleep(float(args["timeout"]) * 2)  # the store host outlives h1
+    return 0

@@ -1,0 +1,48 @@
+"""The pytest plugin: ``pytest --elastic-sim DIR`` collects scenario files as test items and
+runs each in the sim; without the option it collects nothing."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.conftest import SCENARIOS
+
+PLUGIN = ["-p", "elastic_sim.pytest_plugin"]  # also an installed entry point (pytest11)
+
+
+@pytest.fixture
+def scenario_dir(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A project with two shipped scenarios (one deliberately broken) and a bad file."""
+    d = pytester.mkdir("scenarios")
+    shutil.copy(SCENARIOS / "scale_down.yaml", d / "scale_down.yaml")
+    shutil.copy(SCENARIOS / "broken_skip_sync.yaml", d / "broken_skip_sync.yaml")
+    (d / "typo.yaml").write_text("protocol: {name: statc}\ncluster: {hosts: 2}\n")
+    return pytester
+
+
+def test_collects_and_runs_a_scenario_directory(scenario_dir: pytest.Pytester) -> None:
+    res = scenario_dir.runpytest(*PLUGIN, "--elastic-sim", "scenarios", "-v")
+    res.assert_outcomes(passed=1, failed=2)
+    out = res.stdout.str()
+    res.stdout.fnmatch_lines([
+        "*scenarios/broken_skip_sync.yaml::s0 FAILED*",
+        "*scenarios/scale_down.yaml::s0 PASSED*",
+        "*scenarios/typo.yaml::invalid FAILED*",
+    ])
+    assert "check state_agreement:" in out  # what failed, not a Python traceback
+    assert "protocol.name: unknown protocol 'statc'" in out
+    assert "Traceback" not in out
+
+
+def test_seeds_option_makes_an_item_per_seed(scenario_dir: pytest.Pytester) -> None:
+    res = scenario_dir.runpytest(*PLUGIN, "--elastic-sim", "--elastic-sim-seeds", "1-3",
+                                 "scenarios/scale_down.yaml", "--collect-only", "-q")
+    res.stdout.fnmatch_lines(["scenarios/scale_down.yaml::s1", "scenarios/scale_down.yaml::s2",
+                              "scenarios/scale_down.yaml::s3"])
+
+
+def test_without_the_option_it_collects_nothing(scenario_dir: pytest.Pytester) -> None:
+    res = scenario_dir.runpytest(*PLUGIN, "scenarios")
+    assert res.ret == pytest.ExitCode.NO_TESTS_COLLECTED
