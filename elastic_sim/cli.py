@@ -22,6 +22,7 @@ from elastic_sim.errors import ScenarioError
 
 if TYPE_CHECKING:
     from elastic_sim.real.cluster.launchers import LaunchOptions
+    from elastic_sim.real.torchrun import Options as TorchrunOptions
     from elastic_sim.scenario import Scenario
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
@@ -39,8 +40,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("scenario", help="scenario YAML file, or a built-in scenario's name")
     run.add_argument("--seed", type=_nonneg_int, default=None,
                      help="root seed (default: the scenario's seed)")
-    run.add_argument("--mode", choices=["sim", "real"], default="sim",
-                     help="sim: deterministic simulation; real: OS processes, TCPStore, Gloo")
+    run.add_argument("--mode", choices=["sim", "real", "torchrun"], default="sim",
+                     help="sim: deterministic simulation; real: OS processes, TCPStore, Gloo; "
+                          "torchrun: every host an actual torchrun agent (torchelastic)")
+    run.add_argument("--script", default=None, metavar="TRAIN.PY",
+                     help="--mode torchrun: the training script torchrun starts (its "
+                          "arguments after --); default: the bundled worker")
     run.add_argument("--out", type=Path, default=None,
                      help="output directory (default: runs/<scenario>-<mode>-s<seed>)")
     run.add_argument("--launcher", choices=["local", "netns", "slurm", "k8s", "env"],
@@ -71,6 +76,9 @@ def _parser() -> argparse.ArgumentParser:
                                                 "summary.json), or a directory of runs")
     _add_explore(sub)
     _add_sweep(sub)
+    from elastic_sim.compare.cli import add_compare
+
+    add_compare(sub)
     val = sub.add_parser("validate", help="check scenario files without running them "
                                           "(every bad file is reported)")
     val.add_argument("scenarios", nargs="+")
@@ -212,7 +220,13 @@ def main(argv: list[str] | None = None) -> int:
         from elastic_sim.real.cluster.node import main as node_main
 
         return node_main(argv[1:])
+    argv = list(argv)
+    script_args: list[str] = []
+    if "--" in argv:  # what follows is the user's script's command line
+        at = argv.index("--")
+        argv, script_args = argv[:at], argv[at + 1:]
     args = _parser().parse_args(argv)
+    args.script_args = script_args
     # Not a terminal (CI logs, pipes): wide enough that tables do not wrap.
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
     try:
@@ -233,6 +247,10 @@ def main(argv: list[str] | None = None) -> int:
 
             print(fault_reference() if args.faults_markdown else schema_text())
             return EXIT_OK
+        if args.command == "compare":
+            from elastic_sim.compare.cli import cmd_compare
+
+            return cmd_compare(args, console)
         return _cmd_scenarios(args, console)
     except ScenarioError as exc:
         _err(f"error: {exc}")
@@ -295,6 +313,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
         from elastic_sim.runner import build_world
 
         check_allocation(build_world(sc, seed, "real"), launch)
+    options = _torchrun_options(args)
     with staged(out, force=args.force or args.out is None) as stage, \
             console.status(f"running {sc.name} ({args.mode})...") as status:
         report = run_scenario(
@@ -303,6 +322,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
             launch=launch,
             guard=RunGuard(args.wall_limit, None if args.memory_limit is None
                            else args.memory_limit << 20),
+            torchrun=options,
         )
     report.out_dir = out
     report.report_files = [out / p.name for p in report.report_files]
@@ -341,6 +361,22 @@ def _cmd_k8s(args: argparse.Namespace, sc: Scenario, seed: int, out: Path,
                            port=args.port or 29400)
     console.print(f"wrote {path}; run it with: kubectl apply -f {path}", markup=False)
     return 0
+
+
+def _torchrun_options(args: argparse.Namespace) -> TorchrunOptions | None:
+    """``--script`` and the arguments after ``--``, for ``--mode torchrun`` only."""
+    if args.script is None and not args.script_args:
+        return None
+    if args.mode != "torchrun":
+        raise ScenarioError("--script", "", "a training script runs under --mode torchrun only")
+    if args.script is None:
+        raise ScenarioError("--", "", "arguments after -- are the --script's; name the script")
+    path = Path(args.script)
+    if not path.is_file():
+        raise ScenarioError(args.script, "", "no such training script (expected a file)")
+    from elastic_sim.real.torchrun import Options
+
+    return Options(script=(str(path.resolve()), *args.script_args))
 
 
 def _cmd_explore(args: argparse.Namespace, console: Console) -> int:

@@ -33,6 +33,11 @@ def print_report(r: RunReport, console: Console) -> None:
         rounds.add_row(str(rd.round), _s(rd.formed_at), str(rd.world_size), escape(members))
     console.print(rounds)
     console.print(f"World size: [bold]{' -> '.join(map(str, m.world_sizes)) or '(no round)'}[/]")
+    setup = next((e for e in r.events if e.kind == "torchrun_setup"), None)
+    if setup is not None and setup.get("unmapped"):
+        kept = ", ".join(f"{k}={v}" for k, v in setup.get("unmapped").items())
+        console.print(f"torchrun has no flag for these knobs; upstream's value applied: "
+                      f"{escape(kept)}")
     if r.result.faults:
         faults = Table(title="Faults", title_justify="left", box=None, pad_edge=False)
         for col in ("fault", "at (s)", "fired", "recovery (s)", "detect", "rendezvous", "sync",
@@ -70,7 +75,7 @@ def print_report(r: RunReport, console: Console) -> None:
     console.print(
         f"Outcome: [bold]{m.outcome}[/] after {m.steps_done} steps, final world "
         f"{m.final_world_size}, lost {m.lost_steps} steps, run time {m.end_time:.3f} s "
-        f"({'virtual' if r.mode == 'sim' else 'real'}), wall {r.wall_s:.2f} s"
+        f"({'virtual' if r.mode == 'sim' else 'wall-clock'}), wall {r.wall_s:.2f} s"
     )
     for err in m.errors[:5]:
         console.print(f"  [yellow]{escape(err)}[/]")

@@ -28,7 +28,10 @@ from elastic_sim.world import NCCL, CollectiveModel, RunResult, World
 if TYPE_CHECKING:
     from elastic_sim.real.cluster.launchers import LaunchOptions
 
-Mode = Literal["sim", "real"]
+if TYPE_CHECKING:
+    from elastic_sim.real.torchrun import Options as TorchrunOptions
+
+Mode = Literal["sim", "real", "torchrun"]
 
 
 @dataclass
@@ -68,7 +71,7 @@ class RunReport:
 def build_world(sc: Scenario, seed: int, mode: Mode) -> World:
     """The runtime's view of the scenario. Real mode picks a free store port."""
     knobs = sc.knobs()
-    if mode == "real" and "store_port" in knobs:
+    if mode != "sim" and "store_port" in knobs:
         knobs["store_port"] = _free_port()
     hosts = tuple(sc.cluster.host_specs())
     return World(
@@ -103,8 +106,14 @@ def refuse_unsupported(sc: Scenario, faults: list[Fault], mode: Mode, file: str)
     """Real mode cannot fake what it cannot do: refuse before anything starts, naming the
     scenario's fault entry (a failure-rate model or a replayed trace by the entry that
     expands into the fault)."""
-    if mode != "real":
+    if mode == "sim":
         return
+    if mode == "torchrun":
+        from elastic_sim.real.torchrun import refusal
+
+        bad = refusal(sc.protocol.label, sc.knobs())
+        if bad is not None:
+            raise ScenarioError(file, bad[0], f"{bad[1]}; run with --mode sim")
     from elastic_sim.real.injector import why_unsupported
 
     for f in faults:
@@ -134,10 +143,12 @@ def run_scenario(
     write_report: bool = False,
     launch: LaunchOptions | None = None,
     guard: RunGuard | None = None,
+    torchrun: TorchrunOptions | None = None,
 ) -> RunReport:
     """Run one scenario and write ``trace.jsonl`` and ``summary.json`` into ``out_dir``,
     and with ``write_report`` the reports (report.html, plots, Perfetto trace): the CLI
-    asks for them, loops over many runs (explore) need not pay for them.
+    asks for them, loops over many runs (explore) need not pay for them. ``torchrun``:
+    options of ``--mode torchrun`` (the user's script).
 
     Files are written under temporary names and renamed when complete, so a run that
     fails midway leaves no half-written results. ``guard`` (default: :class:`RunGuard`'s
@@ -152,16 +163,22 @@ def run_scenario(
     try:
         metrics, result = _record(sc, world, faults, seed, mode, out_dir, part, events, progress,
                                   sc.tie_seed if mode == "sim" else None, guard or RunGuard(),
-                                  launch)
+                                  launch, torchrun)
     except BaseException:
         part.unlink(missing_ok=True)  # nothing half-written
         raise
     part.replace(out_dir / "trace.jsonl")
     wall = time.perf_counter() - started
     checks = run_checks(events)
+    why: dict[str, str] = {}
+    if mode == "torchrun":
+        from elastic_sim.real.torchrun import Options, not_judged
+
+        why = not_judged(torchrun or Options())
+        _mark_not_judged(checks, why)
     report = RunReport(
         scenario=sc, seed=seed, mode=mode, out_dir=out_dir, result=result, metrics=metrics,
-        checks=checks, expectations=evaluate(sc.expect, metrics, events), wall_s=wall,
+        checks=checks, expectations=evaluate(sc.expect, metrics, events, why), wall_s=wall,
         events=events, contract=judge(events, checks),
     )
     summary = summary_json(report)
@@ -190,6 +207,13 @@ def _writable(out_dir: Path) -> None:
                             "writable directory") from None
 
 
+def _mark_not_judged(checks: list[CheckResult], why: dict[str, str]) -> None:
+    """Checks the run's events cannot judge say so (with why) instead of passing."""
+    for c in checks:
+        if c.name in why:
+            c.not_judged, c.violations, c.checked = why[c.name], [], 0
+
+
 def simulate(sc: Scenario, seed: int, tie_seed: int | None = None,
              guard: RunGuard | None = None) -> tuple[list[TraceEvent], Metrics, RunResult]:
     """One sim run held in memory, writing no files: the events :func:`run_scenario` would
@@ -209,6 +233,7 @@ def _record(
     sc: Scenario, world: World, faults: list[Fault], seed: int, mode: Mode, out_dir: Path,
     part: Path | None, events: list[TraceEvent], progress: Callable[[str], None] | None,
     tie_seed: int | None, guard: RunGuard, launch: LaunchOptions | None = None,
+    torchrun: TorchrunOptions | None = None,
 ) -> tuple[Metrics, RunResult]:
     """Run the runtime, writing every event to ``part`` and ``events``. With no ``part``
     (an in-memory run nobody writes) events are neither encoded nor hashed."""
@@ -228,8 +253,10 @@ def _record(
         emit(TraceEvent(0.0, "*", "elastic-sim", "run_start", start))
         guard.restart()
         result = _run_runtime(world, faults, seed, mode, out_dir, emit, progress, tie_seed,
-                              guard, launch)
-        metrics = compute(events, sc.workload.steps, result.exit_codes, result.hung,
+                              guard, launch, torchrun)
+        # A user's script under torchrun reports no steps: its job is done when torchrun is.
+        steps = 0 if torchrun is not None and torchrun.script else sc.workload.steps
+        metrics = compute(events, steps, result.exit_codes, result.hung,
                           result.end_time, sc.workload.batch_size)
         end: dict[str, Any] = {"outcome": metrics.outcome,
                                "exit_codes": dict(sorted(result.exit_codes.items()))}
@@ -255,6 +282,7 @@ def _run_runtime(
     world: World, faults: list[Fault], seed: int, mode: Mode, out_dir: Path,
     emit: Callable[[TraceEvent], None], progress: Callable[[str], None] | None,
     tie_seed: int | None, guard: RunGuard, launch: LaunchOptions | None = None,
+    torchrun: TorchrunOptions | None = None,
 ) -> RunResult:
     if mode == "sim":
         from elastic_sim import sim
@@ -271,6 +299,12 @@ def _run_runtime(
         from elastic_sim.live import LiveStatus
 
         watch = LiveStatus(len(world.hosts), progress)
+    if mode == "torchrun":
+        from elastic_sim.real.torchrun import Options
+        from elastic_sim.real.torchrun import run as run_torchrun
+
+        return run_torchrun(world, faults, seed, out_dir / "torchrun", emit,
+                            torchrun or Options())
     return real.run(world, faults, seed, out_dir / "real", emit, launch=launch,
                     log=lambda line: print(line, file=sys.stderr, flush=True), guard=guard,
                     watch=watch)
@@ -301,6 +335,7 @@ def summary_json(r: RunReport) -> dict[str, Any]:
                 "checked": c.checked,
                 "examined": c.examined,
                 **({"standing": r.contract.standing[c.name]} if r.contract else {}),
+                **({"not_judged": c.not_judged} if c.not_judged else {}),
                 "violations": [
                     {"message": v.message, "witness": [json.loads(encode(e)) for e in v.witness]}
                     for v in c.violations

@@ -348,23 +348,11 @@ class Launcher:
 
     def cut(self, fault: Partition | OneWayPartition | PowerOff) -> str:
         """Start dropping the packets ``fault`` cuts; "" if done, else why not."""
-        if self.netns is None:
-            return "the run has no network namespace"
-        try:
-            self.netns.cut(fault)
-        except netns.CutError as exc:
-            return str(exc)
-        return ""
+        return netns.cut_or_heal(self.netns, fault, heal=False)
 
     def heal(self, fault: Partition | OneWayPartition) -> str:
         """Stop dropping them; "" if done, else why not."""
-        if self.netns is None:
-            return "the run has no network namespace"
-        try:
-            self.netns.heal(fault)
-        except netns.CutError as exc:
-            return str(exc)
-        return ""
+        return netns.cut_or_heal(self.netns, fault, heal=True)
 
     # -- end -------------------------------------------------------------------------------
 
@@ -451,6 +439,30 @@ def _dismiss(guard: subprocess.Popen[bytes]) -> None:
         guard.wait(timeout=5.0)
     except subprocess.TimeoutExpired:
         pass  # it exits on its own; subprocess reaps it later
+
+
+@contextmanager
+def contained(ns: netns.Namespace | None, kill: Callable[[], None]) -> Iterator[None]:
+    """The frame of a run: while it lasts, orphans are adopted (this process is a
+    subreaper), SIGTERM raises like Ctrl-C, and the namespace ``ns`` (if any) exists; at
+    its end, whatever happens, ``kill`` runs with SIGINT/SIGTERM held, then the namespace
+    is deleted."""
+    was_subreaper = reaper.set_subreaper(True)
+    try:
+        with interrupts_raise():
+            try:
+                if ns is not None:
+                    ns.create()
+                yield
+            finally:
+                with _signals_deferred():
+                    try:
+                        kill()
+                    finally:
+                        if ns is not None:
+                            ns.delete()
+    finally:
+        reaper.set_subreaper(was_subreaper)
 
 
 @contextmanager

@@ -191,6 +191,21 @@ class Namespace:
         self.created = False
 
 
+def cut_or_heal(ns: Namespace | None, fault: Fault, heal: bool) -> str:
+    """Start (or, with ``heal``, stop) dropping ``fault``'s packets in a run's namespace;
+    "" if done, else why not (what a launcher's ``cut``/``heal`` answer the injector)."""
+    if ns is None:
+        return "the run has no network namespace"
+    try:
+        if heal:
+            ns.heal(fault)
+        else:
+            ns.cut(fault)
+    except CutError as exc:
+        return str(exc)
+    return ""
+
+
 def _creator(name: str) -> int | None:
     """The launcher pid in a run namespace's name (``es-<pid>-<tag>``, the tag letters and
     digits); None if not one."""

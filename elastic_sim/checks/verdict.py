@@ -31,6 +31,9 @@ class CheckResult:
     """How many instances (rounds, groups, hosts) the check looked at."""
     unit: str = "instances"
     """What one examined instance is, plural ("rounds", "hosts", "job ends")."""
+    not_judged: str = ""
+    """Why the run's events cannot judge this check ("" when they can): such a check
+    neither passes nor fails, it says so."""
 
     @property
     def ok(self) -> bool:
@@ -52,6 +55,8 @@ class CheckResult:
     @property
     def examined(self) -> str:
         """What the verdict rests on, e.g. "12 rounds checked" or "nothing to check"."""
+        if self.not_judged:
+            return f"not judged: {self.not_judged}"
         if self.checked == 0:
             return "nothing to check" if not self.violations else "violated"
         plain = "," not in self.unit and " and " not in self.unit  # a list stays plural

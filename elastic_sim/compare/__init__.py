@@ -1,0 +1,1 @@
+"""``elastic-sim compare``: one scenario under several modes, side by side."""

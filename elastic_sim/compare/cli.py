@@ -1,0 +1,80 @@
+"""``elastic-sim compare SCENARIO [--modes sim,real,torchrun] [--runs N] [--out DIR]
+[--tolerance 0.25]``: exit 0 when every mode agrees, 1 when not, 2 on bad input."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from elastic_sim.errors import ScenarioError
+
+
+def add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``compare`` subcommand's arguments."""
+    cp = sub.add_parser("compare", help="run a scenario under several modes (sim, real, "
+                                        "torchrun) and show where they disagree")
+    cp.add_argument("scenario", help="scenario YAML file")
+    cp.add_argument("--modes", default="sim,real,torchrun",
+                    help="modes to run, comma-separated (default: sim,real,torchrun)")
+    cp.add_argument("--runs", default="1", help="runs per mode (sim: seeds seed, seed+1, "
+                                                "...; other modes: repetitions)")
+    cp.add_argument("--seed", default=None, help="first seed (default: the scenario's)")
+    cp.add_argument("--out", type=Path, default=None,
+                    help="output directory (default: runs/compare-<scenario>)")
+    cp.add_argument("--tolerance", default="0.25",
+                    help="largest relative recovery difference that still agrees (0.25: ±25%%)")
+    cp.add_argument("--script", default=None, metavar="TRAIN.PY",
+                    help="torchrun mode's training script (its arguments after --)")
+
+
+def _number(flag: str, text: str, kind: type[int] | type[float], low: float) -> Any:
+    try:
+        value = kind(text)
+    except ValueError:
+        raise ScenarioError(flag, "", f"expected a {kind.__name__} >= {low:g}, got "
+                            f"{text!r}") from None
+    if value < low or value != value:
+        raise ScenarioError(flag, "", f"expected a {kind.__name__} >= {low:g}, got {text!r}")
+    return value
+
+
+def cmd_compare(args: argparse.Namespace, console: Console) -> int:
+    """Run, judge, print and write the comparison."""
+    from elastic_sim.compare.collect import judge, parse_modes, run_modes
+    from elastic_sim.compare.render import print_comparison, write_outputs
+    from elastic_sim.scenario import load_scenario
+
+    modes = parse_modes(args.modes)
+    runs = _number("--runs", args.runs, int, 1)
+    tolerance = _number("--tolerance", args.tolerance, float, 0.0)
+    sc = load_scenario(args.scenario)
+    seed = sc.seed if args.seed is None else _number("--seed", args.seed, int, 0)
+    options = None
+    if args.script is not None or args.script_args:
+        if "torchrun" not in modes:
+            raise ScenarioError("--script", "", "a training script runs under torchrun mode;"
+                                " add torchrun to --modes")
+        if args.script is None or not Path(args.script).is_file():
+            raise ScenarioError(str(args.script or "--"), "",
+                                "expected --script naming a training script file")
+        from elastic_sim.real.torchrun import Options
+
+        options = Options(script=(str(Path(args.script).resolve()), *args.script_args))
+    out: Path = args.out or Path("runs") / f"compare-{sc.name}"
+    load_before = os.getloadavg()
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    with console.status(f"comparing {sc.name}...") as status:
+        summaries = run_modes(sc, args.scenario, modes, runs, seed, out, options,
+                              progress=lambda msg: status.update(f"{sc.name}: {msg}"))
+    comparison = judge(sc, modes, summaries, tolerance)
+    load = f"{load_before[0]:.1f}/{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    print_comparison(comparison, console)
+    console.print(f"load average before/after: {load}", markup=False)
+    for path in write_outputs(comparison, out, {"started": started, "load": load}):
+        console.print(str(path), markup=False)
+    return 0 if comparison.agree else 1

@@ -1,0 +1,249 @@
+"""An upstream torchrun run as the project's trace: from torchelastic's own streams (the
+rendezvous events of its events API, the agents' log records: rendezvous results, restarts,
+worker exit records, exit barrier; how each ``torchrun`` main returned), the bundled
+worker's own events, and the injector's fault events. All times become run time (seconds
+since the launcher's ``t0``).
+
+What upstream does not record is not made up: a round's member list is rebuilt from each
+agent's own (round, rank, world size) report (no agent reports the list it agreed to), and
+there is no ``rdzv_complete`` (the instant a round's membership is decided is not in any
+stream); :data:`NOT_JUDGED` says which checks this leaves unjudged.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from elastic_sim.trace import TraceEvent
+
+NOT_JUDGED = {
+    "membership_agreement": "upstream's rendezvous events give each agent's rank and world "
+    "size, not the member list it agreed to; the members here are rebuilt from the ranks, "
+    "so their agreement cannot be judged",
+    "rendezvous_closed_by_job_end": "upstream's streams record when the rendezvous was "
+    "closed but not when launch_agent's run returned (the job's end comes later, when "
+    "torchrun's main returns), so the order cannot be judged",
+}
+"""Checks that upstream's events cannot judge, with why (every torchrun run)."""
+
+NOT_JUDGED_SCRIPT = {
+    name: "the user's script records no step, commit, sync or collective events"
+    for name in ("collective_sequence", "state_agreement", "committed_progress",
+                 "epoch_isolation", "progress_after_faults")
+}
+"""Further checks a user's ``--script`` leaves unjudged."""
+
+_JOIN = re.compile(r"attempts to join the next round")
+_JOINED = re.compile(r"has joined round (\d+) of .* as rank (\d+) in a world of size (\d+)")
+_CLOSED = re.compile(r"has closed the rendezvous")
+_COMPLETE = re.compile(r"Rendezvous complete for workers")
+_FIELD = re.compile(r"^\s*(\w+)=(.*)$", re.M)
+_RESTART = re.compile(r"Worker group (\w+)\. (\d+)/(\d+) attempts left")
+_WAITING = re.compile(r"Detected (\d+) new nodes from group_rank=(\d+)")
+_EXITED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
+_DEATH = re.compile(r"Received (\S+) death signal")
+_BARRIER = re.compile(r"Local worker group finished")
+_BARRIER_DONE = re.compile(r"Done waiting for other agents")
+_BARRIER_FAILED = re.compile(r"Error waiting on exit barrier")
+_STARTING = re.compile(r"Starting worker group")
+
+
+@dataclass
+class Inputs:
+    """Everything the conversion reads."""
+
+    t0: float
+    hosts: list[str]
+    addresses: dict[str, str]
+    streams: dict[str, Path]
+    """Host -> its agent's stream file."""
+    worker_files: list[Path]
+    launcher_events: list[TraceEvent]
+    """The injector's fault events (already in run time)."""
+    agent_codes: dict[str, int]
+    agent_exit_t: dict[str, float]
+    killed: dict[str, tuple[float, str]] = field(default_factory=dict)
+    """Process or host name -> (run time, fault id) of the injector's kills."""
+    end: float = 0.0
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue  # a torn last line of a killed process
+    return out
+
+
+class _Agent:
+    """One host's agent stream turned into events."""
+
+    def __init__(self, host: str, inp: Inputs, master_of: Mapping[str, str]) -> None:
+        self.host, self.proc, self.inp = host, f"{host}/main", inp
+        self.master_of = master_of
+        self.round = -1
+        self.events: list[TraceEvent] = []
+        self.done: list[TraceEvent] = []
+        self.exit_records: dict[int, tuple[float, int]] = {}
+        """Worker pid -> (time, exit code) from the agent's exit records."""
+        self.ended = False
+
+    def ev(self, t: float, kind: str, **data: Any) -> TraceEvent:
+        e = TraceEvent(t - self.inp.t0, self.host, self.proc, kind, data)
+        self.events.append(e)
+        return e
+
+    def feed(self, ln: Mapping[str, Any]) -> None:
+        t = float(ln.get("t", self.inp.t0))
+        src = ln.get("src")
+        if src == "event":
+            self._rdzv(t, ln.get("event") or {})
+        elif src == "log":
+            self._log(t, str(ln.get("text", "")))
+        elif src == "end":
+            self._end(t, ln)
+
+    def _rdzv(self, t: float, event: Mapping[str, Any]) -> None:
+        msg = str(event.get("message", ""))
+        if _JOIN.search(msg):
+            self.ev(t, "rdzv_join", round=self.round + 1)
+        elif m := _JOINED.search(msg):
+            self.round = int(m.group(1))
+            self.done.append(self.ev(t, "rdzv_done", round=self.round, rank=int(m.group(2)),
+                                     world_size=int(m.group(3))))
+        elif _CLOSED.search(msg):
+            self.ev(t, "rdzv_shutdown", closed=True)
+        elif event.get("node_state") == "FAILED":
+            self.ev(t, "rdzv_failed", round=self.round + 1, error=msg.split("\n")[0][:300])
+
+    def _log(self, t: float, text: str) -> None:
+        if _COMPLETE.search(text):
+            fields = dict(_FIELD.findall(text))
+            if self.done and "master_addr" in fields:
+                addr = fields["master_addr"].strip()
+                last = self.done[-1]
+                idx = self.events.index(last)
+                self.events[idx] = self.done[-1] = TraceEvent(
+                    last.t, last.host, last.proc, last.kind,
+                    {**last.data, "master": f"{self.master_of.get(addr, addr)}:"
+                                            f"{fields.get('master_port', '').strip()}"})
+        elif _STARTING.search(text):
+            self.ev(t, "workers_started", round=self.round)
+        elif m := _RESTART.search(text):
+            self.ev(t, "agent_restart", reason=m.group(1), remaining_restarts=int(m.group(2)) - 1)
+        elif m := _WAITING.search(text):
+            self.ev(t, "agent_restart", reason="nodes_waiting", nodes_waiting=int(m.group(1)))
+        elif m := _EXITED.search(text):
+            self.exit_records[int(m.group(3))] = (t, int(m.group(1)))
+        elif m := _DEATH.search(text):
+            self.ev(t, "agent_signal", signal=_signal_name(m.group(1)))
+        elif _BARRIER.search(text):
+            self.ev(t, "exit_barrier_enter", round=self.round)
+        elif _BARRIER_DONE.search(text):
+            self.ev(t, "exit_barrier_done", round=self.round)
+        elif _BARRIER_FAILED.search(text):
+            self.ev(t, "exit_barrier_failed", error="exit barrier")
+
+    def _end(self, t: float, ln: Mapping[str, Any]) -> None:
+        self.ended = True
+        ckpt = ln.get("checkpoint") or {}
+        if int(ln.get("code", 1)) == 0:
+            self.ev(t, "job_done", step=int(ckpt.get("step", 0)),
+                    digest=str(ckpt.get("digest", "")))
+        else:
+            self.ev(t, "job_failed", error=str(ln.get("error") or f"exit {ln.get('code')}"))
+
+
+def _signal_name(text: str) -> str:
+    """``15`` or ``Signals.SIGTERM`` -> ``TERM`` (as the model records it)."""
+    try:
+        return signal.Signals(int(text)).name.removeprefix("SIG")
+    except ValueError:
+        return text.rpartition(".")[2].removeprefix("SIG")
+
+
+def convert(inp: Inputs) -> list[TraceEvent]:
+    """The run's events in run-time order (ties keep the source order)."""
+    master_of = {addr: h for h, addr in inp.addresses.items()}
+    agents = {h: _Agent(h, inp, master_of) for h in inp.hosts}
+    for h, path in inp.streams.items():
+        for ln in _lines(path):
+            agents[h].feed(ln)
+    _fill_members(agents)
+    events: list[TraceEvent] = list(inp.launcher_events)
+    for h in inp.hosts:
+        events.append(TraceEvent(0.0, h, f"{h}/main", "proc_start",
+                                 {"entry": "torchrun (torch.distributed.run.main)"}))
+        events.extend(agents[h].events)
+    events.extend(_workers(inp, agents))
+    for h in inp.hosts:
+        code = inp.agent_codes.get(h, -9)
+        kill = inp.killed.get(h) or inp.killed.get(f"{h}/main")
+        reason = (f"killed by fault {kill[1]}" if kill and code < 0
+                  else f"exited with code {code}" if code >= 0 else f"signal {-code}")
+        t = kill[0] if kill and code < 0 else inp.agent_exit_t.get(h, inp.end)
+        events.append(TraceEvent(t, h, f"{h}/main", "proc_exit", {"code": code,
+                                                                   "reason": reason}))
+    return sorted(events, key=lambda e: e.t)
+
+
+def _fill_members(agents: Mapping[str, _Agent]) -> None:
+    """Give each rdzv_done the round's members, rebuilt from every agent's own report."""
+    ranks: dict[int, list[tuple[int, str]]] = {}
+    for a in agents.values():
+        for e in a.done:
+            ranks.setdefault(int(e.get("round")), []).append((int(e.get("rank")), a.host))
+    for a in agents.values():
+        for i, e in enumerate(a.events):
+            if e.kind == "rdzv_done":
+                members = [h for _, h in sorted(ranks[int(e.get("round"))])]
+                a.events[i] = TraceEvent(e.t, e.host, e.proc, e.kind,
+                                         {**e.data, "members": members})
+
+
+def _workers(inp: Inputs, agents: Mapping[str, _Agent]) -> list[TraceEvent]:
+    """The bundled worker's events; a worker that could not write its exit gets one from
+    its agent's exit record, the injector's kill, or the run's end."""
+    out: list[TraceEvent] = []
+    for path in sorted(inp.worker_files):
+        lines = _lines(path)
+        if not lines:
+            continue
+        for ln in lines:
+            out.append(TraceEvent(float(ln["t"]) - inp.t0, str(ln["host"]), str(ln["proc"]),
+                                  str(ln["kind"]), dict(ln.get("data") or {})))
+        if any(ln["kind"] == "proc_exit" for ln in lines):
+            continue
+        first = lines[0]
+        host, proc, pid = str(first["host"]), str(first["proc"]), first["data"].get("pid")
+        record = agents[host].exit_records.get(int(pid)) if pid is not None else None
+        kill = inp.killed.get(proc) or inp.killed.get(host)
+        last_t = float(lines[-1]["t"]) - inp.t0
+        if kill is not None and kill[0] >= last_t:
+            t, data = kill[0], {"code": -9, "reason": f"killed by fault {kill[1]}"}
+        elif record is not None:
+            t, data = record[0] - inp.t0, {"code": record[1], "reason": "its agent's exit record"}
+        else:
+            t, data = max(last_t, min(inp.agent_exit_t.get(host, inp.end), inp.end)), {
+                "code": -9, "reason": "ended with its agent (no exit record)"}
+        out.append(TraceEvent(t, host, proc, "proc_exit", {**data, "pid": pid}))
+    return out
+
+
+def exit_codes(events: Sequence[TraceEvent]) -> dict[str, int]:
+    """Each process's last exit code, by process name (workers by their last generation)."""
+    codes: dict[str, int] = {}
+    for e in events:
+        if e.kind == "proc_exit":
+            codes[e.proc] = int(e.get("code", -9))
+    return codes

@@ -1,0 +1,335 @@
+"""Starts one ``torchrun`` agent per host, injects the scenario's faults with real mode's
+injector, and leaves nothing behind.
+
+Each agent (:mod:`.agent`) is started in a session of its own with a marker in its
+environment, ``ELASTIC_SIM_MARK=<run>:<host>``, which torchrun's workers (started by
+upstream in sessions of their own) and anything they start inherit: a host's processes
+are the live processes carrying its marker, found by a scan of ``/proc/*/environ``. A host
+fault signals all of them (as real mode signals a host's process group); a process fault
+signals the newest live worker of that local rank (``hN/wK``) or the agent (``hN/main``).
+
+The run gets a private network namespace when the machine allows it (see
+:func:`isolation`), as real mode's partitioned runs do. Every agent imports torch and says
+READY; the run's origin ``t0`` is fixed when all have, and each gets ``GO`` at its host's
+start time. Whatever happens (an exception, Ctrl-C, SIGTERM), every marked process is
+SIGKILLed and reaped before :meth:`run` returns (the launcher is a subreaper while the
+run lasts, so orphaned workers are its to reap), and the namespace is deleted.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from elastic_sim.faults.model import (
+    CrashLoop,
+    Fault,
+    OneWayPartition,
+    Partition,
+    PowerOff,
+    SlowStart,
+)
+from elastic_sim.real import netns, reaper
+from elastic_sim.real.injector import Injector
+from elastic_sim.real.launcher import LaunchError, contained
+from elastic_sim.real.torchrun.flags import Command
+from elastic_sim.real.tracefile import TraceFile
+from elastic_sim.world import World
+
+MARK = "ELASTIC_SIM_MARK"
+READY_TIMEOUT = 180.0
+"""Seconds every agent gets to start Python and import torch."""
+
+
+@dataclass
+class Agent:
+    """A host's agent as started."""
+
+    cmd: Command
+    proc: subprocess.Popen[bytes]
+    go_at: float
+    went: bool = False
+    exit_t: float | None = None
+    """Run time at which the launcher saw it exit."""
+
+
+@dataclass
+class Outcome:
+    """What the launcher saw: t0, agents' exits, whether it hit the time limit."""
+
+    t0: float
+    end: float
+    hung: bool
+    agent_codes: dict[str, int] = field(default_factory=dict)
+    agent_exit_t: dict[str, float] = field(default_factory=dict)
+
+
+def isolation() -> str:
+    """Why the run cannot have a private network namespace ("" when it can).
+
+    torch's TCPStore servers, which torchrun itself creates (the rendezvous store and the
+    agent store), listen on every interface whatever address they are given; in a
+    namespace of its own, whose only interface is a loopback, the run is unreachable from
+    outside. Without one (no root, ``ip`` or ``nft``), they listen on this machine's
+    interfaces while the run lasts."""
+    return netns.missing()
+
+
+def marked(marker: str) -> list[tuple[int, str]]:
+    """(pid, the mark's host) of every live, non-zombie process carrying the run's mark."""
+    needle = f"{MARK}={marker}:".encode()
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            env = Path(f"/proc/{name}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for var in env:
+            if var.startswith(needle):
+                if _state(int(name)) != "Z":
+                    out.append((int(name), var[len(needle):].decode()))
+                break
+    return out
+
+
+def _state(pid: int) -> str:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "Z"
+    return raw[raw.rfind(")") + 2:].split()[0]
+
+
+def _environ(pid: int) -> dict[str, str]:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return {}
+    return dict(v.decode(errors="replace").partition("=")[::2] for v in raw if b"=" in v)
+
+
+class Launcher:
+    """Runs a world's hosts as torchrun agents (see the module docstring)."""
+
+    def __init__(self, world: World, faults: Sequence[Fault], commands: Sequence[Command],
+                 workdir: Path) -> None:
+        self.world = world
+        self.faults = list(faults)
+        self.commands = list(commands)
+        self.workdir = workdir
+        self.marker = uuid.uuid4().hex
+        self.agents: dict[str, Agent] = {}
+        self._last_reap = 0.0
+        self._seen: dict[int, int] = {}
+        """(pid -> start time) of every marked process seen (to reap it once orphaned)."""
+        self.t0 = 0.0
+        self.trace = TraceFile(workdir / "launcher.jsonl")
+        self.injector = Injector(self.faults, self, self.trace, self._now)
+        self.netns: netns.Namespace | None = None
+        self.isolation = isolation()
+        if netns.needs_cut(self.faults) or not self.isolation:
+            self.netns = netns.Namespace(world.host_names, f"tr{os.getpid()}")
+
+    def stream(self, host: str) -> Path:
+        """The agent's torchelastic stream file."""
+        return self.workdir / f"agent-{host}.jsonl"
+
+    def checkpoint(self, host: str) -> Path:
+        """The host's checkpoint file (the bundled worker's)."""
+        return self.workdir / "checkpoints" / f"{host}.json"
+
+    def run(self) -> Outcome:
+        """Start, supervise, always clean up."""
+        (self.workdir / "checkpoints").mkdir(parents=True, exist_ok=True)
+        (self.workdir / "workers").mkdir(exist_ok=True)
+        with contained(self.netns, self._kill_everything):
+            self._start()
+            self._wait_ready()
+            hung = self._supervise()
+        end = self.world.time_limit if hung else self._now()
+        out = Outcome(self.t0, end, hung)
+        for host, a in self.agents.items():
+            out.agent_codes[host] = int(a.proc.returncode)
+            out.agent_exit_t[host] = a.exit_t if a.exit_t is not None else end
+        return out
+
+    def _now(self) -> float:
+        return time.time() - self.t0
+
+    def _start(self) -> None:
+        base = {k: v for k, v in os.environ.items() if not k.startswith("ELASTIC_SIM_")}
+        path = os.pathsep.join(p for p in sys.path if p)
+        starts = {h.name: h.start_at for h in self.world.hosts}
+        for cmd in self.commands:
+            env = {**base, **cmd.env, MARK: f"{self.marker}:{cmd.host}", "PYTHONPATH": path,
+                   "ELASTIC_SIM_TRACE_DIR": str((self.workdir / "workers").resolve()),
+                   "ELASTIC_SIM_CHECKPOINT": str(self.checkpoint(cmd.host).resolve())}
+            argv = [sys.executable, "-m", "elastic_sim.real.torchrun.agent", cmd.host,
+                    str(self.stream(cmd.host)), str(self.checkpoint(cmd.host)), "--",
+                    *cmd.argv]
+            cut = self.netns
+            with (self.workdir / f"agent-{cmd.host}.log").open("ab") as log:
+                proc = subprocess.Popen(
+                    [*(cut.prefix() if cut else ()), *argv], stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=log, env=env, start_new_session=True,
+                    group=cut.gid(cmd.host) if cut else None)
+            self.agents[cmd.host] = Agent(cmd, proc, starts.get(cmd.host, 0.0))
+
+    def _wait_ready(self) -> None:
+        with selectors.DefaultSelector() as sel:
+            bufs: dict[int, tuple[Agent, bytes]] = {}
+            for a in self.agents.values():
+                assert a.proc.stdout is not None
+                bufs[a.proc.stdout.fileno()] = (a, b"")
+                sel.register(a.proc.stdout.fileno(), selectors.EVENT_READ)
+            deadline = time.monotonic() + READY_TIMEOUT
+            while bufs:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise LaunchError(f"torchrun agents not ready after {READY_TIMEOUT:.0f}s")
+                for key, _ in sel.select(left):
+                    fd = int(key.fd)
+                    a, buf = bufs[fd]
+                    chunk = os.read(fd, 4096)
+                    if not chunk:
+                        log = self.workdir / f"agent-{a.cmd.host}.log"
+                        raise LaunchError(f"the torchrun agent of {a.cmd.host} exited before "
+                                          f"it was ready; {log}:\n"
+                                          + log.read_text(errors="replace")[-1500:])
+                    buf += chunk
+                    if b"READY\n" in buf:
+                        sel.unregister(fd)
+                        del bufs[fd]
+                    else:
+                        bufs[fd] = (a, buf)
+        self.t0 = time.time()
+
+    def _go_due(self, now: float) -> None:
+        for a in self.agents.values():
+            if not a.went and a.go_at <= now:
+                a.went = True
+                assert a.proc.stdin is not None and a.proc.stdout is not None
+                try:
+                    a.proc.stdin.write(f"GO {self.t0!r}\n".encode())
+                    a.proc.stdin.close()
+                except BrokenPipeError:
+                    pass  # it died: the loop sees its exit
+                a.proc.stdout.close()
+
+    def _supervise(self) -> bool:
+        """Start agents and fire faults on time until every agent has exited; True if the
+        time limit came first."""
+        while True:
+            now = self._now()
+            self._go_due(now)
+            for a in self.agents.values():
+                if a.exit_t is None and a.proc.poll() is not None:
+                    a.exit_t = now
+            self.injector.fire_due(now)
+            if all(a.exit_t is not None for a in self.agents.values()):
+                return False
+            if now >= self.world.time_limit:
+                return True
+            if now - self._last_reap >= 0.5:
+                self._last_reap = now
+                self._reap_orphans()
+            pending = [a.go_at for a in self.agents.values() if not a.went]
+            wake = min([self.injector.next_due(), self.world.time_limit, *pending])
+            time.sleep(min(max(0.0, wake - self._now()), 0.05))
+
+    def _reap_orphans(self) -> None:
+        """Reap the run's exited processes that were reparented to this (subreaper)
+        process: those seen carrying the mark (a zombie no longer shows its environment)."""
+        for pid, _ in marked(self.marker):
+            self._seen.setdefault(pid, reaper.start_time(pid))
+        reaper.reap(self._seen.items())
+
+    # -- fault targets (real.injector.Targets) ---------------------------------------------
+
+    def signal_host(self, host: str, sig: int) -> bool:
+        """Signal every live process of ``host``; False if none is left."""
+        pids = [pid for pid, h in marked(self.marker) if h == host]
+        return sum(reaper.signal_quietly(pid, sig) for pid in pids) > 0
+
+    def signal_proc(self, name: str, sig: int) -> str:
+        """Signal ``hN/main`` (the agent) or ``hN/wK`` (the newest live worker of local rank
+        K); "" if done, else why not."""
+        host, _, proc = name.partition("/")
+        agent = self.agents.get(host)
+        if agent is None:
+            return f"no host {host}"
+        if proc == "main":
+            if agent.proc.poll() is not None:
+                return f"process {name} had already exited"
+            agent.proc.send_signal(sig)
+            return ""
+        if not proc.startswith("w") or not proc[1:].isdigit():
+            return f"process {name}: torchrun mode knows hN/main and hN/wK only"
+        live = [pid for pid, h in marked(self.marker)
+                if h == host and _environ(pid).get("LOCAL_RANK") == proc[1:]
+                and pid != agent.proc.pid]
+        if not live:
+            return f"process {name} is not running"
+        newest = max(live, key=reaper.start_time)
+        return "" if reaper.signal_quietly(newest, sig) else f"process {name} had already exited"
+
+    def signal_role(self, host: str, to: str, sig: int) -> str:
+        """Signal ``host``'s torchrun agent (``to`` "agent") or every live worker it started
+        ("workers"); "" if done, else why not."""
+        agent = self.agents.get(host)
+        if agent is None:
+            return f"no host {host}"
+        if to == "agent":
+            return self.signal_proc(f"{host}/main", sig)
+        hit = [pid for pid, h in marked(self.marker)
+               if h == host and pid != agent.proc.pid and reaper.signal_quietly(pid, sig)]
+        return "" if hit else f"no worker process running on {host}"
+
+    def start_fault(self, fault: CrashLoop | SlowStart) -> str:
+        """Start-up faults need the project's own process entry, which upstream's agent
+        does not run: refused when due, saying so."""
+        return (f"{fault.type}: torchrun mode starts workers through upstream's agent, "
+                "which cannot be made to fail or slow its starts; use --mode real")
+
+    def cut(self, fault: Partition | OneWayPartition | PowerOff) -> str:
+        """Start dropping the packets ``fault`` cuts (real mode's namespace)."""
+        return netns.cut_or_heal(self.netns, fault, heal=False)
+
+    def heal(self, fault: Partition | OneWayPartition) -> str:
+        """Stop dropping them."""
+        return netns.cut_or_heal(self.netns, fault, heal=True)
+
+    # -- end -------------------------------------------------------------------------------
+
+    def _kill_everything(self, timeout: float = 15.0) -> None:
+        """SIGKILL every marked process and every agent's group; reap until none is left."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for a in self.agents.values():
+                if a.proc.poll() is None:
+                    reaper.kill_hard(a.proc.pid, group=True)
+            left = marked(self.marker)
+            for pid, _ in left:
+                reaper.kill_hard(pid)
+            self._reap_orphans()
+            running = [a for a in self.agents.values() if a.proc.poll() is None]
+            if not left and not running:
+                break
+            if time.monotonic() > deadline:
+                print(f"torchrun mode: processes survived SIGKILL: {[p for p, _ in left]}",
+                      file=sys.stderr)
+                break
+            time.sleep(0.02)
+        for a in self.agents.values():
+            for pipe in (a.proc.stdin, a.proc.stdout):
+                if pipe is not None and not pipe.closed:
+                    pipe.close()
