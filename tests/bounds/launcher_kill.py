@@ -33,8 +33,15 @@ class Leftovers:
                 + len(self.temp_files) + len(self.wardens))
 
 
+def _real(out: Path) -> Path:
+    """The run's real-mode directory: a run works in a staging directory beside ``out``
+    (``OUT.part-PID``) until it is complete, then it becomes ``out``."""
+    staged = sorted(out.parent.glob(f"{out.name}.part-*"))
+    return (staged[-1] if staged else out) / "real"
+
+
 def _traces_contain(out: Path, needle: str, files: str = "*.jsonl") -> bool:
-    for path in (out / "real" / "trace").glob(files):
+    for path in (_real(out) / "trace").glob(files):
         try:
             if needle in path.read_text(errors="replace"):
                 return True
@@ -45,7 +52,7 @@ def _traces_contain(out: Path, needle: str, files: str = "*.jsonl") -> bool:
 
 def _started(out: Path) -> int:
     try:
-        return len((out / "real" / "started.jsonl").read_text().splitlines())
+        return len((_real(out) / "started.jsonl").read_text().splitlines())
     except OSError:
         return 0
 
@@ -104,12 +111,12 @@ def _listening_ports() -> set[int]:
 
 def _run_ports(out: Path) -> set[int]:
     ports = set()
-    for path in (out / "real" / "addr").glob("*"):
+    for path in (_real(out) / "addr").glob("*"):
         try:
             ports.add(int(path.read_text().strip().rpartition(":")[2]))
         except (OSError, ValueError):
             continue
-    for path in (out / "real" / "specs").glob("*.json"):
+    for path in (_real(out) / "specs").glob("*.json"):
         try:
             port = json.loads(path.read_text())["args"]["knobs"].get("store_port")
         except (OSError, ValueError, KeyError, TypeError):
