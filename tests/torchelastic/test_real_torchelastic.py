@@ -35,7 +35,9 @@ def test_real_torchrun_model_forms_the_same_rounds_as_the_sim(tmp_path: Path, na
     rc_real, real, out = run(tmp_path, name, "real")
     assert rc_sim == 0
     unmet = [e for e in real["expectations"] if not e["ok"]]
-    failed = [c["name"] for c in real["checks"] if not c["ok"]]
+    # Only the checks the scenario says may fire (timing races upstream can win or lose).
+    tolerated = set(real["scenario"]["expect"].get("may_violate") or ())
+    failed = [c["name"] for c in real["checks"] if not c["ok"] and c["name"] not in tolerated]
     assert (rc_real, unmet, failed) == (0, [], [])
     assert membership(real) == membership(sim)
     events = [json.loads(line) for line in (out / "trace.jsonl").open()]
@@ -53,7 +55,7 @@ def test_a_real_crash_loop_costs_the_agent_one_restart_per_failed_start(tmp_path
 
     raw = yaml.safe_load((DIR / "worker_crash.yaml").read_text())
     raw["faults"] = [{"id": "loop", "type": "crash_loop", "host": "h1", "starts": 1, "at": 0}]
-    raw["expect"] = {"outcome": "completed"}
+    raw["expect"] = {"outcome": "completed", "may_violate": raw["expect"]["may_violate"]}
     path = tmp_path / "loop.yaml"
     path.write_text(yaml.safe_dump(raw))
     out = tmp_path / "real"
