@@ -52,7 +52,7 @@ ADDR_POLL = 0.02
 _STEM = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
-class Coordinator:
+class CoordinatorLink:
     """This node's side of the control channel, shared by its threads."""
 
     def __init__(self, chan: wire.Channel) -> None:
@@ -85,7 +85,8 @@ class NodeLauncher(Launcher):
     """The local launcher for this node's share of the hosts, driven by the coordinator."""
 
     def __init__(self, world: World, seed: int, workdir: Path, bind: str,
-                 local: Sequence[str], addresses: Mapping[str, str], coord: Coordinator) -> None:
+                 local: Sequence[str], addresses: Mapping[str, str],
+                 coord: CoordinatorLink) -> None:
         super().__init__(world, [], seed, workdir, bind, local=local, addresses=addresses)
         self.coord = coord
         self.nodecut = nodecut.NodeCut(bind)
@@ -143,7 +144,7 @@ class NodeLauncher(Launcher):
             return {"ok": False, "why": f"unknown command {op!r} for this node"}
 
 
-def _reader(coord: Coordinator, node: NodeLauncher) -> None:
+def _reader(coord: CoordinatorLink, node: NodeLauncher) -> None:
     """Answer the coordinator until the channel ends."""
     addr_dir = node.run_dir.root / "addr"
     while True:
@@ -169,7 +170,7 @@ def _reader(coord: Coordinator, node: NodeLauncher) -> None:
             coord.ended.set()
 
 
-def _publisher(coord: Coordinator, node: NodeLauncher, stop: threading.Event) -> None:
+def _publisher(coord: CoordinatorLink, node: NodeLauncher, stop: threading.Event) -> None:
     """Send the addresses this node's processes publish (each change once)."""
     addr_dir = node.run_dir.root / "addr"
     sent: dict[str, str] = {}
@@ -210,7 +211,7 @@ def run_node(place: Placement, secret: str, workdir: Path | None, address: str |
              log: Callable[[str], None]) -> int:
     """Be node ``place.index`` of a cluster run; the exit code of the node."""
     chan = connect(place, secret)
-    coord = Coordinator(chan)
+    coord = CoordinatorLink(chan)
     own = address or chan.sock.getsockname()[0]
     coord.send({"op": "hello", "index": place.index, "count": place.count,
                 "machine": socket.gethostname(), "address": own, "pid": os.getpid(),
