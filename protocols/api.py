@@ -455,6 +455,13 @@ class Runtime(abc.ABC):
     async def sleep(self, seconds: float) -> None:
         """Suspend this task for ``seconds``."""
 
+    async def spend(self, seconds: float) -> None:
+        """Work that takes ``seconds`` of CPU time upstream and that the protocol does not
+        do itself (pickling a state the model keeps as JSON, say): the sim charges it as
+        time passing in this task; a real process does its own work, so by default this
+        returns at once, without yielding."""
+        del seconds  # a real process spends its own
+
     # -- concurrency -------------------------------------------------------------------
 
     @abc.abstractmethod

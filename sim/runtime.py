@@ -76,6 +76,13 @@ class SimRuntime(Runtime):
             seconds = seconds * self._proc.host.slowdown + self._wake_latency
         await Sleep(self._k, seconds)
 
+    async def spend(self, seconds: float) -> None:
+        """Charge ``seconds`` of upstream's CPU time (longer on a straggler; no wake-up
+        latency: nothing sleeps). Nothing at all for 0."""
+        self._alive()
+        if seconds > 0.0:
+            await Sleep(self._k, seconds * self._proc.host.slowdown)
+
     # -- concurrency -------------------------------------------------------------------
 
     def future(self) -> Future[Any]:
