@@ -565,6 +565,26 @@ class Runtime(abc.ABC):
         """Start a child process ``host/name`` on this host running ``entry``
         (``"module:function"``, an :data:`Entry`) with ``args``."""
 
+    def answer_in_kernel(
+        self, answer: Callable[[Message], Mapping[str, JSON] | None] | None
+    ) -> None:
+        """Let this host's kernel answer some messages for this process (a TCP SYN to a
+        listening socket is answered by the kernel, even while the process is stopped):
+        ``answer(msg)`` returns the body sent back to ``msg.src`` at once, and the message
+        is consumed, or None to deliver it as usual. By default (a real process) the
+        answer is given when the process takes the message from its mailbox."""
+        self._kernel_answer = answer
+
+    async def _take(self, msg: Message) -> Message | None:
+        """``msg``, or None once the kernel answer consumed it (the default hook)."""
+        answer: Callable[[Message], Mapping[str, JSON] | None] | None = getattr(
+            self, "_kernel_answer", None)
+        reply = answer(msg) if answer is not None else None
+        if reply is None:
+            return msg
+        self.send(msg.src, reply)
+        return None
+
     @abc.abstractmethod
     def on_signal(self, sig: str, handler: Callable[[], None] | None) -> None:
         """Install (or, with None, remove) a handler for one of :data:`HANDLED_SIGNALS`;

@@ -23,6 +23,7 @@ from elastic_sim.protocols.api import (
     SIGNAL_NUMBERS,
     SIGNALS,
     Entry,
+    Message,
     Proc,
     Runtime,
     exit_status,
@@ -104,6 +105,8 @@ class SimProcess:
         self.handlers: dict[str, Callable[[], None]] = {}
         self.on_death: list[Callable[[], None]] = []
         """Called once when the process ends (its stores die, its groups lose a member)."""
+        self.kernel_answer: Callable[[Message], Mapping[str, JSON] | None] | None = None
+        """Answers the host's kernel gives for this process (:meth:`Runtime.answer_in_kernel`)."""
         self.exited: SimFuture[int] = SimFuture(cluster.kernel)
         self.rt: Runtime | None = None
 

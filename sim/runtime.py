@@ -116,6 +116,13 @@ class SimRuntime(Runtime):
         self._alive()
         return self._proc.mailbox.recv(timeout)
 
+    def answer_in_kernel(
+        self, answer: Callable[[Message], Mapping[str, JSON] | None] | None
+    ) -> None:
+        """Answer some messages on arrival, even while this process is stopped or its host
+        frozen (the kernel answers a SYN for a listening socket)."""
+        self._proc.kernel_answer = answer
+
     # -- store -------------------------------------------------------------------------
 
     async def host_store(self, port: int) -> str:
@@ -221,5 +228,11 @@ def _json_copy(body: Mapping[str, JSON], allow_nan: bool = True) -> dict[str, JS
 
 
 def _arrive(target: SimProcess, msg: Message) -> None:
-    if target.alive:
+    if not target.alive:
+        return
+    answer = target.kernel_answer
+    reply = answer(msg) if answer is not None else None
+    if reply is None:
         target.mailbox.deliver(msg)
+    elif target.rt is not None:
+        target.rt.send(msg.src, reply)  # the kernel answers, running or stopped
