@@ -97,8 +97,10 @@ class World:
     wake_latency: float = WAKE_LATENCY
     """Seconds a sleeping process wakes after its sleep was due, charged on every
     ``Runtime.sleep`` of a positive duration."""
-    process_exit: float = PROCESS_EXIT
-    """Seconds a process takes to exit after its main returns (:data:`PROCESS_EXIT`)."""
+    process_exit: float = 0.0
+    """Seconds a process takes to exit after its main returns: interpreter teardown, what
+    it hosts (a store) answering until then. The sim charges it (a scenario's default is
+    :data:`PROCESS_EXIT`); real processes pay their own."""
     time_limit: float = 3600.0
     """Run time after which a run that has not ended is stopped and called hung."""
     device: Literal["cpu", "cuda"] = "cpu"

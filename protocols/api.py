@@ -605,6 +605,15 @@ class Runtime(abc.ABC):
         """Append one event to the run's trace, stamped with the run's time and this process."""
 
 
+async def yield_point(rt: Runtime, upstream: str) -> None:
+    """A point where upstream releases the GIL or a lock between two steps, so another
+    thread can run there: a zero-time yield to the scheduler. In the sim, what else is due
+    at this instant may run before the rest of this task (in an order ``explore --ties``
+    varies); on asyncio, other ready tasks run. ``upstream`` names the line it models."""
+    del upstream  # documentation at the call site, kept greppable
+    await rt.sleep(0.0)
+
+
 def exit_status(result: object, exc: BaseException | None = None) -> tuple[int, str]:
     """The exit status of a process whose entry returned ``result`` (or raised ``exc``), and
     why: what ``waitpid`` reports for a real process, so both runtimes agree.

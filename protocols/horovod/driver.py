@@ -12,7 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from elastic_sim.protocols.api import Future, Message, OperationTimeout, Runtime, Task
+from elastic_sim.protocols.api import (
+    Future,
+    Message,
+    OperationTimeout,
+    Runtime,
+    Task,
+    yield_point,
+)
 from elastic_sim.protocols.horovod.conn import (
     Client,
     ConnectFailed,
@@ -165,6 +172,11 @@ class ElasticDriver:
                     order, slots = self.current_hosts()
                     self.rt.record("hvd_discovery", poll=self.polls, update=res.name or "",
                                    hosts=[f"{h}:{slots[h]}" for h in order])
+                    # the worker-exit and rendezvous threads, which read the hosts without
+                    # this lock, may run between the update and the notification
+                    await yield_point(self.rt, "horovod/runner/elastic/driver.py "
+                                      "_discover_hosts: update_available_hosts() -> "
+                                      "_notify_workers_host_changes()")
                     await self._notify_workers_host_changes(res)
                     self.wait_hosts_cond.notify_all()
             except DiscoveryError as exc:
