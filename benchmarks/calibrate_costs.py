@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import base64
 import pickle
+import select
 import socket
 import statistics
 import subprocess
@@ -30,10 +31,11 @@ import time
 from datetime import datetime, timedelta
 
 CHILD = r"""
-import sys, time, socket
+import sys, time
 import torch.distributed as dist
 store = dist.TCPStore("127.0.0.1", int(sys.argv[1]), 1, True, wait_for_workers=False)
-store.set("k", "v")
+print("ready", flush=True)
+sys.stdin.readline()
 print(repr(time.monotonic()), flush=True)
 """
 
@@ -45,26 +47,23 @@ def _free_port() -> int:
         return port
 
 
-def _store_gone(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.05):
-            return False
-    except OSError:
-        return True
-
-
 def process_exit(trials: int) -> list[float]:
-    """Seconds from a store-hosting torch process's last statement to its store's end."""
+    """Seconds from a store-hosting torch process's last statement until a client's open
+    connection to its store sees the end (one connection, made before: probing with new
+    connections would keep the server busy)."""
     out = []
     for _ in range(trials):
         port = _free_port()
-        child = subprocess.Popen([sys.executable, "-c", CHILD, str(port)],
-                                 stdout=subprocess.PIPE, text=True)
-        assert child.stdout is not None
-        last = float(child.stdout.readline())
-        while not _store_gone(port):
-            time.sleep(0.0005)
-        out.append(time.monotonic() - last)
+        child = subprocess.Popen([sys.executable, "-c", CHILD, str(port)], text=True,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert child.stdin is not None and child.stdout is not None
+        child.stdout.readline()
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            child.stdin.write("go\n")
+            child.stdin.flush()
+            last = float(child.stdout.readline())
+            select.select([client], [], [], 30.0)
+            out.append(time.monotonic() - last)
         child.wait()
     return out
 

@@ -35,7 +35,7 @@ interpreter's teardown, during which what it hosts (a store) still answers. Meas
 these machines (``benchmarks/calibrate_costs.py``; 2 vCPU, load 3-6, torch 2.13): a
 Python process that imported ``torch.distributed`` and hosts a ``TCPStore`` (a torchrun
 agent with ``is_host``) closed its store's connections 0.11 to 0.25 s after its last
-statement, median 0.15 s, p90 0.22 s (8 trials); its exit status was visible to its parent
+statement, median 0.15 s, p90 0.25 s (8 trials); its exit status was visible to its parent
 only after 0.6 to 1.6 s (median 0.9 s). The sim ends the process, store and exit status at
 once, at the store's figure: the race it decides (the store host's agent leaving after the
 exit barrier while the others still close the rendezvous) is won by the others upstream
