@@ -90,6 +90,7 @@ def build_world(sc: Scenario, seed: int, mode: Mode) -> World:
         links=sc.links(),
         process_start=sc.cluster.process_start,
         wake_latency=sc.cluster.wake_latency,
+        process_exit=sc.cluster.process_exit,
         time_limit=sc.time_limit,
         device=sc.cluster.device,
         collectives=NCCL if sc.cluster.device == "cuda" else CollectiveModel(),

@@ -43,7 +43,7 @@ from elastic_sim.registry import (
     validate_knobs,
 )
 from elastic_sim.strict_yaml import load_yaml
-from elastic_sim.world import WAKE_LATENCY, HostSpec, LinkSpec
+from elastic_sim.world import PROCESS_EXIT, WAKE_LATENCY, HostSpec, LinkSpec
 
 NonNeg = Seconds
 PROCESS_START = 1.3
@@ -91,6 +91,9 @@ class ClusterModel(_Strict):
     """Sim only: seconds before a process started at run time (a worker) runs its entry."""
     wake_latency: NonNeg = WAKE_LATENCY
     """Sim only: seconds a sleep lasts beyond its due time (real sleeps wake late)."""
+    process_exit: NonNeg = PROCESS_EXIT
+    """Sim only: seconds a process takes to exit after its main returns (interpreter
+    teardown; what it hosts, a store, answers until then). Real processes pay their own."""
     device: Literal["cpu", "cuda"] = "cpu"
     """Where training tensors live: ``cpu`` (Gloo groups) or ``cuda`` (NCCL groups, one
     GPU per worker; the sim then uses its NCCL failure model)."""

@@ -455,6 +455,13 @@ class Runtime(abc.ABC):
     async def sleep(self, seconds: float) -> None:
         """Suspend this task for ``seconds``."""
 
+    async def spend(self, seconds: float) -> None:
+        """Work that takes ``seconds`` of CPU time upstream and that the protocol does not
+        do itself (pickling a state the model keeps as JSON, say): the sim charges it as
+        time passing in this task; a real process does its own work, so by default this
+        returns at once, without yielding."""
+        del seconds  # a real process spends its own
+
     # -- concurrency -------------------------------------------------------------------
 
     @abc.abstractmethod
@@ -558,6 +565,26 @@ class Runtime(abc.ABC):
         """Start a child process ``host/name`` on this host running ``entry``
         (``"module:function"``, an :data:`Entry`) with ``args``."""
 
+    def answer_in_kernel(
+        self, answer: Callable[[Message], Mapping[str, JSON] | None] | None
+    ) -> None:
+        """Let this host's kernel answer some messages for this process (a TCP SYN to a
+        listening socket is answered by the kernel, even while the process is stopped):
+        ``answer(msg)`` returns the body sent back to ``msg.src`` at once, and the message
+        is consumed, or None to deliver it as usual. By default (a real process) the
+        answer is given when the process takes the message from its mailbox."""
+        self._kernel_answer = answer
+
+    async def _take(self, msg: Message) -> Message | None:
+        """``msg``, or None once the kernel answer consumed it (the default hook)."""
+        answer: Callable[[Message], Mapping[str, JSON] | None] | None = getattr(
+            self, "_kernel_answer", None)
+        reply = answer(msg) if answer is not None else None
+        if reply is None:
+            return msg
+        self.send(msg.src, reply)
+        return None
+
     @abc.abstractmethod
     def on_signal(self, sig: str, handler: Callable[[], None] | None) -> None:
         """Install (or, with None, remove) a handler for one of :data:`HANDLED_SIGNALS`;
@@ -576,6 +603,15 @@ class Runtime(abc.ABC):
     @abc.abstractmethod
     def record(self, kind: str, **fields: JSON) -> None:
         """Append one event to the run's trace, stamped with the run's time and this process."""
+
+
+async def yield_point(rt: Runtime, upstream: str) -> None:
+    """A point where upstream releases the GIL or a lock between two steps, so another
+    thread can run there: a zero-time yield to the scheduler. In the sim, what else is due
+    at this instant may run before the rest of this task (in an order ``explore --ties``
+    varies); on asyncio, other ready tasks run. ``upstream`` names the line it models."""
+    del upstream  # documentation at the call site, kept greppable
+    await rt.sleep(0.0)
 
 
 def exit_status(result: object, exc: BaseException | None = None) -> tuple[int, str]:

@@ -3,9 +3,10 @@
 It becomes the process the spec names: dies with its parent, imports torch up front (so
 the first store or group call is not an import), and, for a host's first process, says
 ``READY`` on stdout and waits for the launcher's ``GO <t0>`` on stdin. It then waits for
-its host's start time, runs the entry on asyncio, writes its ``proc_exit`` and exits with
-the entry's code (1 if it raised). Exiting with ``os._exit`` is deliberate: threads stuck
-in Gloo or a frozen store must not hold the process up.
+its host's start time, runs the entry on asyncio, lingers ``world.PROCESS_EXIT`` (upstream's
+interpreter teardown, during which a store it hosts still answers), writes its
+``proc_exit`` and exits with the entry's code (1 if it raised). Exiting with ``os._exit`` is
+deliberate: threads stuck in Gloo or a frozen store must not hold the process up.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from elastic_sim.real.spec import ProcSpec
 from elastic_sim.real.startfaults import DELAY, FAIL
 from elastic_sim.real.tracefile import TraceFile
 from elastic_sim.real.workdir import RunDir
+from elastic_sim.world import PROCESS_EXIT
 
 
 def main(argv: list[str]) -> NoReturn:
@@ -87,6 +89,10 @@ async def _run(spec: ProcSpec, t0: float) -> NoReturn:
         if not isinstance(exc, SystemExit):
             traceback.print_exc()
         code, reason = exit_status(None, exc)
+    # An upstream process's interpreter teardown: its Python code has ended, what it hosts
+    # (a store's thread) still answers. os._exit below skips the real teardown, which would
+    # make this process leave faster than upstream's (the sim charges the same figure).
+    time.sleep(PROCESS_EXIT)
     await rt.flush()
     rt.close()
     rt.record("proc_exit", code=code, reason=reason, pid=os.getpid())

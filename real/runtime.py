@@ -110,7 +110,12 @@ class RealRuntime(api.Runtime):
 
     @boundary
     async def recv(self, timeout: float | None = None) -> Message:
-        return await self._mailbox.get(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            msg = await self._take(await self._mailbox.get(left))
+            if msg is not None:
+                return msg
 
     # -- store ---------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from elastic_sim.protocols.api import (
     SIGNAL_NUMBERS,
     SIGNALS,
     Entry,
+    Message,
     Proc,
     Runtime,
     exit_status,
@@ -104,6 +105,8 @@ class SimProcess:
         self.handlers: dict[str, Callable[[], None]] = {}
         self.on_death: list[Callable[[], None]] = []
         """Called once when the process ends (its stores die, its groups lose a member)."""
+        self.kernel_answer: Callable[[Message], Mapping[str, JSON] | None] | None = None
+        """Answers the host's kernel gives for this process (:meth:`Runtime.answer_in_kernel`)."""
         self.exited: SimFuture[int] = SimFuture(cluster.kernel)
         self.rt: Runtime | None = None
 
@@ -259,11 +262,28 @@ class Cluster:
     # -- ending ------------------------------------------------------------------------
 
     def main_done(self, proc: SimProcess, task: SimTask[Any]) -> None:
-        """Main returned or raised: cancel the other tasks, then exit."""
+        """Main returned or raised: cancel the other tasks, then exit after the world's
+        ``process_exit`` (interpreter teardown: until then the process exists, and what it
+        hosts, a store, still answers)."""
         code, reason = exit_status(task._result, task._exc)
         proc.exiting = True
         for t in list(proc.tasks.values()):
             t.cancel_now()
+        cost = self.world.process_exit * proc.host.slowdown
+        if cost <= 0.0:
+            self._finalize(proc, code, reason)
+        else:
+            self.kernel.call_later(cost, self._exit_done, proc, code, reason,
+                                   lane=("exit", proc.name))
+
+    def _exit_done(self, proc: SimProcess, code: int, reason: str) -> None:
+        """The end of a teardown: the process is gone unless it was killed meanwhile; a
+        frozen one (hang, SIGSTOP) finishes when it runs again."""
+        if not proc.alive:
+            return
+        if not proc.runnable:
+            proc.defer(self._exit_done, proc, code, reason)
+            return
         self._finalize(proc, code, reason)
 
     def kill(self, proc: SimProcess, code: int, reason: str) -> None:

@@ -76,6 +76,13 @@ class SimRuntime(Runtime):
             seconds = seconds * self._proc.host.slowdown + self._wake_latency
         await Sleep(self._k, seconds)
 
+    async def spend(self, seconds: float) -> None:
+        """Charge ``seconds`` of upstream's CPU time (longer on a straggler; no wake-up
+        latency: nothing sleeps). Nothing at all for 0."""
+        self._alive()
+        if seconds > 0.0:
+            await Sleep(self._k, seconds * self._proc.host.slowdown)
+
     # -- concurrency -------------------------------------------------------------------
 
     def future(self) -> Future[Any]:
@@ -108,6 +115,13 @@ class SimRuntime(Runtime):
         """Next message of this process's mailbox; OperationTimeout after ``timeout``."""
         self._alive()
         return self._proc.mailbox.recv(timeout)
+
+    def answer_in_kernel(
+        self, answer: Callable[[Message], Mapping[str, JSON] | None] | None
+    ) -> None:
+        """Answer some messages on arrival, even while this process is stopped or its host
+        frozen (the kernel answers a SYN for a listening socket)."""
+        self._proc.kernel_answer = answer
 
     # -- store -------------------------------------------------------------------------
 
@@ -214,5 +228,11 @@ def _json_copy(body: Mapping[str, JSON], allow_nan: bool = True) -> dict[str, JS
 
 
 def _arrive(target: SimProcess, msg: Message) -> None:
-    if target.alive:
+    if not target.alive:
+        return
+    answer = target.kernel_answer
+    reply = answer(msg) if answer is not None else None
+    if reply is None:
         target.mailbox.deliver(msg)
+    elif target.rt is not None:
+        target.rt.send(msg.src, reply)  # the kernel answers, running or stopped

@@ -36,7 +36,7 @@ from elastic_sim.scenario import PROCESS_START, ExpectModel, parse_scenario
 from elastic_sim.sim.store import SERVICE_TIME
 from elastic_sim.testing import load
 from elastic_sim.trace import TraceEvent
-from elastic_sim.world import CollectiveModel
+from elastic_sim.world import PROCESS_EXIT, CollectiveModel
 
 ALPHA = CollectiveModel().alpha
 SERVICE = SERVICE_TIME
@@ -267,10 +267,11 @@ def test_torchelastic_a_host_crash_while_new_workers_start_is_blamed_on_that_hos
         assert PROCESS_START <= ph["sync"] <= PROCESS_START + 0.002  # type: ignore[operator]
         assert ph["first_step"] == pytest.approx(period(2), abs=EXACT)
     assert kill.first_step_at == crash.first_step_at
-    # Round 2 forms after the agents see their workers fail (monitor, 0.1 s), a last call
-    # (1 s) and at most one more poll of the cached state (1 s).
+    # Round 2 forms after the agents see their workers fail (their exit, PROCESS_EXIT, then
+    # the monitor, 0.1 s), a last call (1 s) and at most one more poll of the cached state
+    # (1 s).
     gap = m.rounds[2].formed_at - crash.detected_at  # type: ignore[operator]
-    assert LAST_CALL <= gap <= LAST_CALL + 0.1 + 1.0 + STORE_SLACK
+    assert LAST_CALL <= gap <= LAST_CALL + PROCESS_EXIT + 0.1 + 1.0 + STORE_SLACK
     # One rollback: the job had reached step 65, round 2 restores checkpoint 60.
     assert (kill.lost_steps, crash.lost_steps, m.lost_steps) == (5, 0, 5)
 

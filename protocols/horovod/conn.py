@@ -6,9 +6,12 @@ fails a connect only after the kernel's SYN retries. The runtime's :meth:`Runtim
 drops a message across a cut link or to a dead host, so this module puts TCP's behaviour
 back, simply:
 
-- the client resends its request on the SYN retransmission schedule (after 1, 2, 4, ...
-  seconds) until the server accepts it (``conn_ack``) or answers, and gives up after
-  ``connect_timeout`` (Linux: 127 s), the outcome of a failed connect;
+- the client opens the connection first: it resends a SYN (``conn_syn``, no data) on the
+  SYN retransmission schedule (after 1, 2, 4, ... seconds) until the server's host answers
+  (``conn_synack``, or ``conn_refused``: nothing listens there, an RST), and gives up after
+  ``connect_timeout`` (Linux: 127 s), the outcome of a failed connect. Only then does the
+  request travel (``conn_req``), resent from ``DATA_RTO`` on until the server accepts it
+  (``conn_ack``) or answers: a server never sees a request before its handshake completes;
 - the server accepts a request once (a duplicate is re-accepted or re-answered, never
   handled twice) and resends its answer on the same schedule until the client
   acknowledges it (``conn_reply_ack``);
@@ -22,7 +25,7 @@ the connection is named by (client address, cid).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,18 +33,26 @@ from elastic_sim.protocols.api import Future, Message, OperationTimeout, Runtime
 
 SYN_RTO = 1.0
 """The first retransmission timeout; each retry doubles it (Linux's initial RTO)."""
+DATA_RTO = 0.2
+"""The first retransmission timeout of data on an established connection (TCP_RTO_MIN,
+the floor Linux's RTT-based RTO sits at on a fast network); each retry doubles it."""
 RTO_MAX = 120.0
 """Linux's TCP_RTO_MAX."""
 RETRIES_TIMEOUT = 924.6
 """How long Linux retransmits unacknowledged data before it drops the connection
 (tcp_retries2 = 15 with TCP_RTO_MIN 200 ms)."""
-CONN_OPS = ("conn_req", "conn_ack", "conn_reply", "conn_reply_ack", "conn_probe",
-            "conn_probe_ack")
+CONN_OPS = ("conn_syn", "conn_synack", "conn_refused", "conn_req", "conn_ack", "conn_reply",
+            "conn_reply_ack", "conn_probe", "conn_probe_ack")
 """The ops this module owns; a dispatcher hands messages with these ops to it."""
 
 
 class ConnectFailed(Exception):
     """No answer to the connect within ``connect_timeout`` (ssh exit 255, an HTTP error)."""
+
+
+class ConnectRefused(ConnectFailed):
+    """Nothing listens at the other end (an RST): the connect, or the connection, failed
+    at once."""
 
 
 class ConnectionDead(Exception):
@@ -59,9 +70,11 @@ class Keepalive:
 
 @dataclass
 class _Call:
+    established: Future[None]
     accepted: Future[None]
     reply: Future[Mapping[str, Any]]
     probe: Future[None] | None = None
+    refused: bool = False
 
 
 @dataclass
@@ -73,34 +86,51 @@ class Client:
     _calls: dict[int, _Call] = field(default_factory=dict)
     _next: int = 0
 
-    def open(self, dst: str, body: Mapping[str, Any]) -> int:
-        """Start a request to ``dst``; its connection id, for :meth:`connect`/:meth:`reply`."""
+    def open(self, dst: str, body: Mapping[str, Any], port: str = "") -> int:
+        """Open a connection to ``dst`` (``port``: what must listen there, "" for ``dst``
+        itself) and send ``body`` once it is established; the connection id, for
+        :meth:`connect`/:meth:`reply`."""
         self._next += 1
         cid = self._next
-        self._calls[cid] = _Call(self.rt.future(), self.rt.future())
+        self._calls[cid] = _Call(self.rt.future(), self.rt.future(), self.rt.future())
+        syn = {"op": "conn_syn", "cid": cid, "reply_to": self.rt.name, "port": port}
         req = {**body, "op": "conn_req", "cid": cid, "reply_to": self.rt.name}
-        self.rt.spawn(self._retransmit(dst, req), f"conn{cid}.syn")
+        self.rt.spawn(self._transmit(dst, syn, req), f"conn{cid}.syn")
         return cid
 
-    async def _retransmit(self, dst: str, body: dict[str, Any]) -> None:
-        call = self._calls.get(int(body["cid"]))
-        rto = SYN_RTO
-        while call is not None and not call.accepted.done():
+    async def _transmit(self, dst: str, syn: dict[str, Any], req: dict[str, Any]) -> None:
+        """The handshake, then the request: each resent until the other end answers."""
+        call = self._calls.get(int(req["cid"]))
+        if call is None:
+            return
+        await self._resend(dst, syn, call.established, SYN_RTO)
+        if not call.refused and int(req["cid"]) in self._calls:
+            await self._resend(dst, req, call.accepted, DATA_RTO)
+
+    async def _resend(self, dst: str, body: dict[str, Any], until: Future[None],
+                      rto: float) -> None:
+        while not until.done():
             self.rt.send(dst, body)
             try:
-                await self.rt.wait_for(_wait(call.accepted), rto)
+                await self.rt.wait_for(_wait(until), rto)
             except OperationTimeout:
                 pass
             rto = min(2 * rto, RTO_MAX)
 
-    async def connect(self, cid: int) -> None:
-        """Wait for the accept; :class:`ConnectFailed` after ``connect_timeout``."""
+    async def connect(self, cid: int, timeout: float | None = None) -> None:
+        """Wait until the connection is established; :class:`ConnectRefused` at once if
+        nothing listens there, :class:`ConnectFailed` after ``timeout`` (default
+        ``connect_timeout``)."""
         call = self._calls[cid]
+        limit = self.connect_timeout if timeout is None else timeout
         try:
-            await self.rt.wait_for(_wait(call.accepted), self.connect_timeout)
+            await self.rt.wait_for(_wait(call.established), limit)
         except OperationTimeout:
             self.close(cid)
-            raise ConnectFailed(f"connect timed out after {self.connect_timeout}s") from None
+            raise ConnectFailed(f"connect timed out after {limit}s") from None
+        if call.refused:
+            self.close(cid)
+            raise ConnectRefused("connection refused")
 
     async def reply(self, cid: int, dst: str, keepalive: Keepalive | None = None
                     ) -> Mapping[str, Any]:
@@ -109,7 +139,10 @@ class Client:
         call = self._calls[cid]
         try:
             if keepalive is None:
-                return await call.reply
+                reply = await call.reply
+                if call.refused:
+                    raise ConnectRefused("connection reset")
+                return reply
             while True:
                 try:
                     return await self.rt.wait_for(_wait(call.reply), keepalive.time)
@@ -136,13 +169,17 @@ class Client:
     def close(self, cid: int) -> None:
         """Forget a connection (late answers are still acknowledged, then dropped)."""
         call = self._calls.pop(cid, None)
-        if call is not None and not call.accepted.done():
-            call.accepted.set_result(None)  # stops the retransmission
+        if call is None:
+            return
+        for fut in (call.established, call.accepted):
+            if not fut.done():
+                fut.set_result(None)  # stops the retransmission
 
     def handle(self, msg: Message) -> bool:
         """Take a connection message addressed to a client; False if it is not one."""
         op = msg.body.get("op")
-        if op not in ("conn_ack", "conn_reply", "conn_probe_ack"):
+        if op not in ("conn_synack", "conn_refused", "conn_ack", "conn_reply",
+                      "conn_probe_ack"):
             return False
         cid = int(msg.body["cid"])
         if op == "conn_reply":
@@ -151,7 +188,17 @@ class Client:
         call = self._calls.get(cid)
         if call is None:
             return True
-        if not call.accepted.done():
+        if op == "conn_refused":
+            call.refused = True
+            for fut in (call.established, call.accepted):
+                if not fut.done():
+                    fut.set_result(None)
+            if not call.reply.done():
+                call.reply.set_result({})
+            return True
+        if not call.established.done():
+            call.established.set_result(None)
+        if op != "conn_synack" and not call.accepted.done():
             call.accepted.set_result(None)
         if op == "conn_reply" and not call.reply.done():
             call.reply.set_result(msg.body)
@@ -168,10 +215,29 @@ class _Served:
 
 @dataclass
 class Server:
-    """The server ends of one process's connections: at-most-once handling."""
+    """The server ends of one process's connections: at-most-once handling.
+
+    Its host's kernel answers SYNs (:meth:`syn`): ``listening`` says whether something
+    listens on a SYN's ``port`` here (default: this process, which got the SYN, does); a
+    SYN gets ``conn_synack`` if so, ``conn_refused`` (an RST) if not."""
 
     rt: Runtime
+    listening: Callable[[str], bool] | None = None
     _conns: dict[tuple[str, int], _Served] = field(default_factory=dict)
+
+    def syn(self, msg: Message) -> dict[str, Any] | None:
+        """The kernel's answer to a SYN (``conn_synack``, or ``conn_refused`` when nothing
+        listens on its port), given even while this process is stopped; None for any other
+        message. Install it with :meth:`Runtime.answer_in_kernel`."""
+        if msg.body.get("op") != "conn_syn":
+            return None
+        port = str(msg.body.get("port", ""))
+        listens = not port or self.listening is None or self.listening(port)
+        return {"op": "conn_synack" if listens else "conn_refused", "cid": msg.body["cid"]}
+
+    def refuse(self, msg: Message) -> None:
+        """Reset the connection ``msg`` came on (what it wanted is gone)."""
+        self.rt.send(str(msg.body["reply_to"]), {"op": "conn_refused", "cid": msg.body["cid"]})
 
     def accept(self, msg: Message) -> bool:
         """Acknowledge a request; True the first time (the caller handles it then), False

@@ -12,11 +12,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from elastic_sim.protocols.api import Future, Message, OperationTimeout, Runtime, Task
+from elastic_sim.protocols.api import (
+    Future,
+    Message,
+    OperationTimeout,
+    Runtime,
+    Task,
+    yield_point,
+)
 from elastic_sim.protocols.horovod.conn import (
     Client,
     ConnectFailed,
     ConnectionDead,
+    ConnectRefused,
     Keepalive,
     Server,
 )
@@ -89,8 +97,6 @@ class ElasticDriver:
         self.spawners: list[Task[None]] = []
         self._exits: dict[int, tuple[str, Future[tuple[int, float]]]] = {}
         """Spawners waiting for their ssh client: sid -> (host, its exit code and time)."""
-        self._acks: dict[int, Future[bool]] = {}
-        """Notification attempts in flight: True when acknowledged, False when refused."""
         self._next_id = 0
         self.polls = 0
         self.epochs_logged = 0
@@ -166,6 +172,11 @@ class ElasticDriver:
                     order, slots = self.current_hosts()
                     self.rt.record("hvd_discovery", poll=self.polls, update=res.name or "",
                                    hosts=[f"{h}:{slots[h]}" for h in order])
+                    # the worker-exit and rendezvous threads, which read the hosts without
+                    # this lock, may run between the update and the notification
+                    await yield_point(self.rt, "horovod/runner/elastic/driver.py "
+                                      "_discover_hosts: update_available_hosts() -> "
+                                      "_notify_workers_host_changes()")
                     await self._notify_workers_host_changes(res)
                     self.wait_hosts_cond.notify_all()
             except DiscoveryError as exc:
@@ -209,25 +220,32 @@ class ElasticDriver:
             return
         ts = int(self.wall())
         self.rt.record("hvd_notify", to=addr, timestamp=ts, update=res.name or "")
-        # Each attempt is a connect through the worker's host: its kernel (the task
-        # service) refuses at once when the process is gone; a silent host never answers.
+        # BasicClient._send_one: up to `attempts` connects, each a fresh TCP connection to
+        # the worker's notification service through its host: refused at once (an RST)
+        # once the process is gone, the SYN retransmitted (1, 2, 4, ... s) through a cut,
+        # failed when the OS gives up (`notification_timeout`); the next attempt follows
+        # at once. The ack read has no timeout upstream; here an attempt ends after
+        # `notification_timeout` in all (a stopped or silent recipient).
         error = "timeout"
         for _ in range(self.k.notification_attempts):
-            nid = self._id()
-            fut: Future[bool] = self.rt.future()
-            self._acks[nid] = fut
-            self.rt.send(self.service_of[coord.hostname], {
-                "op": "hosts_updated", "to": addr, "reply_to": self.rt.name, "timestamp": ts,
-                "update": int(res), "nid": nid})
+            cid = self.client.open(self.service_of[coord.hostname], {
+                "kind": "hosts_updated", "to": addr, "timestamp": ts, "update": int(res)},
+                port=addr)
             try:
-                if await self.rt.wait_for(_await(fut), self.k.notification_timeout):
-                    return
+                await self.rt.wait_for(self._notify_once(cid, self.service_of[coord.hostname]),
+                                       self.k.notification_timeout)
+                return
+            except ConnectRefused:
                 error = "refused"
-            except OperationTimeout:
+            except (ConnectFailed, OperationTimeout):
                 error = "timeout"
             finally:
-                self._acks.pop(nid, None)
+                self.client.close(cid)
         self.rt.record("hvd_notify_failed", to=addr, timestamp=ts, error=error)
+
+    async def _notify_once(self, cid: int, dst: str) -> None:
+        await self.client.connect(cid)
+        await self.client.reply(cid, dst)
 
     # -- waiting for slots, assigning, spawning ----------------------------------------
 
@@ -403,10 +421,6 @@ class ElasticDriver:
             self.worker_clients[(str(body["host"]), int(body["local_rank"]))] = msg.src
         elif op == "epoch_logged":
             self.epochs_logged += 1
-        elif op in ("ack", "refused"):
-            ack = self._acks.get(int(body["nid"]))
-            if ack is not None and not ack.done():
-                ack.set_result(op == "ack")
         else:
             return False
         return True
@@ -461,7 +475,3 @@ class ElasticDriver:
         while i < len(self.spawners):
             await self.spawners[i]
             i += 1
-
-
-async def _await(fut: Future[Any]) -> Any:
-    return await fut

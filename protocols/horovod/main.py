@@ -45,19 +45,27 @@ class TaskService:
             self.kill_generation += 1
             for name in sorted(self.procs):
                 self.rt.spawn(self._terminate(self.procs[name]), "kill")
-        elif op == "hosts_updated":
-            # A connection to a worker's notification service: delivered while the process
-            # lives, refused by this host's kernel (at once) once it has exited.
-            target = str(msg.body["to"])
-            proc = self.procs.get(target)
-            if proc is not None and proc.poll() is None:
-                self.rt.send(target, msg.body)
-            else:
-                self.rt.send(str(msg.body["reply_to"]), {"op": "refused", "nid": msg.body["nid"]})
+        elif op == "conn_req" and msg.body.get("kind") == "hosts_updated":
+            # A connection to a worker's notification service (this host's kernel stands
+            # in for the worker's socket): delivered while the process lives, reset once it
+            # has exited; the worker's ack comes back as ``hosts_updated_ack``.
+            if self.server.accept(msg):
+                if self.listening(str(msg.body["to"])):
+                    self.rt.send(str(msg.body["to"]), msg.body)
+                else:
+                    self.server.refuse(msg)
+        elif op == "hosts_updated_ack":
+            self.server.answer(msg.body["request"], {"ok": True})
         elif op == "kill_me":
             proc = self.procs.get(str(msg.body["name"]))
             if proc is not None:
                 proc.signal("KILL")
+
+    def listening(self, port: str) -> bool:
+        """Whether the worker process ``port`` names lives on this host (its notification
+        service listens): a SYN to it is answered, else refused."""
+        proc = self.procs.get(port)
+        return proc is not None and proc.poll() is None
 
     async def _run_worker(self, body: Mapping[str, Any]) -> None:
         generation = self.kill_generation
@@ -103,6 +111,8 @@ async def host_main(rt: Runtime, args: Mapping[str, Any]) -> int:
     client = Client(rt, knobs.connect_timeout)
     service = TaskService(rt, args, knobs, driver_addr, f"{driver_host}:{knobs.store_port}",
                           server)
+    server.listening = service.listening
+    rt.answer_in_kernel(server.syn)
     driver = (ElasticDriver(rt, knobs, {h: f"{h}/main" for h in hosts}, client, server)
               if rt.host == driver_host else None)
     shutdown = Event(rt)

@@ -87,12 +87,11 @@ class Worker:
             if self.http.handle(msg):
                 continue
             op = msg.body.get("op")
-            if op == "hosts_updated":
+            if op == "conn_req" and msg.body.get("kind") == "hosts_updated":
                 self.rt.record("hvd_notified", timestamp=msg.body["timestamp"],
                                update=msg.body["update"])
                 self.state.on_host_updated(int(msg.body["timestamp"]), int(msg.body["update"]))
-                self.rt.send(str(msg.body.get("reply_to", msg.src)),
-                             {"op": "ack", "nid": msg.body["nid"]})
+                self.rt.send(msg.src, {"op": "hosts_updated_ack", "request": dict(msg.body)})
 
     # -- life --------------------------------------------------------------------------
 

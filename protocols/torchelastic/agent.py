@@ -19,7 +19,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from elastic_sim.protocols.api import JSON, Cancelled, OperationTimeout, Proc, Runtime, Store, Task
+from elastic_sim.protocols.api import (
+    JSON,
+    Cancelled,
+    OperationTimeout,
+    Proc,
+    Runtime,
+    Store,
+    Task,
+    yield_point,
+)
 from elastic_sim.protocols.torchelastic.agent_ranks import AgentRanks, assign_ranks
 from elastic_sim.protocols.torchelastic.handler import DynamicRendezvousHandler, RendezvousInfo
 from elastic_sim.protocols.torchelastic.knobs import TorchElasticKnobs
@@ -200,6 +209,10 @@ class ElasticAgent:
             waiting = 0
             if result.state is WorkerState.HEALTHY:
                 waiting = await self.handler.num_nodes_waiting()
+                # num_nodes_waiting() released the heartbeat lock: the keep-alive thread
+                # may run before the agent acts on what it read
+                await yield_point(self.rt, "torch/distributed/elastic/agent/server/api.py "
+                                  "_invoke_run: num_nodes_waiting() -> _restart_workers()")
             action = decide(result.state, self.remaining_restarts, waiting)
             if action == "exit_barrier":
                 await self._exit_barrier()

@@ -4,6 +4,7 @@ action and publishes it with compare-and-set on its next iteration."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from elastic_sim.protocols.torchelastic.backend import C10dBackend
@@ -41,6 +42,29 @@ class Clock(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class CodecCost:
+    """CPU seconds one encode (``pickle.dumps`` + base64) or one decode (the reverse) of
+    the rendezvous state costs upstream: ``base + per_node * nodes``, nodes being those
+    with a heartbeat entry (every participant, waiting and redundant node). The model
+    keeps the state as JSON and charges this instead (:meth:`Runtime.spend`)."""
+
+    base: float = 0.0
+    per_node: float = 0.0
+
+    def of(self, state: RendezvousState) -> float:
+        """Seconds to encode or decode ``state``."""
+        return self.base + self.per_node * len(state.last_heartbeats)
+
+
+FREE = CodecCost()
+"""Encoding and decoding cost nothing (a holder outside a run)."""
+
+
+async def _free(seconds: float) -> None:
+    """No cost: the holder's default ``spend``."""
+
+
 class StateHolder:
     """The node's copy of the shared state, synced with the backend.
 
@@ -51,8 +75,13 @@ class StateHolder:
 
     def __init__(self, backend: C10dBackend, settings: RendezvousSettings, clock: Clock,
                  cache_duration: float = 1.0,
-                 on_completed: Callable[[RendezvousState], None] | None = None) -> None:
+                 on_completed: Callable[[RendezvousState], None] | None = None,
+                 codec: CodecCost = FREE,
+                 spend: Callable[[float], Awaitable[None]] = _free) -> None:
         self.on_completed = on_completed
+        self.codec = codec
+        """What encoding and decoding the state costs (charged through ``spend``)."""
+        self.spend = spend
         """Told when this node's write is the one that completed a round (the instant the
         membership is decided), for the trace; upstream has no such hook."""
         self.backend = backend
@@ -77,6 +106,7 @@ class StateHolder:
         has_set: bool | None
         completes = False
         if self.dirty:
+            await self.spend(self.codec.of(self.state))  # pickle.dumps, before the write
             has_set = False
             completes = self.state.complete and not self.synced_complete
             written = self.state
@@ -99,10 +129,12 @@ class StateHolder:
                 bits, token = got
         if bits is not None:
             try:
-                self.state = RendezvousState.decode_shared(bits)
-                self._shared = True
+                decoded = RendezvousState.decode_shared(bits)
             except ValueError as exc:
                 raise RendezvousStateError(str(exc)) from exc
+            await self.spend(self.codec.of(decoded))  # pickle.loads
+            self.state = decoded
+            self._shared = True
         else:
             self.state = RendezvousState()
             self._shared = False

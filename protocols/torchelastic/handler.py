@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from elastic_sim.protocols.api import OperationTimeout, Runtime, Store, StoreError, Task
 from elastic_sim.protocols.sync import Event, Lock
 from elastic_sim.protocols.torchelastic.backend import C10dBackend
-from elastic_sim.protocols.torchelastic.executor import Executor, StateHolder
+from elastic_sim.protocols.torchelastic.executor import FREE, CodecCost, Executor, StateHolder
 from elastic_sim.protocols.torchelastic.ops import (
     RendezvousError,
     close_op,
@@ -96,6 +96,7 @@ class DynamicRendezvousHandler:
         *,
         share_store: bool = True,
         cache_duration: float = 1.0,
+        codec: CodecCost = FREE,
     ) -> None:
         self.rt = rt
         self.node = node
@@ -107,7 +108,8 @@ class DynamicRendezvousHandler:
         self.backend = C10dBackend(store, settings.run_id)
         clock = RuntimeClock(rt)
         self.holder = StateHolder(self.backend, settings, clock, cache_duration,
-                                  on_completed=self._record_completed)
+                                  on_completed=self._record_completed,
+                                  codec=codec, spend=rt.spend)
         self.executor = Executor(node, self.holder, settings, clock, lambda s: delay(rt, s))
         self.heartbeat_lock = Lock(rt, "heartbeat")
         self._timer: Task[None] | None = None

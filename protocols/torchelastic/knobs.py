@@ -63,6 +63,16 @@ class TorchElasticKnobs:
     rank-0 worker hosts its own store on a fresh port."""
     identical_workers: bool = False
     """``TORCH_ELASTIC_WORKER_IDENTICAL=1``: ranks computed locally, no store traffic."""
+    state_codec_cost: Seconds = 10e-6
+    """Sim only: CPU seconds one encode or decode of the rendezvous state costs upstream
+    (``pickle`` + base64 of ``_RendezvousState``), plus ``state_codec_cost_per_node`` per
+    node in it. Measured with ``benchmarks/calibrate_costs.py`` (torch 2.13, 2 vCPU):
+    encode + decode of a state of N participants took, median (p90), 0.021 (0.030) ms at
+    N = 2, 0.040 (0.052) ms at 8, 0.23 (0.45) ms at 64, 1.8 (6.1) ms at 512 and 24 (31) ms
+    at 4,096: about 10 us + 2 to 3 us per node each way, half of each figure charged per
+    direction (split assumed, not measured)."""
+    state_codec_cost_per_node: Seconds = 2e-6
+    """Sim only: the per-node part of ``state_codec_cost`` (seconds per node, each way)."""
 
     def problem(self) -> tuple[str, str] | None:
         """The first cross-field rule upstream enforces that these knobs break, as (knob,

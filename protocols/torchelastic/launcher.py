@@ -32,6 +32,7 @@ from elastic_sim.protocols.torchelastic.agent import (
     KeyboardInterruptBeforeWorkers,
     SignalException,
 )
+from elastic_sim.protocols.torchelastic.executor import CodecCost
 from elastic_sim.protocols.torchelastic.handler import DynamicRendezvousHandler
 from elastic_sim.protocols.torchelastic.knobs import TorchElasticKnobs
 from elastic_sim.protocols.torchelastic.ops import RendezvousConnectionError, RendezvousError
@@ -63,7 +64,9 @@ async def create_handler(rt: Runtime, knobs: TorchElasticKnobs,
             f"The connection to the C10d store has failed: {exc}") from exc
     handler = DynamicRendezvousHandler(rt, NodeDesc(rt.host, rt.info.pid, 0),
                                        knobs.rendezvous(), store,
-                                       share_store=knobs.share_store)
+                                       share_store=knobs.share_store,
+                                       codec=CodecCost(knobs.state_codec_cost,
+                                                       knobs.state_codec_cost_per_node))
     await handler.init()
     return handler
 

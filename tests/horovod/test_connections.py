@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from elastic_sim.protocols.horovod.conn import SYN_RTO
 from elastic_sim.scenario import parse_scenario
 from elastic_sim.world import WAKE_LATENCY
 from tests.horovod.util import Run, load, raw, simulate_run
@@ -92,7 +93,10 @@ def test_a_request_whose_answer_never_comes_aborts_after_three_failed_connects()
     aborts = [e for e in run.of("hvd_abort") if e.host == "127.0.0.1"]
     assert [e.get("error") for e in aborts] == [
         "RemovedFromJob: rank_and_size: connect timed out after 10.0s"]
-    assert 2.6 + 3 * 10.0 + 2 * 0.5 <= aborts[0].t < 2.6 + 3 * 10.0 + 2 * 0.5 + 0.1
+    # it asks once its collective failed on rank 0's exit (after the cut began)
+    (failed,) = [e for e in run.of("coll_fail") if e.proc == aborts[0].proc]
+    assert 2.6 < failed.t
+    assert failed.t + 3 * 10.0 + 2 * 0.5 <= aborts[0].t < failed.t + 3 * 10.0 + 2 * 0.5 + 0.1
 
 
 def test_duplicate_rank_and_size_requests_are_recorded_once() -> None:
@@ -136,4 +140,44 @@ def test_with_linux_keepalive_defaults_the_dead_host_blocks_the_job_for_2_h_11_m
     assert [e.get("error") for e in failed] == ["keepalive timed out"] * 2
     assert all(7874.9 < e.t < 7875.1 for e in failed)
     assert run.epoch_logs("size", "hostname") == [(2, "localhost")] * 3
+    assert run.metrics.outcome == "completed"
+
+
+def _first_syn_after(opened: float, heal: float) -> float:
+    """When the first SYN at or after ``heal`` leaves: SYNs go at ``opened`` + 0, 1, 3, 7,
+    15, 31, 63 s (the first retransmission after 1 s, each one doubling)."""
+    at, rto = opened, SYN_RTO
+    while at < heal:
+        at, rto = at + rto, 2 * rto
+    return at
+
+
+def test_a_notification_cut_off_for_30_s_arrives_with_the_first_syn_after_the_heal() -> None:
+    run = simulate_run(load("notification_through_partition"))
+    (cut,) = [e for e in run.of("fault") if e.get("phase") == "start"]
+    (heal,) = [e for e in run.of("fault") if e.get("phase") == "heal"]
+    (notify,) = run.of("hvd_notify")
+    (notified,) = run.of("hvd_notified")
+    assert cut.t < notify.t < heal.t and heal.t - cut.t == 30.0
+    syn = _first_syn_after(notify.t, heal.t)
+    assert syn - notify.t == 31.0
+    # then one round trip for the handshake and the request: well under a second, not
+    # the 127 s connect timeout of a lost attempt
+    assert syn < notified.t < syn + 0.01
+    assert run.of("hvd_notify_failed") == []
+    assert run.epoch_logs("size")[-1] == (2,) and run.metrics.outcome == "completed"
+
+
+def test_a_request_reaches_its_server_only_once_the_handshake_completes() -> None:
+    # only localhost -> drv is cut: the SYNs reach rank 0's host, its SYN-ACKs are lost,
+    # so the request itself is never sent until a SYN-ACK gets through after the heal
+    # (a request that rode on the SYN would be handled at once and only its ack lost)
+    data = raw("notification_through_partition")
+    data["faults"] = [{"id": "cut", "type": "one_way_partition", "src": ["localhost"],
+                       "dst": ["drv"], "at": 2.9, "duration": 30.0}]
+    run = simulate_run(parse_scenario(data))
+    (notify,) = run.of("hvd_notify")
+    (notified,) = run.of("hvd_notified")
+    syn = _first_syn_after(notify.t, 2.9 + 30.0)
+    assert syn < notified.t < syn + 0.01
     assert run.metrics.outcome == "completed"

@@ -44,9 +44,16 @@ def test_real_torchrun_model_forms_the_same_rounds_as_the_sim(tmp_path: Path, na
     # Workers are separate processes of their agents, restarted with a new process.
     starts = [e["proc"] for e in events if e["kind"] == "proc_start"]
     assert starts.count("h0/w0") == 2 and starts.count("h0/main") == 1
-    restarted = [e for e in events if e["kind"] == "workers_started"
-                 and e["data"]["restart_count"] == 1]
-    assert {e["host"] for e in restarted} == {"h0", "h1"}
+    counts = {e["host"]: e["data"]["restart_count"] for e in events
+              if e["kind"] == "workers_started" and e["data"]["round"] == 1}
+    reasons = [e["data"]["reason"] for e in events
+               if e["kind"] == "agent_restart" and e["host"] == "h0"]
+    assert counts["h1"] == 1  # its worker died: a counted restart
+    # h0 restarts for its own failed worker (counted), or, when its monitor still sees that
+    # worker alive in its exit (interpreter teardown), for the waiting h1 (not counted):
+    # restart_accounting's race, which the scenario says may fire
+    assert (counts["h0"], reasons) in ((1, ["FAILED"]), (0, ["nodes_waiting"]))
+    assert counts["h0"] == 1 or "restart_accounting" in tolerated
     assert processes_mentioning(str(out)) == []
 
 
