@@ -28,8 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elastic_sim.faults.model import (
+    ConnReset,
     CrashLoop,
     Fault,
+    LinkFault,
     OneWayPartition,
     Partition,
     PowerOff,
@@ -346,13 +348,18 @@ class Launcher:
                and reaper.signal_quietly(s.pid, sig)]
         return "" if hit else f"no worker process running on {host}"
 
-    def cut(self, fault: Partition | OneWayPartition | PowerOff) -> str:
+    def cut(self, fault: Partition | OneWayPartition | PowerOff | LinkFault) -> str:
         """Start dropping the packets ``fault`` cuts; "" if done, else why not."""
         return netns.cut_or_heal(self.netns, fault, heal=False)
 
-    def heal(self, fault: Partition | OneWayPartition) -> str:
+    def heal(self, fault: Partition | OneWayPartition | LinkFault) -> str:
         """Stop dropping them; "" if done, else why not."""
         return netns.cut_or_heal(self.netns, fault, heal=True)
+
+    def reset(self, fault: ConnReset) -> tuple[str, int]:
+        """Reset the established connections between the fault's hosts (real mode's
+        namespace); ("" if done, else why not; how many)."""
+        return netns.reset_between(self.netns, fault)
 
     # -- end -------------------------------------------------------------------------------
 
