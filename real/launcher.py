@@ -160,6 +160,9 @@ class Launcher:
         for host in self.world.hosts:
             if host.name not in self.local:
                 continue
+            if host.start_delay > 0:  # what its processes hand the processes they start
+                startfaults.add_delay(self.run_dir.root.resolve(), host.name,
+                                      host.start_delay)
             name = f"{host.name}/{self.world.proc_name}"
             spec = ProcSpec(
                 name=name,
@@ -173,6 +176,7 @@ class Launcher:
                 clock_offset=host.clock_offset,
                 clock_drift=host.clock_drift,
                 start_at=host.start_at,
+                env={startfaults.DELAY: repr(host.start_delay)} if host.start_delay > 0 else {},
                 sys_path=tuple(sys.path),
                 hosts=self.world.host_names,
                 addresses=addresses,
