@@ -6,6 +6,7 @@ same description), refused with one exit-2 message when malformed."""
 from __future__ import annotations
 
 import copy
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ def _step_times(events: list[TraceEvent], host: str) -> list[float]:
 
 
 def _median_gap(times: list[float]) -> float:
-    gaps = sorted(b - a for a, b in zip(times, times[1:], strict=False))
+    gaps = sorted(b - a for a, b in itertools.pairwise(times))
     return gaps[len(gaps) // 2]
 
 
@@ -96,7 +97,8 @@ def test_a_host_that_finishes_early_leaves_with_success_and_the_others_cannot_go
     (err,) = [e for e in events if e.kind == "job_failed" and e.host == "h0"]
     assert "RendezvousTimeoutError" in err.get("error")
     assert err.t - min(e.t for e in joins) == pytest.approx(20, abs=0.5)  # join_timeout
-    assert not [e for e in events if e.kind in ("rdzv_complete", "rdzv_done") and e.get("round") == 1]
+    assert not [e for e in events
+                if e.kind in ("rdzv_complete", "rdzv_done") and e.get("round") == 1]
 
 
 def test_a_host_start_delay_delays_each_process_started_there_by_that_much() -> None:
