@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from elastic_sim.cli import main
-from elastic_sim.scenario import load_scenario
+from elastic_sim.scenario import Scenario, load_scenario
 from elastic_sim.variation import apply_variation, draw_variation, parse_vary
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
@@ -39,27 +40,43 @@ def test_a_variation_changes_the_scenario_it_is_applied_to() -> None:
     ("knobs.max_restarts=3..1", "LO <= HI"),
     ("knobs.no_such_knob=1..2", "no_such_knob"),
     ("cluster.store_host=h0,h9", "unknown host 'h9'"),
+    ("cluster.hosts=0..3", "cluster.hosts: 0"),  # no host at all
+    ("cluster.hosts=2.5..4", "whole numbers"),
+    ("cluster.hosts=a,b", "whole numbers"),
+    ("cluster.spares=0..2 knobs.max_nodes=2..3", "max_nodes, which is varied too"),
+    ("cluster.bogus=1..2", "expected knobs.NAME"),
 ])
 def test_a_bad_variation_exits_2_with_one_message(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], spec: str, needle: str
 ) -> None:
+    varies = [a for one in spec.split() for a in ("--vary", one)]
     rc = main(["explore", str(SCENARIOS / "torchelastic" / "scale_down.yaml"), "--budget", "1",
-               "--out", str(tmp_path), "--vary", spec])
+               "--out", str(tmp_path), *varies])
     err = capsys.readouterr().err
     assert rc == 2 and "--vary" in err and needle in err and len(err.strip().splitlines()) == 1
 
 
-def test_a_found_violation_keeps_its_variation_in_the_reproducer(tmp_path: Path) -> None:
+def _reproducer_of(sc: Scenario, path: str) -> Any:
+    if path == "cluster.hosts":
+        return len(sc.cluster.host_specs())
+    return sc.knobs()[path.removeprefix("knobs.")]
+
+
+@pytest.mark.parametrize(("spec", "lo", "hi"), [("knobs.last_call=0.5..2", 0.5, 2),
+                                                ("cluster.hosts=3..5", 3, 5)])
+def test_a_found_violation_keeps_its_variation_in_the_reproducer(
+        tmp_path: Path, spec: str, lo: float, hi: float) -> None:
     out = tmp_path / "ex"
     main(["explore", str(SCENARIOS / "scale_down.yaml"), "--budget", "30", "--out", str(out),
           "--faults", "crash", "--max-faults", "1", "--horizon", "0.002", "--no-triggers",
-          "--vary", "knobs.last_call=0.5..2"])
+          "--vary", spec])
+    path = spec.split("=")[0]
     res = json.loads((out / "explore.json").read_text())
     assert res["violations"]
     for v in res["violations"]:
-        assert 0.5 <= v["variation"]["knobs.last_call"] <= 2
+        assert lo <= v["variation"][path] <= hi
         sc = load_scenario(v["reproducer"])
-        assert sc.knobs()["last_call"] == v["variation"]["knobs.last_call"]
+        assert _reproducer_of(sc, path) == v["variation"][path]  # the drawn shape, too
         assert v["reproduced"]
 
 
@@ -113,35 +130,3 @@ def test_a_search_without_a_shape_draws_the_schedules_it_drew_before() -> None:
     for i in range(10):
         assert make_case(3, i, space, varies=knob).faults == random_schedule(
             f"3/schedule/{i}", space)
-
-
-@pytest.mark.parametrize("spec,needle", [
-    ("cluster.hosts=0..3", "cluster.hosts: 0"),  # no host at all
-    ("cluster.hosts=2.5..4", "whole numbers"),
-    ("cluster.hosts=a,b", "whole numbers"),
-    ("cluster.spares=0..2", "max_nodes"),  # scale_down varies nothing else: this one is ok
-    ("cluster.bogus=1..2", "expected knobs.NAME"),
-])
-def test_a_bad_shape_exits_2_with_one_message(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], spec: str, needle: str
-) -> None:
-    extra = ["--vary", "knobs.max_nodes=2..3"] if "spares" in spec else []
-    rc = main(["explore", str(SCENARIOS / "torchelastic" / "scale_down.yaml"), "--budget", "1",
-               "--out", str(tmp_path), "--vary", spec, *extra])
-    err = capsys.readouterr().err
-    assert rc == 2 and "--vary" in err and needle in err and len(err.strip().splitlines()) == 1
-
-
-def test_a_finding_s_reproducer_states_the_drawn_shape(tmp_path: Path) -> None:
-    out = tmp_path / "ex"
-    main(["explore", str(SCENARIOS / "scale_down.yaml"), "--budget", "30", "--out", str(out),
-          "--faults", "crash", "--max-faults", "1", "--horizon", "0.002", "--no-triggers",
-          "--vary", "cluster.hosts=3..5"])
-    res = json.loads((out / "explore.json").read_text())
-    assert res["violations"]
-    for v in res["violations"]:
-        n = v["variation"]["cluster.hosts"]
-        assert 3 <= n <= 5
-        sc = load_scenario(v["reproducer"])
-        assert len(sc.cluster.host_specs()) == n
-        assert v["reproduced"]
