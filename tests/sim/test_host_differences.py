@@ -75,6 +75,20 @@ def test_the_static_protocol_waits_for_its_slow_host_too() -> None:
     assert gap == pytest.approx(0.2, abs=0.02)
 
 
+def test_horovod_waits_for_its_slow_host_too() -> None:
+    from elastic_sim.scenario import load_scenario, scenario_dict
+
+    raw = scenario_dict(load_scenario(Path(__file__).resolve().parents[2] / "scenarios"
+                                      / "horovod" / "fault_tolerance_without_scaling.yaml"))
+    raw["faults"], raw["expect"] = [], {}
+    hosts = raw["cluster"]["hosts"]  # [localhost, 127.0.0.1]
+    plain = _step_times(_run(raw), hosts[0])[:5]
+    slow = _step_times(_run(_with_hosts(raw, [hosts[0], {"name": hosts[1],
+                                                         "step_factor": 3}])), hosts[0])[:5]
+    assert _median_gap(plain) == pytest.approx(0.1, abs=0.01)
+    assert _median_gap(slow) == pytest.approx(0.3, abs=0.01)
+
+
 def test_a_host_that_finishes_early_leaves_with_success_and_the_others_cannot_go_on(
 ) -> None:
     """Upstream (torchelastic): the early host's worker exits 0, its agent's group is
