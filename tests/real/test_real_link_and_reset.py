@@ -110,9 +110,12 @@ def test_a_link_fault_is_refused_naming_what_the_machine_lacks_or_accepted() -> 
 def test_without_the_tools_both_are_refused_with_the_reason(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert "not installed" in why_unsupported(LinkFault(id="l", at=1.0, delay=0.1,
-                                                        duration=1.0)) or os.geteuid() != 0
-    assert why_unsupported(ConnReset(id="r", at=1.0)).startswith("connection resets abort")
+    lacking = netns.missing()  # no ip/nft (or no root)
+    assert lacking
+    link = why_unsupported(LinkFault(id="l", at=1.0, delay=0.1, duration=1.0))
+    assert link.startswith("link faults are shaped with tc netem") and lacking in link
+    reset = why_unsupported(ConnReset(id="r", at=1.0))
+    assert reset.startswith("connection resets abort") and lacking in reset
 
 
 # -- for real -----------------------------------------------------------------------------------
