@@ -155,8 +155,9 @@ def _add_explore(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                     help="fault types to draw; 'all': every type the protocol can meet "
                          "(the default)")
     ex.add_argument("--vary", action="append", default=[], metavar="PATH=LO..HI|A,B,...",
-                    help="draw a knob (knobs.NAME) or the store host (cluster.store_host) "
-                         "per schedule from this range or list; repeatable")
+                    help="draw a knob (knobs.NAME), the store host (cluster.store_host), "
+                         "the number of hosts (cluster.hosts) or of hosts beyond max_nodes "
+                         "(cluster.spares) per schedule from this range or list; repeatable")
     ex.add_argument("--no-triggers", action="store_true",
                     help="faults fire at times only, never at the protocol's events")
     ex.add_argument("--max-duration", type=float, default=60.0,
@@ -415,12 +416,13 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
         if c not in names:
             raise ScenarioError("--ignore", "", f"unknown check {c!r}; expected some of: "
                                 + ", ".join(names))
-    from elastic_sim.variation import check_varies, parse_vary
+    from elastic_sim.variation import check_varies, parse_vary, resolve_spares
 
     try:
         varies = [parse_vary(v) for v in args.vary]
     except ValueError as exc:
         raise ScenarioError("--vary", "", str(exc)) from None
+    varies = resolve_spares(sc, varies)
     check_varies(sc, varies)
     space = space_for(sc, types=types, max_faults=args.max_faults,
                       max_duration=args.max_duration, spare=spare,

@@ -38,7 +38,13 @@ from elastic_sim.outdir import safe_component
 from elastic_sim.runner import run_scenario, simulate
 from elastic_sim.scenario import Scenario, fault_dict, with_faults
 from elastic_sim.trace import TraceEvent
-from elastic_sim.variation import Variation, Vary, apply_variation, draw_variation
+from elastic_sim.variation import (
+    Variation,
+    Vary,
+    apply_variation,
+    draw_variation,
+    shaped,
+)
 
 RUNNER = "elastic-sim"
 """The ``proc`` of the runner's own events (run start and end)."""
@@ -237,10 +243,10 @@ def make_case(seed: int, index: int, space: FaultSpace, ties: bool = False,
               varies: Sequence[Vary] = ()) -> Case:
     """Case ``index`` of the search with seed ``seed`` (with ``ties``: a tie seed too;
     with ``varies``: knob and cluster values too)."""
-    faults = random_schedule(f"{seed}/schedule/{index}", space)
+    variation = draw_variation(f"{seed}/vary/{index}", varies) if varies else ()
+    faults = random_schedule(f"{seed}/schedule/{index}", shaped(space, variation))
     sim_seed = random.Random(f"{seed}/sim/{index}").randrange(2**32)
     tie_seed = random.Random(f"{seed}/ties/{index}").randrange(2**32) if ties else None
-    variation = draw_variation(f"{seed}/vary/{index}", varies) if varies else ()
     return Case(index, faults, sim_seed, tie_seed, variation)
 
 

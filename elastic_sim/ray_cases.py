@@ -126,7 +126,7 @@ class RayCaseRunner(CaseRunner):
             batch = list(itertools.islice(indices, self.workers * 16))
             if not batch:
                 return
-            yield from self.run([make_case(s.seed, i, s.space, s.ties) for i in batch])
+            yield from self.run([make_case(s.seed, i, s.space, s.ties, s.varies) for i in batch])
 
     def close(self) -> None:
         """Disconnect from Ray."""

@@ -115,6 +115,12 @@ def refuse_unsupported(sc: Scenario, faults: list[Fault], mode: Mode, file: str)
         bad = refusal(sc.protocol.label, sc.knobs())
         if bad is not None:
             raise ScenarioError(file, bad[0], f"{bad[1]}; run with --mode sim")
+        for i, h in enumerate(sc.cluster.host_specs()):
+            if h.start_delay > 0:
+                raise ScenarioError(file, f"cluster.hosts[{i}].start_delay",
+                                    "torchrun mode starts workers through upstream's agent, "
+                                    "which cannot delay their start; run with --mode real "
+                                    "or --mode sim")
     from elastic_sim.real.injector import why_unsupported
 
     for f in faults:

@@ -60,13 +60,31 @@ class _Strict(BaseModel):
 
 
 class HostModel(_Strict):
-    """A host: its name, when it starts, and its clock."""
+    """A host: its name, when it starts, its clock, and how it differs from the others."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     start_at: NonNeg = 0.0
     clock_offset: Finite = 0.0
     clock_drift: Annotated[float, Field(gt=-1, allow_inf_nan=False)] = 0.0
     """Relative rate error; above -1, where the host's clock would stop."""
+    start_delay: NonNeg = 0.0
+    """Extra seconds every process started on it takes before its entry runs, its first
+    one included (a ``slow_start`` fault delays only the processes started after it)."""
+    steps: Annotated[int, Field(ge=1)] | None = None
+    """Its workers train only up to this step (at most ``workload.steps``), then end with
+    success: a host that finishes early."""
+    step_factor: Annotated[float, Field(gt=0, le=1000, allow_inf_nan=False)] = 1.0
+    """Its compute per step takes this many times ``workload.step_time`` (a slower
+    machine; in synchronous training every step waits for it)."""
+
+    def work(self) -> dict[str, float]:
+        """Its differences from the workload, as the protocols read them."""
+        out: dict[str, float] = {}
+        if self.steps is not None:
+            out["steps"] = self.steps
+        if self.step_factor != 1.0:
+            out["step_factor"] = self.step_factor
+        return out
 
 
 class LinkModel(_Strict):
@@ -107,7 +125,8 @@ class ClusterModel(_Strict):
             if isinstance(h, str):
                 out.append(HostSpec(h))
             else:
-                out.append(HostSpec(h.name, h.start_at, h.clock_offset, h.clock_drift))
+                out.append(HostSpec(h.name, h.start_at, h.clock_offset, h.clock_drift,
+                                    h.start_delay))
         return out
 
 
@@ -419,6 +438,11 @@ def _check_references(sc: Scenario, file: str) -> None:
 
     if sc.cluster.store_host is not None:
         need_host("cluster.store_host", sc.cluster.store_host)
+    for i, spec in enumerate(sc.cluster.hosts if isinstance(sc.cluster.hosts, list) else ()):
+        if isinstance(spec, HostModel) and (spec.steps or 0) > sc.workload.steps:
+            raise ScenarioError(file, f"cluster.hosts[{i}].steps",
+                                f"expected at most workload.steps ({sc.workload.steps}), "
+                                f"got {spec.steps}")
     for i, link in enumerate(sc.cluster.links):
         for end in ("a", "b"):
             name = getattr(link, end)
@@ -480,6 +504,9 @@ def scenario_dict(sc: Scenario) -> dict[str, Any]:
 def workload_dict(sc: Scenario) -> dict[str, Any]:
     """The workload as the protocol reads it."""
     given = {k: v for k, v in sc.workload.model_dump().items() if v is not None}
+    hosts = sc.cluster.hosts
+    if not isinstance(hosts, int):
+        given["hosts"] = {h.name: h.work() for h in hosts if isinstance(h, HostModel) and h.work()}
     return dataclasses.asdict(Workload(**given))
 
 

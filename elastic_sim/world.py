@@ -19,6 +19,10 @@ class HostSpec:
     """Seconds its wall clock is ahead of true time."""
     clock_drift: float = 0.0
     """Relative rate error of its clocks (1e-6 = 1 ppm fast)."""
+    start_delay: float = 0.0
+    """Extra seconds every process started on it takes before its entry runs, its first
+    one (from ``start_at``) included: a slow disk, a cold image, a loaded node (a
+    ``slow_start`` fault from time 0 delays the processes started after it only)."""
 
 
 WAKE_LATENCY = 0.0001

@@ -45,6 +45,11 @@ def run(
     if importlib.util.find_spec("torch") is None:
         raise ModuleNotFoundError("real mode needs torch (pip install torch==2.13.0)", name="torch")
     if launch is not None and launch.launcher != "local":
+        late = [h.name for h in world.hosts if h.start_delay > 0]
+        if late:
+            raise UnsupportedInRealMode(
+                f"host {late[0]!r}: start_delay is not forwarded to cluster nodes yet; run "
+                "with the local launcher or --mode sim")
         from elastic_sim.real.cluster.launchers import run_cluster
 
         return run_cluster(world, faults, seed, Path(workdir), emit, launch, log)

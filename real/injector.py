@@ -8,10 +8,12 @@ slows the group down for real by duty-cycling it: in every :data:`STRAGGLE_PERIO
 ``1/factor`` of the time and is SIGSTOPped for the rest. Partitions (symmetric, one-way,
 isolate, isolate_store, bridge) cut the network for real: the launcher runs such a world
 in a network namespace of its own (:mod:`real.netns`) and the injector adds and removes
-its drop rules. A type real mode cannot produce honestly has a
-:class:`~faults.model.Refusal` as its handler, and a scenario with it is refused before a
-run starts, never faked. Fault events are encoded by :func:`faults.record.fault_event`
-(the sim's encoder) and the reports read back from them.
+its drop rules; link faults shape the same connections with ``tc netem`` there
+(:mod:`real.shaping`) and connection resets abort them (:mod:`real.connreset`). A type
+real mode cannot produce honestly has a :class:`~faults.model.Refusal` as its handler, and
+a scenario with it is refused before a run starts, never faked. Fault events are encoded
+by :func:`faults.record.fault_event` (the sim's encoder) and the reports read back from
+them.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from elastic_sim.faults.model import (
 )
 from elastic_sim.faults.record import INJECTOR, FaultLedger, fault_event
 from elastic_sim.faults.triggers import Triggered
-from elastic_sim.real import netns
+from elastic_sim.real import netns, shaping
 from elastic_sim.real.tracefile import TraceFile
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import FaultReport, World
@@ -84,6 +86,14 @@ def why_unsupported(fault: Fault) -> str:
         return f"real mode has no handler for {fault.type} faults"
     if isinstance(handler, Refusal):
         return handler.reason
+    if isinstance(fault, LinkFault):
+        lacking = shaping.missing()
+        return (f"link faults are shaped with tc netem in the run's network namespace, "
+                f"and {lacking}") if lacking else ""
+    if isinstance(fault, ConnReset):
+        lacking = netns.missing()
+        return (f"connection resets abort the connections of the run's network namespace "
+                f"(its conntrack table, ss -K) and {lacking}") if lacking else ""
     if isinstance(fault, netns.CUT_TYPES):
         lacking = netns.missing()
         return (f"{fault.type} faults need a real network cut (a network namespace with "
@@ -120,11 +130,16 @@ class Targets(Protocol):
         """Signal ``host``'s first process (``to`` "agent") or every other process of it
         ("workers"); "" if done, else why not."""
 
-    def cut(self, fault: Partition | OneWayPartition | PowerOff) -> str:
-        """Start dropping the packets ``fault`` cuts; "" if done, else why not."""
+    def cut(self, fault: Partition | OneWayPartition | PowerOff | LinkFault) -> str:
+        """Start dropping the packets ``fault`` cuts (a link fault: shaping them); "" if
+        done, else why not."""
 
-    def heal(self, fault: Partition | OneWayPartition) -> str:
-        """Stop dropping them; "" if done, else why not."""
+    def heal(self, fault: Partition | OneWayPartition | LinkFault) -> str:
+        """Stop dropping (shaping) them; "" if done, else why not."""
+
+    def reset(self, fault: ConnReset) -> tuple[str, int]:
+        """Reset the established connections between the fault's hosts; ("" if done, else
+        why not; how many)."""
 
 
 @dataclass(order=True)
@@ -254,7 +269,12 @@ class Injector:
         return self._targets.signal_role(fault.host, fault.to,
                                          signal.Signals[f"SIG{fault.signal}"]), now
 
-    def _partition(self, fault: Partition | OneWayPartition, now: float) -> tuple[str, float]:
+    def _conn_reset(self, fault: ConnReset, now: float) -> tuple[str, float]:
+        why_not, _ = self._targets.reset(fault)
+        return why_not, now
+
+    def _partition(self, fault: Partition | OneWayPartition | LinkFault,
+                   now: float) -> tuple[str, float]:
         why_not = self._targets.cut(fault)
         # Loading the rules takes milliseconds: the cut is in force from here on, not
         # from when it was due. (A heal is traced before its rules go: the traced
@@ -313,15 +333,14 @@ REAL_HANDLERS: dict[type[Fault], RealHandler | Refusal] = {
     Signal: Injector._signal,
     Partition: Injector._partition,
     OneWayPartition: Injector._partition,
-    LinkFault: Refusal("link faults need traffic shaping (tc netem in per-host network "
-                       "namespaces), which real mode does not set up yet"),
-    Wedge: Refusal("stopping one activity (one asyncio task) of a real process while the "
-                   "others go on needs a hook inside the real runtime's event loop, which it "
-                   "does not have yet"),
-    ConnReset: Refusal("resetting established connections needs the injector to walk the "
-                       "namespace's conntrack table (or nftables 'reject with tcp reset' on "
-                       "established flows only, then removed), which real mode does not do "
-                       "yet"),
+    LinkFault: Injector._partition,
+    Wedge: Refusal("a wedge stops one named activity of a live process (an asyncio task "
+                   "such as the agent's main loop) at its next await while the process's "
+                   "other tasks go on; the real runtime has no channel through which the "
+                   "injector could suspend a single task of a running process (a signal "
+                   "stops the whole process: that is a 'hang'), and torchrun mode runs "
+                   "upstream's threads, which cannot be paused one at a time"),
+    ConnReset: Injector._conn_reset,
     ClockSkew: _NO_CLOCK,
     ClockJump: _NO_CLOCK,
     CrashRestart: _NO_RESTART,

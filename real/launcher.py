@@ -28,8 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elastic_sim.faults.model import (
+    ConnReset,
     CrashLoop,
     Fault,
+    LinkFault,
     OneWayPartition,
     Partition,
     PowerOff,
@@ -158,6 +160,9 @@ class Launcher:
         for host in self.world.hosts:
             if host.name not in self.local:
                 continue
+            if host.start_delay > 0:  # what its processes hand the processes they start
+                startfaults.add_delay(self.run_dir.root.resolve(), host.name,
+                                      host.start_delay)
             name = f"{host.name}/{self.world.proc_name}"
             spec = ProcSpec(
                 name=name,
@@ -171,6 +176,7 @@ class Launcher:
                 clock_offset=host.clock_offset,
                 clock_drift=host.clock_drift,
                 start_at=host.start_at,
+                env={startfaults.DELAY: repr(host.start_delay)} if host.start_delay > 0 else {},
                 sys_path=tuple(sys.path),
                 hosts=self.world.host_names,
                 addresses=addresses,
@@ -346,13 +352,18 @@ class Launcher:
                and reaper.signal_quietly(s.pid, sig)]
         return "" if hit else f"no worker process running on {host}"
 
-    def cut(self, fault: Partition | OneWayPartition | PowerOff) -> str:
+    def cut(self, fault: Partition | OneWayPartition | PowerOff | LinkFault) -> str:
         """Start dropping the packets ``fault`` cuts; "" if done, else why not."""
         return netns.cut_or_heal(self.netns, fault, heal=False)
 
-    def heal(self, fault: Partition | OneWayPartition) -> str:
+    def heal(self, fault: Partition | OneWayPartition | LinkFault) -> str:
         """Stop dropping them; "" if done, else why not."""
         return netns.cut_or_heal(self.netns, fault, heal=True)
+
+    def reset(self, fault: ConnReset) -> tuple[str, int]:
+        """Reset the established connections between the fault's hosts (real mode's
+        namespace); ("" if done, else why not; how many)."""
+        return netns.reset_between(self.netns, fault)
 
     # -- end -------------------------------------------------------------------------------
 

@@ -7,8 +7,11 @@ connection with the originating host (by the socket's group id); a cut is then a
 rules, in the input hook, dropping the packets of connections between the two sides, found
 by (originating host, original destination address) and, for a one-way cut, the direction.
 Dropped, not refused: TCP connections stall until the heal or their own timeouts, as under
-a real cut. Deleting the namespace at the end removes every rule with it; one left by a
-launcher that was SIGKILLed (so could not clean up) is deleted by the next run's.
+a real cut. Link faults shape the same connections with ``tc netem``
+(:mod:`real.shaping`), and a connection reset aborts them with ``ss -K``
+(:mod:`real.connreset`). Deleting the namespace at the end removes every rule with it; one
+left by a launcher that was SIGKILLed (so could not clean up) is deleted by the next
+run's.
 """
 
 from __future__ import annotations
@@ -20,12 +23,24 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from elastic_sim.faults.model import Fault, OneWayPartition, Partition, PowerOff
+from elastic_sim.faults.model import (
+    ConnReset,
+    Fault,
+    LinkFault,
+    OneWayPartition,
+    Partition,
+    PowerOff,
+)
+from elastic_sim.real import connreset, shaping
 
 CUT_TYPES = (Partition, OneWayPartition, PowerOff)
 """Fault types cut by nftables rules (isolate, isolate_store and bridge are partitions; a
 power-off cuts its host from all others before its processes are killed, so no FIN or RST
 reaches a peer)."""
+
+NET_TYPES = (*CUT_TYPES, LinkFault, ConnReset)
+"""Fault types that need the run's namespace: cuts, link faults (shaped with tc netem) and
+connection resets."""
 
 GID_BASE = 47000
 """Host ``i``'s processes run with group id ``GID_BASE + i`` (and stay uid 0)."""
@@ -35,8 +50,9 @@ TABLE = "elastic_sim"
 
 
 def needs_cut(faults: Iterable[Fault]) -> bool:
-    """Whether any of ``faults`` needs a network cut."""
-    return any(isinstance(f, CUT_TYPES) for f in faults)
+    """Whether any of ``faults`` needs the run's network namespace (a cut, a link fault,
+    a connection reset)."""
+    return any(isinstance(f, NET_TYPES) for f in faults)
 
 
 def missing() -> str:
@@ -101,10 +117,12 @@ def _cut(fault: Partition | PowerOff, a: str, b: str) -> bool:
     return fault.cut(a, b)
 
 
-def ruleset(count: int, cuts: Sequence[Drop]) -> str:
-    """The whole nftables table of a namespace for ``count`` hosts under ``cuts``."""
+def ruleset(count: int, cuts: Sequence[Drop], steers: Sequence[shaping.Steer] = ()) -> str:
+    """The whole nftables table of a namespace for ``count`` hosts under ``cuts``, with
+    the packets of link faults steered to their netem classes."""
     marks = "\n".join(
-        f"    ct state new meta skgid {GID_BASE + i} ct mark set {i + 1}" for i in range(count)
+        [f"    ct state new meta skgid {GID_BASE + i} ct mark set {i + 1}" for i in range(count)]
+        + [f"    {s.rule()}" for s in steers]
     )
     drops_ = "\n".join(f"    {d.rule()}" for d in cuts)
     return (
@@ -145,6 +163,9 @@ class Namespace:
         self.hosts = tuple(hosts)
         self.name = f"{self.PREFIX}{os.getpid()}-{tag}"
         self._active: dict[str, list[Drop]] = {}
+        self._steers: dict[str, list[shaping.Steer]] = {}
+        self._classes: dict[str, int] = {}
+        """Link fault id -> the minor number of its netem class (kept after the heal)."""
         self.created = False
 
     def addresses(self) -> dict[str, str]:
@@ -178,9 +199,44 @@ class Namespace:
         self._active.pop(fault.id, None)
         self._load()
 
+    def shape(self, fault: LinkFault) -> None:
+        """Start shaping the traffic ``fault`` applies to with its netem class."""
+        if not self._classes:
+            self._tc(shaping.root_commands())
+        minor = self._classes.setdefault(fault.id, shaping.FIRST_CLASS + len(self._classes))
+        self._tc(shaping.class_commands(minor, fault))
+        addresses = [host_address(i) for i in range(len(self.hosts))]
+        self._steers[fault.id] = shaping.steers(fault, self.hosts, addresses, minor)
+        self._load()
+
+    def unshape(self, fault: LinkFault) -> None:
+        """Stop shaping it: its packets leave unshaped, what its class holds drains."""
+        self._steers.pop(fault.id, None)
+        self._load()
+        if fault.id in self._classes:
+            self._tc(shaping.heal_commands(self._classes[fault.id]))
+
+    def reset(self, fault: ConnReset) -> int:
+        """Reset every established connection between the fault's hosts now; how many."""
+        done = subprocess.run([*self.prefix(), "cat", "/proc/net/nf_conntrack"],
+                              capture_output=True, timeout=30, check=False)
+        if done.returncode != 0:
+            raise CutError(f"reading the conntrack table: {done.stderr.decode().strip()}")
+        addresses = [host_address(i) for i in range(len(self.hosts))]
+        conns = connreset.between(fault, connreset.parse_conntrack(done.stdout.decode()),
+                                  self.hosts, addresses)
+        for expr in connreset.kill_filters(conns):
+            _run([*self.prefix(), "ss", "-K", "-t", "-n", expr])
+        return len(conns)
+
+    def _tc(self, commands: Sequence[Sequence[str]]) -> None:
+        for argv in commands:
+            _run([*self.prefix(), "tc", *argv])
+
     def _load(self) -> None:
         cuts = [d for fid in sorted(self._active) for d in self._active[fid]]
-        text = ruleset(len(self.hosts), cuts)
+        steers = [s for fid in sorted(self._steers) for s in self._steers[fid]]
+        text = ruleset(len(self.hosts), cuts, steers)
         flush = f"table inet {TABLE}\ndelete table inet {TABLE}\n"  # atomic replace
         _run([*self.prefix(), "nft", "-f", "-"], flush + text)
 
@@ -197,13 +253,26 @@ def cut_or_heal(ns: Namespace | None, fault: Fault, heal: bool) -> str:
     if ns is None:
         return "the run has no network namespace"
     try:
-        if heal:
+        if isinstance(fault, LinkFault):
+            (ns.unshape if heal else ns.shape)(fault)
+        elif heal:
             ns.heal(fault)
         else:
             ns.cut(fault)
     except CutError as exc:
         return str(exc)
     return ""
+
+
+def reset_between(ns: Namespace | None, fault: ConnReset) -> tuple[str, int]:
+    """Reset ``fault``'s established connections in a run's namespace: ("" if done, else
+    why not; how many were reset)."""
+    if ns is None:
+        return "the run has no network namespace", 0
+    try:
+        return "", ns.reset(fault)
+    except CutError as exc:
+        return str(exc), 0
 
 
 def _creator(name: str) -> int | None:

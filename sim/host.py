@@ -61,8 +61,9 @@ class SimHost:
         self.deferred: list[tuple[SimProcess, Callable[..., object], tuple[Any, ...]]] = []
         self.incarnations: dict[str, int] = {}
         self.next_port = 29500
-        self.start_delay = 0.0
-        """Extra seconds every process started here takes to start (slow start faults)."""
+        self.start_delay = spec.start_delay
+        """Extra seconds every process started here takes to start (the host's own, plus
+        slow start faults)."""
         self.start_fault: Callable[[str], str] | None = None
         """Given a starting process's short name: why it fails at start-up ("" if it
         does not): a crash loop (:mod:`sim.faults`)."""

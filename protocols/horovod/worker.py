@@ -48,7 +48,7 @@ class Worker:
     def __init__(self, rt: Runtime, args: Mapping[str, Any]) -> None:
         self.rt = rt
         self.k: HorovodKnobs = load_knobs(args["knobs"])
-        self.work = Workload(**args["workload"])
+        self.work = Workload(**args["workload"]).for_host(rt.host)
         self.driver = str(args["driver"])
         self.service = str(args["service"])
         self.store_addr = str(args["store"])

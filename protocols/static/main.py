@@ -50,7 +50,7 @@ async def host_main(rt: Runtime, args: Mapping[str, Any]) -> int:
 async def run_host(rt: Runtime, args: Mapping[str, Any], member: type[Member]) -> int:
     """A host's life with ``member`` as its behaviour (variants subclass :class:`Member`)."""
     knobs: StaticKnobs = _settings(StaticKnobs, args.get("knobs", {}))
-    work: Workload = _settings(Workload, args.get("workload", {}))
+    work: Workload = _settings(Workload, args.get("workload", {})).for_host(rt.host)
     store_host = str(args["store_host"])
     if rt.host == store_host:
         await rt.host_store(knobs.store_port)

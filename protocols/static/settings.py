@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from elastic_sim.protocols.broadcast import Algorithm
 from elastic_sim.protocols.ranges import HostCount, Period, Port, PosCount, Seconds
@@ -67,3 +69,16 @@ class Workload:
     """How a state sync moves the root's state: ``group`` (the group's broadcast), ``tree``
     (binomial, over send/recv) or ``chain`` (pipelined, over send/recv); see
     :mod:`protocols.broadcast`."""
+    hosts: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    """Per-host differences, by host name: ``steps`` (its workers train only up to this
+    step, then end with success: the host finishes early) and ``step_factor`` (its compute
+    per step takes this many times ``step_time``: a slower machine)."""
+
+    def for_host(self, host: str) -> Workload:
+        """The workload as ``host``'s processes run it (its own steps and step time)."""
+        mine = self.hosts.get(host)
+        if not mine:
+            return self
+        return dataclasses.replace(
+            self, steps=min(self.steps, int(mine.get("steps", self.steps))),
+            step_time=self.step_time * float(mine.get("step_factor", 1.0)))

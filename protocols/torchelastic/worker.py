@@ -36,7 +36,7 @@ async def worker_main(rt: Runtime, args: Mapping[str, Any]) -> int:
     """Entry of a worker process; returns 0 when the job's last step is done."""
     env = rt.info.env
     rank, world = int(env["RANK"]), int(env["WORLD_SIZE"])
-    work = workload_of(args["workload"])
+    work = workload_of(args["workload"]).for_host(rt.host)
     rnd = int(args["round"])
     members = [str(m) for m in args["members"]]
     local_world = int(env["LOCAL_WORLD_SIZE"])

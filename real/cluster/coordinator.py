@@ -24,8 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from elastic_sim.faults.model import (
+    ConnReset,
     CrashLoop,
     Fault,
+    LinkFault,
     OneWayPartition,
     Partition,
     PowerOff,
@@ -88,6 +90,9 @@ def _blocks(fault: Partition | OneWayPartition | PowerOff, a: str, b: str) -> bo
     if isinstance(fault, PowerOff):  # its host cut from all others, for good
         return a != b and fault.host in (a, b)
     return fault.cut(a, b) or fault.cut(b, a)
+
+
+_NO_SHAPING = "cluster mode does not forward link faults (tc netem) to its nodes yet"
 
 
 class Coordinator:
@@ -378,13 +383,21 @@ class Coordinator:
         """Start-up faults are not forwarded to the nodes yet."""
         return "cluster mode does not forward start-up faults to its nodes yet"
 
-    def cut(self, fault: Partition | OneWayPartition | PowerOff) -> str:
+    def cut(self, fault: Partition | OneWayPartition | PowerOff | LinkFault) -> str:
         """Have every node involved drop the packets ``fault`` cuts; "" if done."""
+        if isinstance(fault, LinkFault):
+            return _NO_SHAPING
         return self._cut(fault, "cut")
 
-    def heal(self, fault: Partition | OneWayPartition) -> str:
+    def heal(self, fault: Partition | OneWayPartition | LinkFault) -> str:
         """Have them stop dropping."""
+        if isinstance(fault, LinkFault):
+            return _NO_SHAPING
         return self._cut(fault, "heal")
+
+    def reset(self, fault: ConnReset) -> tuple[str, int]:
+        """Connection resets are not forwarded to the nodes yet."""
+        return "cluster mode does not forward connection resets to its nodes yet", 0
 
     def _cut(self, fault: Partition | OneWayPartition | PowerOff, op: str) -> str:
         names = self.world.host_names

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elastic_sim.faults.model import Fault
-from elastic_sim.real.injector import check_supported
+from elastic_sim.real.injector import UnsupportedInRealMode, check_supported
 from elastic_sim.real.torchrun import flags
 from elastic_sim.real.torchrun.convert import NOT_JUDGED, NOT_JUDGED_SCRIPT, Inputs, convert
 from elastic_sim.real.tracefile import merge
@@ -59,6 +59,12 @@ def run(world: World, faults: Sequence[Fault], seed: int, workdir: Path,
     """Run ``world`` under torchrun with ``faults``; emit the converted trace in run-time
     order. Nothing started here outlives the call (Ctrl-C included)."""
     check_supported(world, faults)
+    late = [h.name for h in world.hosts if h.start_delay > 0]
+    if late:
+        raise UnsupportedInRealMode(
+            f"host {late[0]!r}: start_delay needs the project's own process entry to delay "
+            "the processes it starts; torchrun mode starts workers through upstream's "
+            "agent, which cannot; run with --mode real or --mode sim")
     if importlib.util.find_spec("torch") is None:
         raise ModuleNotFoundError("--mode torchrun needs torch (pip install torch==2.13.0)",
                                   name="torch")

@@ -29,8 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from elastic_sim.faults.model import (
+    ConnReset,
     CrashLoop,
     Fault,
+    LinkFault,
     OneWayPartition,
     Partition,
     PowerOff,
@@ -300,13 +302,18 @@ class Launcher:
         return (f"{fault.type}: torchrun mode starts workers through upstream's agent, "
                 "which cannot be made to fail or slow its starts; use --mode real")
 
-    def cut(self, fault: Partition | OneWayPartition | PowerOff) -> str:
+    def cut(self, fault: Partition | OneWayPartition | PowerOff | LinkFault) -> str:
         """Start dropping the packets ``fault`` cuts (real mode's namespace)."""
         return netns.cut_or_heal(self.netns, fault, heal=False)
 
-    def heal(self, fault: Partition | OneWayPartition) -> str:
+    def heal(self, fault: Partition | OneWayPartition | LinkFault) -> str:
         """Stop dropping them."""
         return netns.cut_or_heal(self.netns, fault, heal=True)
+
+    def reset(self, fault: ConnReset) -> tuple[str, int]:
+        """Reset the established connections between the fault's hosts (real mode's
+        namespace); ("" if done, else why not; how many)."""
+        return netns.reset_between(self.netns, fault)
 
     # -- end -------------------------------------------------------------------------------
 

@@ -153,6 +153,9 @@ def train(trace: Trace, work: dict[str, Any], seed: int, pg_timeout: float) -> N
     trace.event("sync", round=rnd, rank=rank, root=root_host, step=state.step,
                 digest=state.digest())
     steps, step_time = int(work.get("steps", 100)), float(work.get("step_time", 0.1))
+    mine = work.get("hosts", {}).get(trace.host, {})  # the host's own (Workload.for_host)
+    steps = min(steps, int(mine.get("steps", steps)))
+    step_time *= float(mine.get("step_factor", 1.0))
     every = int(work.get("commit_every", 10))
     while state.step < steps:
         time.sleep(step_time)

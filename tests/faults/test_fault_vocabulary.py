@@ -93,6 +93,10 @@ class _Targets:
         self.calls.append(("heal", fault.id))
         return ""
 
+    def reset(self, fault: Any) -> tuple[str, int]:
+        self.calls.append(("reset", fault.id))
+        return "", 1
+
 
 @pytest.mark.parametrize("kind", [k for k in ALL
                                   if not isinstance(real_handler(FAULT_TYPES[k]), Refusal)])
