@@ -74,7 +74,7 @@ def test_compare_cli_writes_its_outputs(tmp_path: Path, capsys: pytest.CaptureFi
                         "lost_steps"} and rec["recovery_s"] > 0
     page = (tmp_path / "compare.html").read_text()
     assert "<svg" in page and "kill-h1-worker" in page
-    assert "2[h0,h1] -> 2[h0,h1]" in capsys.readouterr().out
+    assert "2[h0 h1] -> 2[h0 h1]" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("argv, field", [
