@@ -14,10 +14,10 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import Collection, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from elastic_sim.faults.schedule import FaultSpace
 from elastic_sim.scenario import Scenario
@@ -70,17 +70,23 @@ def _run_cases(cases: list[Case]) -> list[Outcome]:
     return [run_case(sc, c, ignore) for c in cases]
 
 
-def _run_range(start: int, stop: int) -> list[Verdict]:
+def run_range(sc: Scenario, ignore: tuple[str, ...], s: Search, start: int,
+              stop: int) -> list[Verdict]:
+    """The verdicts of the search's cases ``start`` to ``stop - 1`` (a worker's task)."""
     from elastic_sim.explore import make_case, run_case
 
-    assert _WORKER is not None
-    sc, ignore, s = _WORKER
-    assert s is not None
     out = []
     for i in range(start, stop):
         o = run_case(sc, make_case(s.seed, i, s.space, s.ties, s.varies), ignore)
         out.append(Verdict(i, o.signatures, o.messages, o.hung))
     return out
+
+
+def _run_range(start: int, stop: int) -> list[Verdict]:
+    assert _WORKER is not None
+    sc, ignore, s = _WORKER
+    assert s is not None
+    return run_range(sc, ignore, s, start, stop)
 
 
 class CaseRunner:
@@ -109,6 +115,20 @@ class CaseRunner:
         chunks = [cases[i:i + n] for i in range(0, len(cases), n)]
         return [o for part in self.pool.map(_run_cases, chunks) for o in part]
 
+    def local(self) -> bool:
+        """Whether cases run on this process (no workers elsewhere)."""
+        return self.pool is None
+
+    def submit_range(self, start: int, stop: int) -> Any:
+        """Hand the search's cases ``start`` to ``stop - 1`` to a worker; a handle."""
+        assert self.pool is not None
+        return self.pool.submit(_run_range, start, stop)
+
+    def verdicts(self, handle: Any) -> list[Verdict]:
+        """What a handed-out range found (waits for it)."""
+        result: list[Verdict] = handle.result()
+        return result
+
     def drawn(self, budget: int | None) -> Iterator[Outcome]:
         """Outcomes of cases 0, 1, ... (``budget`` of them; None: until the caller stops)
         of the search this runner was made for, in index order."""
@@ -118,27 +138,26 @@ class CaseRunner:
         if s is None:
             raise ValueError("this runner was made without a search")
         indices = range(budget) if budget is not None else itertools.count()
-        if self.pool is None:
+        if self.local():
             for i in indices:
                 yield run_case(self.sc, make_case(s.seed, i, s.space, s.ties, s.varies),
                                self.ignore)
             return
-        pool = self.pool
         starts: Iterator[int] = (iter(range(0, budget, CHUNK)) if budget is not None
                                  else itertools.count(0, CHUNK))
         end = budget
-        queue: deque[Future[list[Verdict]]] = deque()
+        queue: deque[Any] = deque()
 
         def submit() -> None:
             start = next(starts, None)
             if start is not None:
                 stop = start + CHUNK if end is None else min(start + CHUNK, end)
-                queue.append(pool.submit(_run_range, start, stop))
+                queue.append(self.submit_range(start, stop))
 
         for _ in range(self.workers * (1 + AHEAD)):
             submit()
         while queue:
-            verdicts = queue.popleft().result()
+            verdicts = self.verdicts(queue.popleft())
             submit()
             for v in verdicts:
                 yield Outcome(make_case(s.seed, v.index, s.space, s.ties, s.varies), v.signatures,

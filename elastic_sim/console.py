@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from elastic_sim.reports.members import members_text
 from elastic_sim.runner import RunReport
 
 OK = "[green]✓[/]"
@@ -26,10 +27,10 @@ def print_report(r: RunReport, console: Console) -> None:
         f"mode={r.mode}  seed={r.seed}"
     )
     rounds = Table(title="Rounds", title_justify="left", box=None, pad_edge=False)
-    for col in ("round", "formed at (s)", "world", "members (rank)"):
+    for col in ("round", "formed at (s)", "world", "members (=rank)"):
         rounds.add_column(col)
     for rd in m.rounds:
-        members = " ".join(f"{h}:{rd.ranks.get(h, '?')}" for h in rd.members)
+        members = members_text(rd.members, rd.ranks)
         rounds.add_row(str(rd.round), _s(rd.formed_at), str(rd.world_size), escape(members))
     console.print(rounds)
     console.print(f"World size: [bold]{' -> '.join(map(str, m.world_sizes)) or '(no round)'}[/]")

@@ -1,27 +1,30 @@
-"""Campaigns on Ray: explore's cases and sweep's seeds as Ray tasks.
+"""Campaigns on Ray: explore's cases, sweep's seeds and compare's runs as Ray tasks.
 
 ``--ray`` with no address starts a local Ray; ``--ray ADDRESS`` joins an existing cluster
 (``ray://host:10001`` or ``host:6379``). Results come back in submission order, so a
 search stays a pure function of its seed (the same findings as local worker processes);
 runs' files come back as bytes and are written here, so a remote cluster's nodes need no
-shared disk. A task whose Ray worker is lost is run again (Ray's ``max_retries``). Ray is
-an optional extra: ``pip install 'elastic-sim[ray]'``.
+shared disk. Results stream back: each is passed on (progress, findings) as soon as it and
+those before it are in. A task whose Ray worker is lost is run again (Ray's
+``max_retries``). Ray is an optional extra: ``pip install 'elastic-sim[ray]'``.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 import sys
 import tempfile
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from elastic_sim.case_pool import CaseRunner, Search
+from elastic_sim.case_pool import CaseRunner, Search, Verdict, run_range
 from elastic_sim.errors import ScenarioError
-from elastic_sim.explore import Case, Outcome, make_case, run_case
+from elastic_sim.explore import Case, Outcome, run_case
 from elastic_sim.scenario import Scenario
+
+if TYPE_CHECKING:
+    from elastic_sim.compare.collect import RunFigures
 
 LOCAL = "local"
 """The ``--ray`` value that means: start a local Ray."""
@@ -42,15 +45,34 @@ def _run_cases(sc: Scenario, ignore: tuple[str, ...], cases: list[Case]) -> list
     return [run_case(sc, c, ignore) for c in cases]
 
 
+def _files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes()
+            for p in root.rglob("*") if p.is_file()}
+
+
+def _write_files(root: Path, files: dict[str, bytes]) -> None:
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+
+
 def _run_seed(sc: Scenario, seed: int, file: str) -> tuple[Any, dict[str, bytes]]:
     """One sweep run in a scratch directory; the run and its files' bytes."""
     from elastic_sim.sweep import run_seed
 
     with tempfile.TemporaryDirectory(prefix="elastic-sim-ray-") as tmp:
         run = run_seed(sc, seed, Path(tmp), file)
-        files = {p.relative_to(run.out_dir).as_posix(): p.read_bytes()
-                 for p in run.out_dir.rglob("*") if p.is_file()}
-    return run, files
+        return run, _files(run.out_dir)
+
+
+def _run_mode(sc: Scenario, file: str, mode: str, seed: int,
+              torchrun: Any) -> tuple[RunFigures, dict[str, bytes]]:
+    """One compare run in a scratch directory; its figures and its files' bytes."""
+    from elastic_sim.compare.collect import run_one
+
+    with tempfile.TemporaryDirectory(prefix="elastic-sim-ray-") as tmp:
+        fig = run_one(sc, file, mode, seed, Path(tmp) / "run", torchrun)
+        return fig, _files(Path(tmp) / "run")
 
 
 def _reachable(address: str) -> None:
@@ -88,7 +110,9 @@ class RayCluster:
                 raise ScenarioError("--ray", "", f"cannot join the Ray cluster at "
                                     f"{address!r}: {exc}") from None
         self.cases = ray.remote(max_retries=RETRIES)(_run_cases)
+        self.ranges = ray.remote(max_retries=RETRIES)(run_range)
         self.seed = ray.remote(max_retries=RETRIES)(_run_seed)
+        self.mode = ray.remote(max_retries=RETRIES)(_run_mode)
 
     def cpus(self) -> int:
         """CPUs the cluster offers (how many tasks run at once)."""
@@ -100,7 +124,8 @@ class RayCluster:
 
 
 class RayCaseRunner(CaseRunner):
-    """explore's cases on Ray, outcomes in case order."""
+    """explore's cases on Ray, outcomes in case order (drawn ranges are handed out ahead,
+    as to local workers: :meth:`CaseRunner.drawn`)."""
 
     def __init__(self, sc: Scenario, address: str, ignore: Collection[str] = (),
                  search: Search | None = None) -> None:
@@ -108,6 +133,20 @@ class RayCaseRunner(CaseRunner):
         super().__init__(sc, 1, ignore, search)  # no local pool
         self.workers = self.cluster.cpus()
         self._sc = self.cluster.ray.put(sc)
+        self._search = self.cluster.ray.put(search)
+
+    def local(self) -> bool:
+        """Never: the cases run on Ray."""
+        return False
+
+    def submit_range(self, start: int, stop: int) -> Any:
+        """The search's cases ``start`` to ``stop - 1`` as one Ray task."""
+        return self.cluster.ranges.remote(self._sc, self.ignore, self._search, start, stop)
+
+    def verdicts(self, handle: Any) -> list[Verdict]:
+        """A range task's verdicts (waits for it)."""
+        result: list[Verdict] = self.cluster.ray.get(handle)
+        return result
 
     def run(self, cases: list[Case]) -> list[Outcome]:
         """Outcomes of ``cases``, in order."""
@@ -115,18 +154,6 @@ class RayCaseRunner(CaseRunner):
         refs = [self.cluster.cases.remote(self._sc, self.ignore, cases[i:i + n])
                 for i in range(0, len(cases), n)]
         return [o for part in self.cluster.ray.get(refs) for o in part]
-
-    def drawn(self, budget: int | None) -> Iterator[Outcome]:
-        """Outcomes of the search's cases 0, 1, ... in index order, run on Ray in batches."""
-        s = self.search
-        if s is None:
-            raise ValueError("this runner was made without a search")
-        indices = iter(range(budget) if budget is not None else itertools.count())
-        while True:
-            batch = list(itertools.islice(indices, self.workers * 16))
-            if not batch:
-                return
-            yield from self.run([make_case(s.seed, i, s.space, s.ties, s.varies) for i in batch])
 
     def close(self) -> None:
         """Disconnect from Ray."""
@@ -145,12 +172,40 @@ def sweep_on_ray(sc: Scenario, seeds: Sequence[int], out_root: Path, address: st
         for ref in refs:
             run, files = cluster.ray.get(ref)
             out = out_root / run.out_dir.name
-            for rel, data in files.items():
-                (out / rel).parent.mkdir(parents=True, exist_ok=True)
-                (out / rel).write_bytes(data)
+            _write_files(out, files)
             runs.append(type(run)(run.seed, run.passed, out, run.suite))
             if progress:
                 progress(runs[-1])
         return runs
+    finally:
+        cluster.close()
+
+
+def compare_on_ray(sc: Scenario, file: str, jobs: Sequence[tuple[str, int, Path]],
+                   torchrun: Any, address: str,
+                   progress: Callable[[str], None] | None = None) -> list[RunFigures]:
+    """compare's runs (mode, seed, local run directory) as Ray tasks, their figures in
+    ``jobs``' order and their files written to the run directories. The sim runs go at
+    once; then the real and torchrun runs, whose recovery times are measured, one at a
+    time, so that no other run competes with them for CPUs."""
+    cluster = RayCluster(address)
+    try:
+        sc_ref = cluster.ray.put(sc)
+        sims = [i for i, j in enumerate(jobs) if j[0] == "sim"]
+        order = sims + [i for i in range(len(jobs)) if i not in sims]
+        refs = {i: cluster.mode.remote(sc_ref, file, jobs[i][0], jobs[i][1], torchrun)
+                for i in sims}
+        figs: dict[int, RunFigures] = {}
+        for n, i in enumerate(order):
+            mode, seed, run_dir = jobs[i]
+            if i not in refs:  # a timed run: started alone, once every other run is back
+                refs[i] = cluster.mode.remote(sc_ref, file, mode, seed, torchrun)
+            fig, files = cluster.ray.get(refs.pop(i))
+            _write_files(run_dir, files)
+            fig.out_dir = str(run_dir)
+            figs[i] = fig
+            if progress:
+                progress(f"{mode} seed {seed} back ({n + 1} of {len(jobs)})")
+        return [figs[i] for i in range(len(jobs))]
     finally:
         cluster.close()

@@ -10,13 +10,16 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import elastic_sim.trace
 from elastic_sim.reports.html import CSS, esc, img_tag, table
 from elastic_sim.reports.spans import timelines
 from elastic_sim.reports.view import read_summary
 from elastic_sim.trace import read_trace
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 CAMPAIGN_FILE = "campaign.html"
 
@@ -142,11 +145,19 @@ def _quantile(xs: Sequence[float], q: float) -> float:
 
 
 def campaign_png(c: Campaign) -> bytes | None:
+    """:func:`campaign_figure` as PNG bytes (None: no fault recovered)."""
+    from elastic_sim.reports.plots import png_bytes
+
+    fig = campaign_figure(c)
+    return None if fig is None else png_bytes(fig)
+
+
+def campaign_figure(c: Campaign) -> Figure | None:
     """Distribution of recovery times, and the mean breakdown per fault type."""
     times = c.recovery_times()
     if not times:
         return None
-    from elastic_sim.reports.plots import new_figure, png_bytes, recovery_axes
+    from elastic_sim.reports.plots import new_figure, recovery_axes
 
     phases = c.mean_phases()
     fig = new_figure(max(3.6, 1.9 + 0.45 * len(phases)))
@@ -165,7 +176,7 @@ def campaign_png(c: Campaign) -> bytes | None:
     notes = [f"mean of {len(times[k])}" for k in kinds]
     recovery_axes(bars, kinds, [phases[k] for k in kinds], notes)
     bars.set_title("Mean recovery breakdown by fault type", loc="left", fontsize=11)
-    return png_bytes(fig)
+    return fig
 
 
 def _runs_table(c: Campaign, base: Path | None) -> str:

@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from elastic_sim.reports.members import members_text
 from elastic_sim.reports.metrics import lost_samples
 from elastic_sim.reports.view import RunView
 
@@ -223,22 +224,17 @@ def _metrics(view: RunView) -> str:
     ])
 
 
-def _members(ranks: Mapping[str, int], members: Sequence[str], limit: int = 12) -> str:
-    text = " ".join(f"{h}:{ranks.get(h, '?')}" for h in members[:limit])
-    return text + (f" … (+{len(members) - limit})" if len(members) > limit else "")
-
-
 def _rounds(view: RunView) -> str:
     rows = []
     for rd in view.metrics.rounds:
         ends = view.round_ends.get(rd.round, view.end)
         rows.append((rd.round, _num(rd.formed_at), _num(ends), _num(ends - rd.formed_at),
                      rd.world_size, rd.steps, _num(rd.first_step_at),
-                     _members(rd.ranks, rd.members)))
+                     members_text(rd.members, rd.ranks)))
     if not rows:
         return '<p class="muted">No round was formed.</p>'
     return table(("round", "formed at", "ended at", "duration", "world size", "steps",
-                   "first step at", "members (rank)"), rows, numeric=range(0, 7))
+                   "first step at", "members (=rank)"), rows, numeric=range(0, 7))
 
 
 def _scenario(sc: Mapping[str, Any]) -> str:

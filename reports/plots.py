@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from elastic_sim.reports.members import process_label
 from elastic_sim.reports.metrics import Recovery, RoundInfo
 from elastic_sim.reports.progress import Stall
 from elastic_sim.reports.spans import STATES, FaultSpan, ProcessTimeline
@@ -65,16 +66,20 @@ def timeline_rows(tls: Sequence[ProcessTimeline], faults: Sequence[FaultSpan],
     """One row per process, or, past ``max_rows``, the processes on faulted hosts first
     and then groups of consecutive processes (by host order)."""
     if len(tls) <= max_rows:
-        return [Row(tl.proc, [tl], False) for tl in tls]
+        return [Row(_label(tl), [tl], False) for tl in tls]
     hit = {f.host for f in faults}
     focus = [tl for tl in tls if tl.host in hit][:MAX_FOCUS_ROWS]
-    rows = [Row(f"{tl.proc} *", [tl], False) for tl in focus]
+    rows = [Row(f"{_label(tl)} *", [tl], False) for tl in focus]
     per = math.ceil(len(tls) / max(1, max_rows - len(rows)))
     for i in range(0, len(tls), per):
         chunk = list(tls[i:i + per])
         label = f"{chunk[0].proc} .. {chunk[-1].proc} ({len(chunk)})"
         rows.append(Row(label, chunk, True))
     return rows
+
+
+def _label(tl: ProcessTimeline) -> str:
+    return process_label(tl.proc, tl.host, tl.ranks)
 
 
 def state_matrix(tls: Sequence[ProcessTimeline], end: float, bins: int = BINS) -> np.ndarray:

@@ -74,6 +74,8 @@ class ProcessTimeline:
     """How the process's story ended: done, failed, rejected, crashed, exited, or ''."""
     path: list[str] = field(default_factory=lambda: ["start"])
     """The protocol states it went through, in order (phases and decisive events)."""
+    ranks: list[int] = field(default_factory=list)
+    """The ranks it held in its groups, in order (a rank repeated is kept once)."""
 
     def transitions(self) -> list[tuple[str, str]]:
         """Consecutive pairs of :attr:`path`: the protocol transitions this process took."""
@@ -172,6 +174,9 @@ class _Folder:
         elif kind == "group_init":
             self.begin("sync", t, self._round_of_group(ev))
             self.forming = t
+            rank = ev.get("rank")
+            if isinstance(rank, int) and (not tl.ranks or tl.ranks[-1] != rank):
+                tl.ranks.append(rank)
         elif kind == "group_ready":
             self.forming = None
         elif kind == "sync":

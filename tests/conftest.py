@@ -2,7 +2,9 @@
 
 Lanes: ``pytest -m "not real and not slow"`` is the fast lane (sim and unit tests);
 ``-m real`` starts real processes (serialise them: ``flock /tmp/es-real.lock``); ``-m slow``
-builds wheels, runs campaigns. CI runs everything.
+builds wheels, runs campaigns. CI runs everything, on pytest-xdist workers (``-n auto
+--dist loadgroup``): the real-mode tests all go to one worker, one after another, since they
+start process trees and measure time.
 """
 
 from __future__ import annotations
@@ -35,3 +37,13 @@ def write_scenario(tmp_path: Path):  # type: ignore[no-untyped-def]
         return path
 
     return write
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist with ``--dist loadgroup``, every ``real`` test runs on one
+    worker, one after another (see the module)."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        if item.get_closest_marker("real") is not None:
+            item.add_marker(pytest.mark.xdist_group("real"))

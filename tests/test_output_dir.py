@@ -283,6 +283,7 @@ def kill_at_every_step(tmp_path: Path, reports: bool) -> list[int]:
     return found
 
 
+@pytest.mark.slow  # a fresh interpreter per write step: ~20 s of CPU
 def test_killed_at_every_write_step_the_output_is_one_whole_run(tmp_path: Path) -> None:
     found = kill_at_every_step(tmp_path, reports=False)
     assert len(found) >= 5  # lock, staging, trace, summary, manifest, swap...

@@ -28,6 +28,9 @@ def add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                     help="output directory (default: runs/compare-<scenario>)")
     cp.add_argument("--tolerance", default="0.25",
                     help="largest relative recovery difference that still agrees (0.25: ±25%%)")
+    cp.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                    help="run the runs as Ray tasks: a local Ray, or the cluster at ADDRESS "
+                         "(needs elastic-sim[ray]); real and torchrun runs one at a time")
     cp.add_argument("--script", default=None, metavar="TRAIN.PY",
                     help="torchrun mode's training script (its arguments after --)")
 
@@ -70,7 +73,8 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     with console.status(f"comparing {sc.name}...") as status:
         summaries = run_modes(sc, args.scenario, modes, runs, seed, out, options,
-                              progress=lambda msg: status.update(f"{sc.name}: {msg}"))
+                              progress=lambda msg: status.update(f"{sc.name}: {msg}"),
+                              ray=args.ray)
     comparison = judge(sc, modes, summaries, tolerance)
     load = f"{load_before[0]:.1f}/{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     print_comparison(comparison, console)

@@ -213,32 +213,44 @@ def _s(x: float | None) -> str:
     return "not recovered" if x is None else f"{x:.2f} s"
 
 
+def run_one(sc: Scenario, file: str, mode: str, seed: int, run_dir: Path,
+            torchrun: Any = None) -> RunFigures:
+    """One run of one mode into ``run_dir``; a run that broke is recorded as such (bad
+    input is raised)."""
+    from elastic_sim.runner import run_scenario
+
+    try:
+        report = run_scenario(sc, seed=seed, mode=mode,  # type: ignore[arg-type]
+                              out_dir=run_dir, file=file,
+                              torchrun=torchrun if mode == "torchrun" else None)
+        return figures(mode, seed, run_dir, report)
+    except ScenarioError:
+        raise
+    except Exception as exc:  # a run that broke: reported as such
+        return RunFigures(mode, seed, str(run_dir), error=f"{type(exc).__name__}: {exc}"[:300])
+
+
 def run_modes(sc: Scenario, file: str, modes: list[str], runs: int, seed: int, out: Path,
               torchrun: Any = None,
-              progress: Callable[[str], None] | None = None) -> dict[str, ModeSummary]:
-    """Run every mode ``runs`` times; a run that cannot start is recorded, not fatal
-    (bad input is: it is refused before anything runs)."""
-    from elastic_sim.runner import refuse_unsupported, run_scenario
+              progress: Callable[[str], None] | None = None,
+              ray: str | None = None) -> dict[str, ModeSummary]:
+    """Run every mode ``runs`` times (on Ray with ``ray``: an address or ``"local"``); a
+    run that cannot start is recorded, not fatal (bad input is: it is refused before
+    anything runs)."""
+    from elastic_sim.runner import refuse_unsupported
 
     faults = sc.fault_objects()
     for mode in modes:  # refuse before anything runs
         refuse_unsupported(sc, faults, mode, file)  # type: ignore[arg-type]
-    summaries = {}
-    for mode in modes:
+    jobs = [(mode, seed + k, out / mode / f"run{k}") for mode in modes for k in range(runs)]
+    if ray is not None:
+        from elastic_sim.ray_cases import compare_on_ray
+
+        figs = compare_on_ray(sc, file, jobs, torchrun, ray, progress)
+    else:
         figs = []
-        for k in range(runs):
-            run_dir = out / mode / f"run{k}"
+        for n, (mode, s, run_dir) in enumerate(jobs):
             if progress:
-                progress(f"{mode} run {k + 1}/{runs}")
-            try:
-                report = run_scenario(sc, seed=seed + k, mode=mode,  # type: ignore[arg-type]
-                                      out_dir=run_dir, file=file,
-                                      torchrun=torchrun if mode == "torchrun" else None)
-                figs.append(figures(mode, seed + k, run_dir, report))
-            except ScenarioError:
-                raise
-            except Exception as exc:  # a run that broke: reported as such
-                figs.append(RunFigures(mode, seed + k, str(run_dir),
-                                       error=f"{type(exc).__name__}: {exc}"[:300]))
-        summaries[mode] = summarise(mode, figs)
-    return summaries
+                progress(f"{mode} run {s - seed + 1}/{runs} ({n + 1} of {len(jobs)})")
+            figs.append(run_one(sc, file, mode, s, run_dir, torchrun))
+    return {mode: summarise(mode, [f for f in figs if f.mode == mode]) for mode in modes}

@@ -14,6 +14,7 @@ from rich.markup import escape as markup_escape
 from rich.table import Table
 
 from elastic_sim.compare.collect import PHASES, Comparison, ModeSummary
+from elastic_sim.reports.members import members_text
 
 COLORS = ("#1976d2", "#388e3c", "#f57c00", "#7b1fa2", "#00838f", "#c2185b")
 
@@ -23,7 +24,8 @@ def _s(x: float | None) -> str:
 
 
 def _seq(s: ModeSummary) -> str:
-    return " -> ".join(f"{len(m)}[{','.join(m)}]" for m in s.membership) or "(no round)"
+    return " -> ".join(f"{len(m)}[{members_text(m, {})}]" for m in s.membership) \
+        or "(no round)"
 
 
 def print_comparison(c: Comparison, console: Console) -> None:

@@ -13,7 +13,7 @@ import yaml
 from elastic_sim.runner import simulate
 from elastic_sim.scenario import parse_scenario
 from tests.faults.util import run
-from tests.horovod.util import Run, simulate_run
+from tests.protocols.horovod.util import Run, simulate_run
 
 HOROVOD: dict[str, Any] = yaml.safe_load("""
 name: discovery_faults

@@ -1,5 +1,5 @@
 """The campaign report tells expected violations (a scenario's ``violated_checks``) from new
-ones, and links every run to its report."""
+ones, links every run to its report, and counts on whole-number axes."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from elastic_sim.cli import main
+from elastic_sim.reports.campaign import Campaign, RunRecord, campaign_figure
 from tests.conftest import SCENARIOS
 
 
@@ -25,3 +26,16 @@ def test_expected_and_new_violations_apart_and_runs_linked(tmp_path: Path) -> No
     hrefs = re.findall(r'<a href="([^"]+)">', runs)
     assert sorted(hrefs) == ["broken/summary.json", "te/report.html"]
     assert all((tmp_path / h).is_file() for h in hrefs)
+
+
+def test_the_recovery_histogram_counts_in_whole_numbers() -> None:
+    runs = [RunRecord(dir=Path(f"r{i}"), name="s", seed=i, verdict="pass", outcome="completed",
+                      recoveries=[{"type": "crash", "recovery_s": 1.0 + i / 10,
+                                   "phases": {"detect": 0.5}}], violations=[], unmet=[])
+            for i in range(3)]
+    fig = campaign_figure(Campaign(runs))
+    assert fig is not None
+    hist = fig.axes[0]
+    fig.canvas.draw()
+    ticks = [t for t in hist.get_yticks() if hist.get_ylim()[0] <= t <= hist.get_ylim()[1]]
+    assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks)

@@ -64,7 +64,7 @@ def test_the_page_shows_verdicts_faults_world_sizes_and_rounds() -> None:
     assert 'class="badge fail">FAIL<' in page
     assert "4 → 3" in page  # world sizes
     assert '<span class="bad">✗</span></td><td>state_agreement' in page
-    assert "h0:0 h1:1 h2:2 h3:3" in page and "h0:0 h1:1 h2:2<" in page  # rounds, ranks
+    assert "h0=0 h1=1 h2=2 h3=3" in page and "h0=0 h1=1 h2=2<" in page  # rounds, ranks
     assert "2.708 s" in page  # round 0 ended when the survivors left it
     assert "0.158 s" in page and "1.000 s" in page  # detect, rendezvous
 

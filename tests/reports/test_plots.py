@@ -70,7 +70,7 @@ def test_timeline_draws_the_fault_at_its_time_and_the_phases_in_their_colours(
     assert _close(_pixels_near(fig, ax, 5.0, 0.1)[0], _rgb(COLORS["training"]))
     assert _close(_pixels_near(fig, ax, 5.0, 3.1)[0], _rgb(COLORS["down"]))
     assert _close(_pixels_near(fig, ax, 3.2, 1.1)[0], _rgb(COLORS["rendezvous"]))
-    assert [t.get_text() for t in ax.get_yticklabels()] == [f"h{i}/main" for i in range(4)]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [f"h{i}/main r{i}" for i in range(4)]
     labels = [t.get_text() for t in ax.texts]
     assert "crash-h3 (crash h3)" in labels and "round 1: W=3" in labels
 
@@ -119,7 +119,7 @@ def test_256_processes_are_aggregated_into_legible_rows_with_the_crashed_one_apa
 ) -> None:
     rows = timeline_rows(view256.timelines, view256.faults)
     assert len(rows) <= MAX_ROWS
-    assert rows[0].label == "h3/main *" and not rows[0].grouped
+    assert rows[0].label == "h3/main r3 *" and not rows[0].grouped
     grouped = [tl.proc for r in rows if r.grouped for tl in r.procs]
     assert grouped == [tl.proc for tl in view256.timelines]  # each process once, in order
     assert rows[1].label.startswith("h0/main .. ")

@@ -1,0 +1,60 @@
+"""Per-protocol contracts: a violation reads as the protocol breaking its own promise,
+upstream's known weak spot, or outside the contract (the faults broke one of its
+assumptions); the static protocol keeps every promise within its contract."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from elastic_sim.checks import CHECKS, run_checks
+from elastic_sim.checks.contracts import ContractVerdict, contract_for, judge
+from elastic_sim.runner import simulate
+from elastic_sim.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[2] / "scenarios"
+STATIC_HEALTHY = sorted(p.name for p in ROOT.glob("*.yaml") if not p.name.startswith("broken_"))
+
+
+@cache
+def verdict(rel: str) -> ContractVerdict:
+    sc = load_scenario(ROOT / rel)
+    events, _, _ = simulate(sc, sc.seed)
+    v = judge(events, run_checks(events))
+    assert v is not None
+    return v
+
+
+def test_every_protocol_declares_a_contract_over_known_checks() -> None:
+    names = {c.__name__ for c in CHECKS}
+    for protocol in ("static", "torchelastic", "horovod"):
+        contract = contract_for(protocol)
+        assert contract is not None and contract.assumptions
+        assert set(contract.weak_spots) <= names
+        assert all(why for why in contract.weak_spots.values())
+
+
+@pytest.mark.parametrize("name", STATIC_HEALTHY)
+def test_the_static_protocol_keeps_its_promises_within_its_contract(name: str) -> None:
+    v = verdict(name)
+    assert v.names("broken_promise") == []
+    assert "kept" in v.standing.values()
+
+
+def test_a_store_host_crash_is_outside_the_static_contract() -> None:
+    v = verdict("store_host_crash.yaml")
+    assert "coordinator_survives" in v.broken_assumptions
+    assert "hits the coordinator h0" in v.broken_assumptions["coordinator_survives"]
+
+
+def test_a_deliberately_broken_static_variant_breaks_its_promise() -> None:
+    v = verdict("broken_rejoin_at_commit.yaml")
+    assert v.names("broken_promise") == ["no_pointless_reconfiguration"]
+
+
+def test_upstream_weak_spots_are_told_apart_from_broken_promises() -> None:
+    v = verdict("torchelastic/scale_up.yaml")
+    assert v.names("weak_spot") == ["rendezvous_closed_by_job_end", "avoidable_job_failure"]
+    assert v.names("broken_promise") == [] and not v.broken_assumptions

@@ -1,0 +1,99 @@
+"""``elastic-sim compare``: what counts as a disagreement, its exit codes and outputs (sim
+only here; the torchrun acceptance runs are in the report)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from elastic_sim.cli import main
+from elastic_sim.compare.collect import RunFigures, judge, summarise
+from elastic_sim.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKER_CRASH = str(ROOT / "scenarios/torchelastic/worker_crash.yaml")
+
+
+def fig(mode: str, members: list[list[str]], recovery: float | None, outcome: str = "completed",
+        ) -> RunFigures:
+    f = RunFigures(mode, 0, "x", 0, outcome, members)
+    f.recoveries = {"f1": {"recovery_s": recovery, "detect": 0.1}}
+    f.checks = {"limits": "pass"}
+    return f
+
+
+def compare(sim: list[RunFigures], tr: list[RunFigures], tol: float = 0.25) -> list[str]:
+    sc = load_scenario(WORKER_CRASH)
+    sums = {"sim": summarise("sim", sim), "torchrun": summarise("torchrun", tr)}
+    return judge(sc, ["sim", "torchrun"], sums, tol).disagreements
+
+
+def test_agreement_within_tolerance() -> None:
+    a = [["h0", "h1"], ["h0", "h1"]]
+    assert compare([fig("sim", a, 2.7)], [fig("torchrun", a, 2.9), fig("torchrun", a, 3.5),
+                                          fig("torchrun", a, 2.2)]) == []
+
+
+def test_recovery_outside_tolerance_is_flagged() -> None:
+    a = [["h0", "h1"], ["h0", "h1"]]
+    out = compare([fig("sim", a, 2.0)], [fig("torchrun", a, 2.9)])
+    assert len(out) == 1 and out[0].startswith("recovery f1: sim 2.00 s vs torchrun 2.90 s")
+    assert compare([fig("sim", a, 2.0)], [fig("torchrun", a, 2.9)], tol=0.5) == []
+    assert compare([fig("sim", a, None)], [fig("torchrun", a, 2.9)]) == [
+        "recovery f1: sim not recovered vs torchrun 2.90 s"]
+
+
+def test_membership_and_outcome_differences_are_flagged() -> None:
+    out = compare([fig("sim", [["h0", "h1", "h2"], ["h0", "h1"]], 3.0, "failed")],
+                  [fig("torchrun", [["h0", "h1", "h2"], ["h0", "h2"]], 3.0)])
+    assert out == ["membership: sim [h0,h1,h2] -> [h0,h1] vs torchrun [h0,h1,h2] -> [h0,h2]",
+                   "outcome: sim failed vs torchrun completed"]
+
+
+def test_runs_of_one_mode_that_differ_are_flagged() -> None:
+    a, b = [["h0", "h1"]], [["h0", "h1"], ["h0"]]
+    out = compare([fig("sim", a, 3.0), fig("sim", b, 3.0), fig("sim", a, 3.0)],
+                  [fig("torchrun", a, 3.0)])
+    assert out == ["sim: its runs formed different membership sequences: [h0,h1] / "
+                   "[h0,h1] -> [h0]"]
+
+
+def test_compare_cli_writes_its_outputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                        ) -> None:
+    code = main(["compare", WORKER_CRASH, "--modes", "sim", "--runs", "2", "--out",
+                 str(tmp_path)])
+    assert code == 0
+    doc = json.loads((tmp_path / "compare.json").read_text())
+    sim = doc["summaries"]["sim"]
+    assert doc["agree"] and len(sim["runs"]) == 2
+    assert sim["membership"] == [["h0", "h1"], ["h0", "h1"]]
+    rec = sim["recoveries"]["kill-h1-worker"]
+    assert set(rec) == {"recovery_s", "detect", "rendezvous", "sync", "first_step",
+                        "lost_steps"} and rec["recovery_s"] > 0
+    page = (tmp_path / "compare.html").read_text()
+    assert "<svg" in page and "kill-h1-worker" in page
+    assert "2[h0 h1] -> 2[h0 h1]" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["--modes", "sim,bogus"], "--modes"),
+    (["--modes", "sim,sim"], "--modes"),
+    (["--runs", "0"], "--runs"),
+    (["--tolerance", "-1"], "--tolerance"),
+    (["--modes", "sim", "--script", "train.py"], "--script"),
+])
+def test_compare_bad_input_exits_2_with_one_line(argv: list[str], field: str, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", WORKER_CRASH, "--out", str(tmp_path / "o"), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and field in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_torchrun_mode_refuses_other_protocols(capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(ROOT / "scenarios/horovod/single_rank_failure.yaml")
+    assert main(["run", path, "--mode", "torchrun"]) == 2
+    err = capsys.readouterr().err
+    assert "protocol.name" in err and "torchelastic" in err

@@ -1,0 +1,190 @@
+"""Cluster mode for real: every host a node in a network namespace of its own (the
+single-machine stand-in for separate machines), nodes started by hand (the plain ``env``
+contract), and through a real Slurm. Each run must reach the sim's membership and leave
+nothing behind: no process, no namespace (and so no bridge or nft table)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from elastic_sim.real import netns
+from elastic_sim.real.cluster import wire
+from tests.procs import membership, processes_mentioning
+from tests.real.cluster.conftest import (
+    CLI,
+    PARTITION,
+    ROOT,
+    SCALE_DOWN,
+    cli,
+    descendants,
+    events,
+    listeners_of,
+    namespaces_of,
+    summary,
+)
+
+pytest.importorskip("torch", reason="real mode needs torch (pip install torch==2.13.0)")
+pytestmark = [pytest.mark.real, pytest.mark.slow]
+
+needs_netns = pytest.mark.skipif(bool(netns.missing()), reason=f"netns: {netns.missing()}")
+
+
+def sim_membership(scenario: Path, tmp_path: Path) -> list[tuple[int, list[str], dict[str, int]]]:
+    out = tmp_path / "sim"
+    assert cli("run", str(scenario), "--out", str(out), "--quiet", "--no-report").returncode == 0
+    return membership(summary(out))
+
+
+def _left(out: Path, pid: int) -> tuple[list[str], list[str]]:
+    return processes_mentioning(str(out)), namespaces_of(pid)
+
+
+@needs_netns
+def test_each_host_runs_in_a_namespace_of_its_own_and_matches_the_sim(tmp_path: Path) -> None:
+    expected = sim_membership(SCALE_DOWN, tmp_path)
+    out = tmp_path / "netns"
+    proc = subprocess.Popen([*CLI, "run", str(SCALE_DOWN), "--mode", "real", "--launcher",
+                             "netns", "--out", str(out), "--quiet", "--no-report"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 0, stdout + stderr
+    assert membership(summary(out)) == expected
+    syncs = events(out, "clock_sync")
+    assert sorted(e["data"]["hosts"][0] for e in syncs) == ["h0", "h1", "h2"]
+    assert len({e["data"]["address"] for e in syncs}) == 3  # a network stack each
+    assert all(e["data"]["uncertainty"] < 0.05 for e in syncs)
+    assert _left(out, proc.pid) == ([], [])
+
+
+@needs_netns
+def test_a_partition_cuts_between_the_namespaces(tmp_path: Path) -> None:
+    expected = sim_membership(PARTITION, tmp_path)
+    out = tmp_path / "netns"
+    done = cli("run", str(PARTITION), "--mode", "real", "--launcher", "netns", "--out",
+               str(out), "--quiet", "--no-report")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert membership(summary(out)) == expected
+    (start,) = [e for e in events(out, "fault") if e["data"]["phase"] == "start"]
+    (heal,) = [e for e in events(out, "fault") if e["data"]["phase"] == "heal"]
+    assert "reason" not in start["data"]
+    # The cut stalls training (every allreduce needs h2): no step completes inside it.
+    steps = [e["t"] for e in events(out, "step")]
+    inside = [t for t in steps if start["t"] + 1.0 < t < heal["t"]]
+    assert inside == [] and any(t > heal["t"] for t in steps)
+
+
+@needs_netns
+def test_ctrl_c_and_a_lost_node_leave_nothing_behind(tmp_path: Path) -> None:
+    for case in ("ctrl-c", "node-killed"):
+        out = tmp_path / case
+        proc = subprocess.Popen([*CLI, "run", str(SCALE_DOWN), "--mode", "real", "--launcher",
+                                 "netns", "--out", str(out), "--no-report"], cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 300
+        while not _clocks_synced(out):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.2)
+        time.sleep(2)  # the run is under way
+        if case == "ctrl-c":
+            proc.send_signal(signal.SIGINT)
+        else:
+            (node,) = [int(p.split(":")[0]) for p in processes_mentioning("--index 1 ")
+                       if str(out) in p]
+            os.kill(node, signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == (130 if case == "ctrl-c" else 2), stderr
+        if case == "node-killed":
+            assert "node 1" in stderr and "broke off" in stderr
+        time.sleep(1)
+        assert _left(out, proc.pid) == ([], []), case
+
+
+def _clocks_synced(out: Path) -> bool:
+    """Whether the coordinator of the run writing ``out`` has synced the clocks (a run
+    works in a staging directory beside ``out`` until it is complete)."""
+    return any("clock_sync" in trace.read_text() for trace in
+               out.parent.glob(f"{out.name}.part-*/real/trace/coordinator.jsonl"))
+
+
+def _rogue_hello(port: int) -> None:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    wire.Channel(sock, "not-the-secret-0123456789", "node").send(
+        {"op": "hello", "index": 0, "count": 2, "address": "127.0.0.1"})
+    sock.settimeout(10)
+    assert sock.recv(1) == b""  # refused: the coordinator closed it
+    sock.close()
+
+
+def test_nodes_started_by_hand_and_a_wrong_hmac_refused(tmp_path: Path) -> None:
+    expected = sim_membership(SCALE_DOWN, tmp_path)
+    out = tmp_path / "env"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, wire.SECRET_ENV: wire.new_secret()}
+    coord = subprocess.Popen([*CLI, "run", str(SCALE_DOWN), "--mode", "real", "--launcher",
+                              "env", "--port", str(port), "--nodes", "2", "--out", str(out),
+                              "--quiet", "--no-report"], cwd=ROOT, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            _rogue_hello(port)
+            break
+        except ConnectionRefusedError:
+            assert time.monotonic() < deadline and coord.poll() is None
+            time.sleep(0.2)
+    nodes = [subprocess.Popen([*CLI, "node", "--coordinator", f"127.0.0.1:{port}",
+                               "--workdir", str(out / f"node{i}")],
+                              cwd=ROOT, env={**env, "RANK": str(i), "WORLD_SIZE": "2"},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(2)]
+    listening: set[str] = set()
+    while coord.poll() is None:  # what the run listens on, while it runs
+        pids = descendants(coord.pid) | {p for n in nodes for p in descendants(n.pid)}
+        listening.update(listeners_of(pids))
+        time.sleep(0.5)
+    stdout, stderr = coord.communicate()
+    assert coord.returncode == 0, stdout + stderr
+    assert [n.wait(60) for n in nodes] == [0, 0]
+    assert membership(summary(out)) == expected
+    assert "refused control connection" in stderr and "bad HMAC" in stderr
+    (refused,) = events(out, "control_refused")
+    assert "bad HMAC" in refused["data"]["why"]
+    # Two nodes for three hosts: node 0 runs h0 and h2, node 1 runs h1.
+    assert {tuple(e["data"]["hosts"]) for e in events(out, "clock_sync")} == {("h0", "h2"),
+                                                                              ("h1",)}
+    assert listening and all(addr.startswith("127.0.0.1:") for addr in listening), listening
+    assert processes_mentioning(str(out)) == []
+
+
+@pytest.fixture(scope="module")
+def slurm() -> dict[str, str]:
+    """A one-machine Slurm set up by the project's script; skip with its reason if not."""
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "slurm-setup.sh")],
+                          capture_output=True, text=True, timeout=600, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"no Slurm here: {done.stderr.strip()}")
+    conf = done.stdout.strip().splitlines()[-1].removeprefix("export SLURM_CONF=")
+    return {**os.environ, "SLURM_CONF": conf}
+
+
+def test_through_a_real_slurm_with_the_allocations_node_count(
+    slurm: dict[str, str], tmp_path: Path
+) -> None:
+    expected = sim_membership(SCALE_DOWN, tmp_path)
+    out = tmp_path / "slurm"
+    done = cli("run", str(SCALE_DOWN), "--mode", "real", "--launcher", "slurm", "--out",
+               str(out), "--quiet", "--no-report", env=slurm,
+               prefix=("salloc", "--ntasks=3", "--quiet"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert membership(summary(out)) == expected
+    assert len(events(out, "clock_sync")) == 3
+    assert processes_mentioning(str(out)) == []
