@@ -33,7 +33,8 @@ from elastic_sim.real.cluster import nodecut, wire
 from elastic_sim.real.cluster.place import Placement, PlacementError, placement
 from elastic_sim.real.cluster.worldjson import world_from_json
 from elastic_sim.real.injector import Injector, Kill
-from elastic_sim.real.launcher import Launcher, LaunchError
+from elastic_sim.real.launcher import Launcher
+from elastic_sim.real.process import LaunchError
 from elastic_sim.real.workdir import write_atomic
 from elastic_sim.trace import TraceEvent, encode
 from elastic_sim.world import RunResult, World
