@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,14 @@ def add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                          "(needs elastic-sim[ray]); real and torchrun runs one at a time")
     cp.add_argument("--script", default=None, metavar="TRAIN.PY",
                     help="torchrun mode's training script (its arguments after --)")
+    cp.add_argument("--launcher", choices=["local", "netns", "slurm", "env"], default="local",
+                    help="where real and torchrun mode run their hosts (as for run; slurm: "
+                         "inside an allocation, e.g. under salloc); the sim runs here")
+    cp.add_argument("--bind", default="127.0.0.1",
+                    help="interface the cluster coordinator listens on (default loopback)")
+    cp.add_argument("--nodes", default=None,
+                    help="number of cluster nodes (default: one per host, or the Slurm "
+                         "allocation's tasks)")
 
 
 def _number(flag: str, text: str, kind: type[int] | type[float], low: float) -> Any:
@@ -44,6 +53,29 @@ def _number(flag: str, text: str, kind: type[int] | type[float], low: float) -> 
     if value < low or value != value:
         raise ScenarioError(flag, "", f"expected a {kind.__name__} >= {low:g}, got {text!r}")
     return value
+
+
+def _launch(args: argparse.Namespace, sc: Any, seed: int, modes: list[str],
+            out: Path) -> Any:
+    """The cluster options real and torchrun mode run with (None: on this machine);
+    outside a Slurm allocation, ``--launcher slurm`` is refused with the batch script."""
+    if args.launcher == "local":
+        return None
+    if modes == ["sim"]:
+        raise ScenarioError("--launcher", "", f"--launcher {args.launcher} runs real or "
+                            "torchrun mode; add one to --modes")
+    from elastic_sim.real.cluster.launchers import LaunchOptions, check_allocation
+    from elastic_sim.runner import build_world
+
+    nodes = None if args.nodes is None else _number("--nodes", args.nodes, int, 1)
+    command = (f"elastic-sim compare {shlex.quote(args.scenario)} --modes {','.join(modes)} "
+               f"--runs {args.runs} --launcher {args.launcher} --bind 0.0.0.0 "
+               f"--out {shlex.quote(str(out))}")
+    launch = LaunchOptions(launcher=args.launcher, bind=args.bind, nodes=nodes,
+                           scenario_file=args.scenario, out=str(out), command=command)
+    if args.launcher == "slurm":
+        check_allocation(build_world(sc, seed, "real"), launch)
+    return launch
 
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
@@ -69,12 +101,13 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
 
         options = Options(script=(str(Path(args.script).resolve()), *args.script_args))
     out: Path = args.out or Path("runs") / f"compare-{sc.name}"
+    launch = _launch(args, sc, seed, modes, out)
     load_before = os.getloadavg()
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     with console.status(f"comparing {sc.name}...") as status:
         summaries = run_modes(sc, args.scenario, modes, runs, seed, out, options,
                               progress=lambda msg: status.update(f"{sc.name}: {msg}"),
-                              ray=args.ray)
+                              ray=args.ray, launch=launch)
     comparison = judge(sc, modes, summaries, tolerance)
     load = f"{load_before[0]:.1f}/{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     print_comparison(comparison, console)

@@ -214,15 +214,16 @@ def _s(x: float | None) -> str:
 
 
 def run_one(sc: Scenario, file: str, mode: str, seed: int, run_dir: Path,
-            torchrun: Any = None) -> RunFigures:
-    """One run of one mode into ``run_dir``; a run that broke is recorded as such (bad
-    input is raised)."""
+            torchrun: Any = None, launch: Any = None) -> RunFigures:
+    """One run of one mode into ``run_dir`` (real and torchrun mode placed by ``launch``,
+    cluster options); a run that broke is recorded as such (bad input is raised)."""
     from elastic_sim.runner import run_scenario
 
     try:
         report = run_scenario(sc, seed=seed, mode=mode,  # type: ignore[arg-type]
                               out_dir=run_dir, file=file,
-                              torchrun=torchrun if mode == "torchrun" else None)
+                              torchrun=torchrun if mode == "torchrun" else None,
+                              launch=None if mode == "sim" else launch)
         return figures(mode, seed, run_dir, report)
     except ScenarioError:
         raise
@@ -233,10 +234,12 @@ def run_one(sc: Scenario, file: str, mode: str, seed: int, run_dir: Path,
 def run_modes(sc: Scenario, file: str, modes: list[str], runs: int, seed: int, out: Path,
               torchrun: Any = None,
               progress: Callable[[str], None] | None = None,
-              ray: str | None = None) -> dict[str, ModeSummary]:
+              ray: str | None = None,
+              launch: Any = None) -> dict[str, ModeSummary]:
     """Run every mode ``runs`` times (on Ray with ``ray``: an address or ``"local"``); a
     run that cannot start is recorded, not fatal (bad input is: it is refused before
-    anything runs)."""
+    anything runs). ``launch`` (cluster options) places real and torchrun mode's hosts;
+    the sim always runs here."""
     from elastic_sim.runner import refuse_unsupported
 
     faults = sc.fault_objects()
@@ -252,5 +255,5 @@ def run_modes(sc: Scenario, file: str, modes: list[str], runs: int, seed: int, o
         for n, (mode, s, run_dir) in enumerate(jobs):
             if progress:
                 progress(f"{mode} run {s - seed + 1}/{runs} ({n + 1} of {len(jobs)})")
-            figs.append(run_one(sc, file, mode, s, run_dir, torchrun))
+            figs.append(run_one(sc, file, mode, s, run_dir, torchrun, launch))
     return {mode: summarise(mode, [f for f in figs if f.mode == mode]) for mode in modes}

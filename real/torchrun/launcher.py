@@ -123,7 +123,7 @@ class Launcher:
     """Runs a world's hosts as torchrun agents (see the module docstring)."""
 
     def __init__(self, world: World, faults: Sequence[Fault], commands: Sequence[Command],
-                 workdir: Path) -> None:
+                 workdir: Path, private_net: bool = True) -> None:
         self.world = world
         self.faults = list(faults)
         self.commands = list(commands)
@@ -138,7 +138,7 @@ class Launcher:
         self.injector = Injector(self.faults, self, self.trace, self._now)
         self.netns: netns.Namespace | None = None
         self.isolation = isolation()
-        if netns.needs_cut(self.faults) or not self.isolation:
+        if private_net and (netns.needs_cut(self.faults) or not self.isolation):
             self.netns = netns.Namespace(world.host_names, f"tr{os.getpid()}")
 
     def stream(self, host: str) -> Path:

@@ -37,7 +37,7 @@ def test_every_ready_line_counts_even_in_pieces() -> None:
 def test_a_process_that_exits_first_is_named() -> None:
     procs = {"a": _child("import time; print('READY', flush=True); time.sleep(30)"),
              "b": _child("print('READ', end='')")}  # no complete READY line, then EOF
-    with pytest.raises(LaunchError, match="^b died$"):
+    with pytest.raises(LaunchError, match=r"^b died$"):
         _run(procs, 30.0)
 
 
@@ -45,5 +45,5 @@ def test_the_late_ones_are_named_after_the_timeout() -> None:
     procs = {"a": _child("import time; print('READY', flush=True); time.sleep(30)"),
              "b": _child("import time; time.sleep(30)"),
              "c": _child("import time; print('READY?', end='', flush=True); time.sleep(30)")}
-    with pytest.raises(LaunchError, match="^late: b,c$"):
+    with pytest.raises(LaunchError, match=r"^late: b,c$"):
         _run(procs, 1.0)
