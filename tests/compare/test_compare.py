@@ -83,6 +83,8 @@ def test_compare_cli_writes_its_outputs(tmp_path: Path, capsys: pytest.CaptureFi
     (["--runs", "0"], "--runs"),
     (["--tolerance", "-1"], "--tolerance"),
     (["--modes", "sim", "--script", "train.py"], "--script"),
+    (["--modes", "sim", "--launcher", "slurm"], "--launcher"),
+    (["--modes", "sim,torchrun", "--launcher", "netns", "--nodes", "0"], "--nodes"),
 ])
 def test_compare_bad_input_exits_2_with_one_line(argv: list[str], field: str, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
@@ -97,3 +99,19 @@ def test_torchrun_mode_refuses_other_protocols(capsys: pytest.CaptureFixture[str
     assert main(["run", path, "--mode", "torchrun"]) == 2
     err = capsys.readouterr().err
     assert "protocol.name" in err and "torchelastic" in err
+
+
+def test_compare_through_slurm_outside_an_allocation_prints_the_batch_script(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    out = tmp_path / "o"
+    assert main(["compare", WORKER_CRASH, "--modes", "sim,torchrun", "--runs", "2",
+                 "--launcher", "slurm", "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert "inside a Slurm allocation" in captured.err
+    script = captured.out
+    assert "#SBATCH --ntasks=2" in script
+    assert (f"elastic-sim compare {WORKER_CRASH} --modes sim,torchrun --runs 2 --launcher "
+            f"slurm --bind 0.0.0.0 --out {out}") in script
+    assert not out.exists()
