@@ -34,6 +34,10 @@ def add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                          "(needs elastic-sim[ray]); real and torchrun runs one at a time")
     cp.add_argument("--script", default=None, metavar="TRAIN.PY",
                     help="torchrun mode's training script (its arguments after --)")
+    cp.add_argument("--sim-start-up", default=None, metavar="SECONDS|measure",
+                    help="the sim's worker start-up (cluster.process_start) for this "
+                         "comparison: seconds, or 'measure' (every host's interpreter "
+                         "importing torch at once, here and now); default: the scenario's")
     cp.add_argument("--launcher", choices=["local", "netns", "slurm", "env"], default="local",
                     help="where real and torchrun mode run their hosts (as for run; slurm: "
                          "inside an allocation, e.g. under salloc); the sim runs here")
@@ -78,6 +82,29 @@ def _launch(args: argparse.Namespace, sc: Any, seed: int, modes: list[str],
     return launch
 
 
+def _sim_start_up(text: str | None, sc: Any, modes: list[str],
+                  console: Console) -> dict[str, Any] | None:
+    """The sim's worker start-up for this comparison (None: the scenario's), with where
+    it came from; printed before anything runs."""
+    if text is None:
+        return None
+    if "sim" not in modes:
+        raise ScenarioError("--sim-start-up", "", "sets the sim's start-up; add sim to --modes")
+    if text == "measure":
+        from elastic_sim.compare.startup import measure
+
+        hosts = len(sc.cluster.host_specs())
+        seconds = measure(hosts)
+        source = (f"measured here: {hosts} interpreters importing torch at once, median of "
+                  "2 rounds")
+    else:
+        seconds = _number("--sim-start-up", text, float, 0.0)
+        source = "given on the command line"
+    console.print(f"sim worker start-up: {seconds:.3f} s ({source}; the scenario's: "
+                  f"{sc.cluster.process_start} s)", markup=False)
+    return {"seconds": seconds, "source": source, "scenario": sc.cluster.process_start}
+
+
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     """Run, judge, print and write the comparison."""
     from elastic_sim.compare.collect import judge, parse_modes, run_modes
@@ -104,14 +131,19 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     launch = _launch(args, sc, seed, modes, out)
     load_before = os.getloadavg()
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    start_up = _sim_start_up(args.sim_start_up, sc, modes, console)
     with console.status(f"comparing {sc.name}...") as status:
         summaries = run_modes(sc, args.scenario, modes, runs, seed, out, options,
                               progress=lambda msg: status.update(f"{sc.name}: {msg}"),
-                              ray=args.ray, launch=launch)
+                              ray=args.ray, launch=launch,
+                              sim_start_up=None if start_up is None else start_up["seconds"])
     comparison = judge(sc, modes, summaries, tolerance)
     load = f"{load_before[0]:.1f}/{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     print_comparison(comparison, console)
     console.print(f"load average before/after: {load}", markup=False)
-    for path in write_outputs(comparison, out, {"started": started, "load": load}):
+    extra: dict[str, Any] = {"started": started, "load": load}
+    if start_up is not None:
+        extra["sim_start_up"] = start_up
+    for path in write_outputs(comparison, out, extra):
         console.print(str(path), markup=False)
     return 0 if comparison.agree else 1

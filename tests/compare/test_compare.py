@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -85,6 +86,8 @@ def test_compare_cli_writes_its_outputs(tmp_path: Path, capsys: pytest.CaptureFi
     (["--modes", "sim", "--script", "train.py"], "--script"),
     (["--modes", "sim", "--launcher", "slurm"], "--launcher"),
     (["--modes", "sim,torchrun", "--launcher", "netns", "--nodes", "0"], "--nodes"),
+    (["--modes", "sim", "--sim-start-up", "-1"], "--sim-start-up"),
+    (["--modes", "torchrun", "--sim-start-up", "2"], "--sim-start-up"),
 ])
 def test_compare_bad_input_exits_2_with_one_line(argv: list[str], field: str, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
@@ -115,3 +118,32 @@ def test_compare_through_slurm_outside_an_allocation_prints_the_batch_script(
     assert (f"elastic-sim compare {WORKER_CRASH} --modes sim,torchrun --runs 2 --launcher "
             f"slurm --bind 0.0.0.0 --out {out}") in script
     assert not out.exists()
+
+
+def test_sim_start_up_replaces_the_scenarios_worker_start(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    args = ["compare", WORKER_CRASH, "--modes", "sim", "--runs", "1"]
+    assert main([*args, "--out", str(tmp_path / "default")]) == 0
+    assert main([*args, "--sim-start-up", "2.5", "--out", str(tmp_path / "slow")]) == 0
+    assert "sim worker start-up: 2.500 s (given on the command line; the scenario's: 1.3 s)" \
+        in capsys.readouterr().out
+    default, slow = (json.loads((tmp_path / d / "compare.json").read_text())
+                     for d in ("default", "slow"))
+    assert "sim_start_up" not in default
+    assert slow["sim_start_up"] == {"seconds": 2.5, "source": "given on the command line",
+                                    "scenario": 1.3}
+
+    def sync(doc: dict[str, Any]) -> float:
+        return float(doc["summaries"]["sim"]["recoveries"]["kill-h1-worker"]["sync"])
+
+    assert sync(default) == pytest.approx(1.3, abs=0.01)
+    assert sync(slow) == pytest.approx(2.5, abs=0.01)
+
+
+def test_measured_start_up_is_an_import_of_torch() -> None:
+    pytest.importorskip("torch")
+    from elastic_sim.compare.startup import measure
+
+    seconds = measure(2, rounds=1)
+    assert 0.2 < seconds < 120
