@@ -34,10 +34,12 @@ def add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                          "(needs elastic-sim[ray]); real and torchrun runs one at a time")
     cp.add_argument("--script", default=None, metavar="TRAIN.PY",
                     help="torchrun mode's training script (its arguments after --)")
-    cp.add_argument("--sim-start-up", default=None, metavar="SECONDS|measure",
+    cp.add_argument("--sim-start-up", default=None, metavar="SECONDS|measure|reference",
                     help="the sim's worker start-up (cluster.process_start) for this "
-                         "comparison: seconds, or 'measure' (every host's interpreter "
-                         "importing torch at once, here and now); default: the scenario's")
+                         "comparison: seconds; 'measure' (every host's interpreter "
+                         "importing torch at once, here, before the runs); 'reference' "
+                         "(the median restarted worker's start-up in the reference mode's "
+                         "runs, which then run first); default: the scenario's")
     cp.add_argument("--launcher", choices=["local", "netns", "slurm", "env"], default="local",
                     help="where real and torchrun mode run their hosts (as for run; slurm: "
                          "inside an allocation, e.g. under salloc); the sim runs here")
@@ -90,6 +92,15 @@ def _sim_start_up(text: str | None, sc: Any, modes: list[str],
         return None
     if "sim" not in modes:
         raise ScenarioError("--sim-start-up", "", "sets the sim's start-up; add sim to --modes")
+    if text == "reference":
+        from elastic_sim.compare.collect import reference_of
+
+        ref = reference_of(modes)
+        if ref == "sim":
+            raise ScenarioError("--sim-start-up", "", "'reference' takes the start-up of "
+                                "real or torchrun mode; add one to --modes")
+        return {"seconds": "reference", "scenario": sc.cluster.process_start,
+                "source": f"the median restarted worker's start-up in {ref} mode's runs"}
     if text == "measure":
         from elastic_sim.compare.startup import measure
 
@@ -107,7 +118,7 @@ def _sim_start_up(text: str | None, sc: Any, modes: list[str],
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     """Run, judge, print and write the comparison."""
-    from elastic_sim.compare.collect import judge, parse_modes, run_modes
+    from elastic_sim.compare.collect import judge, parse_modes, reference_start_up, run_modes
     from elastic_sim.compare.render import print_comparison, write_outputs
     from elastic_sim.scenario import load_scenario
 
@@ -132,12 +143,19 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     load_before = os.getloadavg()
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     start_up = _sim_start_up(args.sim_start_up, sc, modes, console)
+    given: float | str | None = None if start_up is None else start_up["seconds"]
     with console.status(f"comparing {sc.name}...") as status:
         summaries = run_modes(sc, args.scenario, modes, runs, seed, out, options,
                               progress=lambda msg: status.update(f"{sc.name}: {msg}"),
-                              ray=args.ray, launch=launch,
-                              sim_start_up=None if start_up is None else start_up["seconds"])
+                              ray=args.ray, launch=launch, sim_start_up=given)
     comparison = judge(sc, modes, summaries, tolerance)
+    if start_up is not None and start_up["seconds"] == "reference":
+        value = reference_start_up(summaries[comparison.reference])
+        start_up["seconds"] = sc.cluster.process_start if value is None else value
+        if value is None:
+            start_up["source"] += " (no restarted worker there: the scenario's)"
+        console.print(f"sim worker start-up: {start_up['seconds']:.3f} s ({start_up['source']})",
+                      markup=False)
     load = f"{load_before[0]:.1f}/{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     print_comparison(comparison, console)
     console.print(f"load average before/after: {load}", markup=False)

@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 
 from elastic_sim.cli import main
-from elastic_sim.compare.collect import RunFigures, judge, summarise
+from elastic_sim.compare.collect import (
+    RunFigures,
+    judge,
+    reference_start_up,
+    start_ups,
+    summarise,
+)
 from elastic_sim.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,6 +94,8 @@ def test_compare_cli_writes_its_outputs(tmp_path: Path, capsys: pytest.CaptureFi
     (["--modes", "sim,torchrun", "--launcher", "netns", "--nodes", "0"], "--nodes"),
     (["--modes", "sim", "--sim-start-up", "-1"], "--sim-start-up"),
     (["--modes", "torchrun", "--sim-start-up", "2"], "--sim-start-up"),
+    (["--modes", "sim", "--sim-start-up", "reference"], "--sim-start-up"),
+    (["--modes", "sim", "--sim-start-up", "soon"], "--sim-start-up"),
 ])
 def test_compare_bad_input_exits_2_with_one_line(argv: list[str], field: str, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
@@ -147,3 +155,20 @@ def test_measured_start_up_is_an_import_of_torch() -> None:
 
     seconds = measure(2, rounds=1)
     assert 0.2 < seconds < 120
+
+
+def test_start_up_is_read_from_restarted_workers() -> None:
+    from elastic_sim.runner import simulate
+
+    sc = load_scenario(WORKER_CRASH)
+    events, _, _ = simulate(sc, sc.seed)
+    # round 0's start is not a restart; each host's worker of round 1 took process_start
+    assert start_ups(events) == [1.3, 1.3]
+    slow = sc.model_copy(update={"cluster": sc.cluster.model_copy(
+        update={"process_start": 2.0})})
+    assert start_ups(simulate(slow, sc.seed)[0]) == [2.0, 2.0]
+    runs = [fig("torchrun", [], 3.0), fig("torchrun", [], 3.0), fig("torchrun", [], 3.0)]
+    for r, ups in zip(runs, ([2.5, 2.9], [3.1], []), strict=True):
+        r.start_ups = ups
+    assert reference_start_up(summarise("torchrun", runs)) == 2.9
+    assert reference_start_up(summarise("torchrun", runs[2:])) is None
