@@ -24,7 +24,6 @@ from elastic_sim.protocols.static.training import (
     gradients,
     initial_state,
 )
-from elastic_sim.protocols.torchelastic import tcpstore
 
 
 def workload_of(raw: Mapping[str, Any]) -> Workload:
@@ -59,13 +58,12 @@ async def worker_main(rt: Runtime, args: Mapping[str, Any]) -> int:
 
 
 async def bootstrap_store(rt: Runtime, env: Mapping[str, str], timeout: float) -> Store:
-    """``env://``: a client of MASTER_ADDR:MASTER_PORT, as c10d's ``TCPStore`` client
-    (which retries past ``timeout`` where nobody answers: :mod:`.tcpstore`); without the
-    agent store, rank 0 hosts the server there first."""
+    """``env://``: a client of MASTER_ADDR:MASTER_PORT; without the agent store, rank 0
+    hosts the server there first."""
     addr = f"{env['MASTER_ADDR']}:{env['MASTER_PORT']}"
     if env.get("TORCHELASTIC_USE_AGENT_STORE") != "True" and int(env["RANK"]) == 0:
         await rt.host_store(int(env["MASTER_PORT"]))
-    return await tcpstore.connect(rt, addr, timeout)
+    return await rt.connect_store(addr, timeout)
 
 
 def load_checkpoint(rt: Runtime, args: Mapping[str, Any], work: Workload) -> TrainState:
