@@ -70,6 +70,9 @@ def _launch(args: argparse.Namespace, sc: Any, seed: int, modes: list[str],
     if modes == ["sim"]:
         raise ScenarioError("--launcher", "", f"--launcher {args.launcher} runs real or "
                             "torchrun mode; add one to --modes")
+    if args.ray is not None:
+        raise ScenarioError("--launcher", "", f"--launcher {args.launcher} and --ray both "
+                            "place the runs; choose one")
     from elastic_sim.real.cluster.launchers import LaunchOptions, check_allocation
     from elastic_sim.runner import build_world
 

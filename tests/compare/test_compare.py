@@ -91,6 +91,7 @@ def test_compare_cli_writes_its_outputs(tmp_path: Path, capsys: pytest.CaptureFi
     (["--tolerance", "-1"], "--tolerance"),
     (["--modes", "sim", "--script", "train.py"], "--script"),
     (["--modes", "sim", "--launcher", "slurm"], "--launcher"),
+    (["--modes", "sim,torchrun", "--launcher", "netns", "--ray"], "--launcher"),
     (["--modes", "sim,torchrun", "--launcher", "netns", "--nodes", "0"], "--nodes"),
     (["--modes", "sim", "--sim-start-up", "-1"], "--sim-start-up"),
     (["--modes", "torchrun", "--sim-start-up", "2"], "--sim-start-up"),
