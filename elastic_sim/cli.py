@@ -49,8 +49,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, default=None,
                      help="output directory (default: runs/<scenario>-<mode>-s<seed>)")
     run.add_argument("--launcher", choices=["local", "netns", "slurm", "k8s", "env"],
-                     default="local", help="real mode: where the hosts run: all on this "
-                     "machine (local), one network namespace each (netns), one Slurm task "
+                     default="local", help="real or torchrun mode: where the hosts run: all "
+                     "on this machine (local), one network namespace each (netns), one Slurm task "
                      "each (slurm, inside an allocation), Kubernetes manifests to apply (k8s), "
                      "or nodes you start yourself (env)")
     run.add_argument("--bind", default="127.0.0.1",
@@ -345,12 +345,14 @@ def _launch_options(args: argparse.Namespace, out: Path) -> LaunchOptions | None
     """The cluster options of ``run``; None for the local launcher."""
     if args.launcher == "local":
         return None
-    if args.mode != "real":
-        raise ScenarioError("--launcher", "", f"--launcher {args.launcher} needs --mode real")
+    if args.mode == "sim" or (args.mode == "torchrun" and args.launcher == "k8s"):
+        need = "--mode real" if args.launcher == "k8s" else "--mode real or torchrun"
+        raise ScenarioError("--launcher", "", f"--launcher {args.launcher} needs {need}")
     from elastic_sim.real.cluster.launchers import LaunchOptions
 
     return LaunchOptions(launcher=args.launcher, bind=args.bind, port=args.port,
-                         nodes=args.nodes, scenario_file=args.scenario, out=str(out))
+                         nodes=args.nodes, scenario_file=args.scenario, out=str(out),
+                         mode=args.mode)
 
 
 def _cmd_k8s(args: argparse.Namespace, sc: Scenario, seed: int, out: Path,

@@ -311,7 +311,8 @@ def _run_runtime(
         from elastic_sim.real.torchrun import run as run_torchrun
 
         return run_torchrun(world, faults, seed, out_dir / "torchrun", emit,
-                            torchrun or Options())
+                            torchrun or Options(), launch=launch,
+                            log=lambda line: print(line, file=sys.stderr, flush=True))
     return real.run(world, faults, seed, out_dir / "real", emit, launch=launch,
                     log=lambda line: print(line, file=sys.stderr, flush=True), guard=guard,
                     watch=watch)

@@ -39,7 +39,7 @@ from elastic_sim.faults.model import (
 )
 from elastic_sim.real import netns, reaper, startfaults, warden
 from elastic_sim.real.injector import Injector
-from elastic_sim.real.process import popen
+from elastic_sim.real.process import popen, wait_ready
 from elastic_sim.real.spec import ProcSpec
 from elastic_sim.real.tail import TraceTail
 from elastic_sim.real.tracefile import TraceFile, merge
@@ -56,10 +56,6 @@ READY_TIMEOUT = 180.0
 
 _RUNS = itertools.count()
 """Tells apart the network namespaces of one launching process's runs."""
-
-
-class LaunchError(RuntimeError):
-    """The run could not begin: a host's process died or stalled before it was ready."""
 
 
 @dataclass
@@ -194,31 +190,9 @@ class Launcher:
 
     def _wait_ready(self) -> None:
         """Wait for every host's READY line (each has imported torch)."""
-        waiting: dict[int, tuple[HostProc, bytes]] = {}
-        with selectors.DefaultSelector() as sel:
-            for host in self.hosts.values():
-                assert host.proc.stdout is not None
-                fd = host.proc.stdout.fileno()
-                waiting[fd] = (host, b"")
-                sel.register(fd, selectors.EVENT_READ)
-            deadline = time.monotonic() + READY_TIMEOUT
-            while waiting:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    names = ", ".join(h.name for h, _ in waiting.values())
-                    raise LaunchError(f"not ready after {READY_TIMEOUT:.0f}s: {names}")
-                for key, _ in sel.select(left):
-                    fd = int(key.fd)
-                    host, buf = waiting[fd]
-                    chunk = os.read(fd, 4096)
-                    if not chunk:
-                        raise LaunchError(self._died_early(host))
-                    buf += chunk
-                    if b"READY" in buf and b"\n" in buf:
-                        sel.unregister(fd)
-                        del waiting[fd]
-                    else:
-                        waiting[fd] = (host, buf)
+        wait_ready([(h, h.proc) for h in self.hosts.values()], READY_TIMEOUT, self._died_early,
+                   lambda late: f"not ready after {READY_TIMEOUT:.0f}s: "
+                                + ", ".join(h.name for h in late))
 
     def _died_early(self, host: HostProc) -> str:
         code = host.proc.wait()

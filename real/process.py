@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import selectors
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from elastic_sim.protocols.api import SIGNALS, Proc
 from elastic_sim.real.aio import boundary
@@ -23,6 +25,44 @@ from elastic_sim.real.workdir import RunDir
 
 ExitHook = Callable[["ChildProc", int, str], None]
 """Called once with (child, exit code, reason) when a child killed by a signal ends."""
+
+T = TypeVar("T")
+
+
+class LaunchError(RuntimeError):
+    """The run could not begin: a process died or stalled before it was ready."""
+
+
+def wait_ready(procs: Sequence[tuple[T, subprocess.Popen[bytes]]], timeout: float,
+               died: Callable[[T], str], late: Callable[[list[T]], str]) -> None:
+    """Wait until each process (started with ``stdout=PIPE``) has written a line that
+    begins with ``READY`` (it has imported torch and waits for ``GO``). Raises
+    :class:`LaunchError` with ``died(item)`` when one closes its stdout first, or with
+    ``late(items not ready)`` after ``timeout`` seconds. Leaves the pipes open."""
+    waiting: dict[int, tuple[T, bytes]] = {}
+    with selectors.DefaultSelector() as sel:
+        for item, proc in procs:
+            assert proc.stdout is not None
+            fd = proc.stdout.fileno()
+            waiting[fd] = (item, b"")
+            sel.register(fd, selectors.EVENT_READ)
+        deadline = time.monotonic() + timeout
+        while waiting:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise LaunchError(late([item for item, _ in waiting.values()]))
+            for key, _ in sel.select(left):
+                fd = int(key.fd)
+                item, buf = waiting[fd]
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    raise LaunchError(died(item))
+                buf += chunk
+                if any(line.startswith(b"READY") for line in buf.split(b"\n")[:-1]):
+                    sel.unregister(fd)
+                    del waiting[fd]
+                else:
+                    waiting[fd] = (item, buf)
 
 
 def popen(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,20 @@ def add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                          "(needs elastic-sim[ray]); real and torchrun runs one at a time")
     cp.add_argument("--script", default=None, metavar="TRAIN.PY",
                     help="torchrun mode's training script (its arguments after --)")
+    cp.add_argument("--sim-start-up", default=None, metavar="SECONDS|measure|reference",
+                    help="the sim's worker start-up (cluster.process_start) for this "
+                         "comparison: seconds; 'measure' (every host's interpreter "
+                         "importing torch at once, here, before the runs); 'reference' "
+                         "(the median restarted worker's start-up in the reference mode's "
+                         "runs, which then run first); default: the scenario's")
+    cp.add_argument("--launcher", choices=["local", "netns", "slurm", "env"], default="local",
+                    help="where real and torchrun mode run their hosts (as for run; slurm: "
+                         "inside an allocation, e.g. under salloc); the sim runs here")
+    cp.add_argument("--bind", default="127.0.0.1",
+                    help="interface the cluster coordinator listens on (default loopback)")
+    cp.add_argument("--nodes", default=None,
+                    help="number of cluster nodes (default: one per host, or the Slurm "
+                         "allocation's tasks)")
 
 
 def _number(flag: str, text: str, kind: type[int] | type[float], low: float) -> Any:
@@ -46,9 +61,67 @@ def _number(flag: str, text: str, kind: type[int] | type[float], low: float) -> 
     return value
 
 
+def _launch(args: argparse.Namespace, sc: Any, seed: int, modes: list[str],
+            out: Path) -> Any:
+    """The cluster options real and torchrun mode run with (None: on this machine);
+    outside a Slurm allocation, ``--launcher slurm`` is refused with the batch script."""
+    if args.launcher == "local":
+        return None
+    if modes == ["sim"]:
+        raise ScenarioError("--launcher", "", f"--launcher {args.launcher} runs real or "
+                            "torchrun mode; add one to --modes")
+    if args.ray is not None:
+        raise ScenarioError("--launcher", "", f"--launcher {args.launcher} and --ray both "
+                            "place the runs; choose one")
+    from elastic_sim.real.cluster.launchers import LaunchOptions, check_allocation
+    from elastic_sim.runner import build_world
+
+    nodes = None if args.nodes is None else _number("--nodes", args.nodes, int, 1)
+    command = (f"elastic-sim compare {shlex.quote(args.scenario)} --modes {','.join(modes)} "
+               f"--runs {args.runs} --launcher {args.launcher} --bind 0.0.0.0 "
+               f"--out {shlex.quote(str(out))}")
+    launch = LaunchOptions(launcher=args.launcher, bind=args.bind, nodes=nodes,
+                           scenario_file=args.scenario, out=str(out), command=command)
+    if args.launcher == "slurm":
+        check_allocation(build_world(sc, seed, "real"), launch)
+    return launch
+
+
+def _sim_start_up(text: str | None, sc: Any, modes: list[str],
+                  console: Console) -> dict[str, Any] | None:
+    """The sim's worker start-up for this comparison (None: the scenario's), with where
+    it came from; printed before anything runs."""
+    if text is None:
+        return None
+    if "sim" not in modes:
+        raise ScenarioError("--sim-start-up", "", "sets the sim's start-up; add sim to --modes")
+    if text == "reference":
+        from elastic_sim.compare.collect import reference_of
+
+        ref = reference_of(modes)
+        if ref == "sim":
+            raise ScenarioError("--sim-start-up", "", "'reference' takes the start-up of "
+                                "real or torchrun mode; add one to --modes")
+        return {"seconds": "reference", "scenario": sc.cluster.process_start,
+                "source": f"the median restarted worker's start-up in {ref} mode's runs"}
+    if text == "measure":
+        from elastic_sim.compare.startup import measure
+
+        hosts = len(sc.cluster.host_specs())
+        seconds = measure(hosts)
+        source = (f"measured here: {hosts} interpreters importing torch at once, median of "
+                  "2 rounds")
+    else:
+        seconds = _number("--sim-start-up", text, float, 0.0)
+        source = "given on the command line"
+    console.print(f"sim worker start-up: {seconds:.3f} s ({source}; the scenario's: "
+                  f"{sc.cluster.process_start} s)", markup=False)
+    return {"seconds": seconds, "source": source, "scenario": sc.cluster.process_start}
+
+
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     """Run, judge, print and write the comparison."""
-    from elastic_sim.compare.collect import judge, parse_modes, run_modes
+    from elastic_sim.compare.collect import judge, parse_modes, reference_start_up, run_modes
     from elastic_sim.compare.render import print_comparison, write_outputs
     from elastic_sim.scenario import load_scenario
 
@@ -69,16 +142,29 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
 
         options = Options(script=(str(Path(args.script).resolve()), *args.script_args))
     out: Path = args.out or Path("runs") / f"compare-{sc.name}"
+    launch = _launch(args, sc, seed, modes, out)
     load_before = os.getloadavg()
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    start_up = _sim_start_up(args.sim_start_up, sc, modes, console)
+    given: float | str | None = None if start_up is None else start_up["seconds"]
     with console.status(f"comparing {sc.name}...") as status:
         summaries = run_modes(sc, args.scenario, modes, runs, seed, out, options,
                               progress=lambda msg: status.update(f"{sc.name}: {msg}"),
-                              ray=args.ray)
+                              ray=args.ray, launch=launch, sim_start_up=given)
     comparison = judge(sc, modes, summaries, tolerance)
+    if start_up is not None and start_up["seconds"] == "reference":
+        value = reference_start_up(summaries[comparison.reference])
+        start_up["seconds"] = sc.cluster.process_start if value is None else value
+        if value is None:
+            start_up["source"] += " (no restarted worker there: the scenario's)"
+        console.print(f"sim worker start-up: {start_up['seconds']:.3f} s ({start_up['source']})",
+                      markup=False)
     load = f"{load_before[0]:.1f}/{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     print_comparison(comparison, console)
     console.print(f"load average before/after: {load}", markup=False)
-    for path in write_outputs(comparison, out, {"started": started, "load": load}):
+    extra: dict[str, Any] = {"started": started, "load": load}
+    if start_up is not None:
+        extra["sim_start_up"] = start_up
+    for path in write_outputs(comparison, out, extra):
         console.print(str(path), markup=False)
     return 0 if comparison.agree else 1

@@ -51,6 +51,9 @@ class RunFigures:
     """Check -> "pass", "fail" or "n/a: why"."""
     timeline: dict[str, Any] = field(default_factory=dict)
     error: str = ""
+    start_ups: list[float] = field(default_factory=list)
+    """Seconds from an agent starting its workers after a restart to each one's group
+    init (interpreter, ``import torch``, store connect): the workers' start-up."""
 
 
 @dataclass
@@ -114,6 +117,7 @@ def figures(mode: str, seed: int, out_dir: Path, report: Any) -> RunFigures:
         row["lost_steps"] = rec.lost_steps
         fig.recoveries[rec.id] = row
     fig.lost_steps = m.lost_steps
+    fig.start_ups = start_ups(report.events)
     for c in report.checks:
         fig.checks[c.name] = (f"n/a: {c.not_judged}" if c.not_judged
                               else "pass" if c.ok else "fail")
@@ -128,6 +132,25 @@ def figures(mode: str, seed: int, out_dir: Path, report: Any) -> RunFigures:
                    if f.fired],
     }
     return fig
+
+
+def start_ups(events: Sequence[Any]) -> list[float]:
+    """Each restarted worker's start-up: from its agent's ``workers_started`` (a round
+    after the first) to the worker's ``group_init`` on the same host."""
+    last: dict[str, tuple[float, int]] = {}
+    out = []
+    for e in events:
+        if e.kind == "workers_started":
+            last[e.host] = (e.t, int(e.get("round", 0)))
+        elif e.kind == "group_init" and e.host in last and last[e.host][1] >= 1:
+            out.append(round(e.t - last[e.host][0], 3))
+    return out
+
+
+def reference_start_up(summary: ModeSummary) -> float | None:
+    """The median restarted worker's start-up over a mode's runs (None: no restart)."""
+    vals = [x for r in summary.runs for x in r.start_ups]
+    return round(statistics.median(vals), 3) if vals else None
 
 
 def _r(x: float | None) -> float | None:
@@ -214,15 +237,16 @@ def _s(x: float | None) -> str:
 
 
 def run_one(sc: Scenario, file: str, mode: str, seed: int, run_dir: Path,
-            torchrun: Any = None) -> RunFigures:
-    """One run of one mode into ``run_dir``; a run that broke is recorded as such (bad
-    input is raised)."""
+            torchrun: Any = None, launch: Any = None) -> RunFigures:
+    """One run of one mode into ``run_dir`` (real and torchrun mode placed by ``launch``,
+    cluster options); a run that broke is recorded as such (bad input is raised)."""
     from elastic_sim.runner import run_scenario
 
     try:
         report = run_scenario(sc, seed=seed, mode=mode,  # type: ignore[arg-type]
                               out_dir=run_dir, file=file,
-                              torchrun=torchrun if mode == "torchrun" else None)
+                              torchrun=torchrun if mode == "torchrun" else None,
+                              launch=None if mode == "sim" else launch)
         return figures(mode, seed, run_dir, report)
     except ScenarioError:
         raise
@@ -233,24 +257,47 @@ def run_one(sc: Scenario, file: str, mode: str, seed: int, run_dir: Path,
 def run_modes(sc: Scenario, file: str, modes: list[str], runs: int, seed: int, out: Path,
               torchrun: Any = None,
               progress: Callable[[str], None] | None = None,
-              ray: str | None = None) -> dict[str, ModeSummary]:
+              ray: str | None = None,
+              launch: Any = None,
+              sim_start_up: float | str | None = None) -> dict[str, ModeSummary]:
     """Run every mode ``runs`` times (on Ray with ``ray``: an address or ``"local"``); a
     run that cannot start is recorded, not fatal (bad input is: it is refused before
-    anything runs)."""
+    anything runs). ``launch`` (cluster options) places real and torchrun mode's hosts;
+    the sim always runs here. ``sim_start_up`` replaces the scenario's
+    ``cluster.process_start`` in the sim's runs: seconds, or ``"reference"`` for what the
+    reference mode's restarted workers took (it then runs first;
+    :func:`reference_start_up`)."""
     from elastic_sim.runner import refuse_unsupported
 
     faults = sc.fault_objects()
     for mode in modes:  # refuse before anything runs
         refuse_unsupported(sc, faults, mode, file)  # type: ignore[arg-type]
-    jobs = [(mode, seed + k, out / mode / f"run{k}") for mode in modes for k in range(runs)]
-    if ray is not None:
-        from elastic_sim.ray_cases import compare_on_ray
 
-        figs = compare_on_ray(sc, file, jobs, torchrun, ray, progress)
-    else:
+    def batch(which: list[str], scen: Scenario) -> list[RunFigures]:
+        jobs = [(m, seed + k, out / m / f"run{k}") for m in which for k in range(runs)]
+        if ray is not None:
+            from elastic_sim.ray_cases import compare_on_ray
+
+            return list(compare_on_ray(scen, file, jobs, torchrun, ray, progress))
         figs = []
         for n, (mode, s, run_dir) in enumerate(jobs):
             if progress:
                 progress(f"{mode} run {s - seed + 1}/{runs} ({n + 1} of {len(jobs)})")
-            figs.append(run_one(sc, file, mode, s, run_dir, torchrun))
+            figs.append(run_one(scen, file, mode, s, run_dir, torchrun, launch))
+        return figs
+
+    if sim_start_up is None or "sim" not in modes:
+        figs = batch(modes, sc)
+    else:
+        others = [m for m in modes if m != "sim"]
+        first = batch(others, sc) if sim_start_up == "reference" else []
+        ref = reference_of(modes)
+        given = (reference_start_up(summarise(ref, [f for f in first if f.mode == ref]))
+                 if sim_start_up == "reference" else float(sim_start_up))
+        msc = sc if given is None else sc.model_copy(update={
+            "cluster": sc.cluster.model_copy(update={"process_start": given})})
+        figs = [*first, *batch(["sim"], msc),
+                *([] if sim_start_up == "reference" else batch(others, sc))]
     return {mode: summarise(mode, [f for f in figs if f.mode == mode]) for mode in modes}
+
+

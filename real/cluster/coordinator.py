@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from elastic_sim.faults.model import (
     ConnReset,
@@ -78,6 +79,10 @@ class Node:
     done: bool = False
     failed: str = ""
     lines: list[str] = field(default_factory=list)
+    files: dict[str, list[str]] = field(default_factory=dict)
+    """Raw files a node hands over (torchrun mode: upstream's streams), name -> lines."""
+    report: dict[str, Any] = field(default_factory=dict)
+    """Its DONE message."""
     exit_codes: dict[str, int] = field(default_factory=dict)
     end: float = 0.0
     hung: bool = False
@@ -207,8 +212,12 @@ class Coordinator:
         for node in self.nodes:
             node.chan.send({"op": "assign", "world": world_to_json(self.world),
                             "hosts": list(node.hosts), "addresses": addresses,
-                            "seed": self.seed})
+                            "seed": self.seed, **self._assign_extra(node)})
             threading.Thread(target=self._read, args=(node,), daemon=True).start()
+
+    def _assign_extra(self, node: Node) -> wire.Message:
+        """What else a node's ASSIGN carries (a mode of its own: its commands)."""
+        return {}
 
     def _read(self, node: Node) -> None:
         while True:
@@ -244,7 +253,11 @@ class Coordinator:
             node.idle = True
         elif op == "trace":
             node.lines.extend(str(line) for line in msg.get("lines", []))
+        elif op == "file":
+            node.files.setdefault(str(msg.get("name")), []).extend(
+                str(line) for line in msg.get("lines", []))
         elif op == "done":
+            node.report = dict(msg)
             node.done = node.idle = True
             node.exit_codes = {str(k): int(v) for k, v in msg.get("exit_codes", {}).items()}
             node.end, node.hung = float(msg.get("end", 0.0)), bool(msg.get("hung"))
@@ -374,10 +387,13 @@ class Coordinator:
         return "" if answer.get("ok") else str(answer.get("why", "refused"))
 
     def signal_role(self, host: str, to: str, sig: int) -> str:
-        """Signal ``host``'s first process on its node; its workers: not yet."""
-        if to != "agent":
-            return "cluster mode cannot signal a host's workers alone yet"
-        return self.signal_proc(f"{host}/{self.world.proc_name}", sig)
+        """Signal ``host``'s first process (``to`` "agent") or its workers on its node;
+        "" if done, else why not."""
+        node = self.owner.get(host)
+        if node is None:
+            return f"no host {host}"
+        answer = self._ask(node, {"do": "signal_role", "host": host, "to": to, "sig": sig})
+        return "" if answer.get("ok") else str(answer.get("why", "refused"))
 
     def start_fault(self, fault: CrashLoop | SlowStart) -> str:
         """Start-up faults are not forwarded to the nodes yet."""

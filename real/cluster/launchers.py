@@ -45,6 +45,16 @@ class LaunchOptions:
     scenario_file: str = ""
     """The scenario, as the user named it (for printed commands and scripts)."""
     out: str = ""
+    mode: str = "real"
+    """What each node runs: the project's processes (real) or torchrun agents (torchrun)."""
+    command: str = ""
+    """The elastic-sim command a batch script runs (default: ``run`` with these options)."""
+
+
+MakeCoordinator = Callable[
+    [World, Sequence[Fault], int, Path, socket.socket, str, int, Callable[[str], None]],
+    Coordinator]
+"""Builds the run's coordinator (real mode's :class:`Coordinator`, or torchrun mode's)."""
 
 
 class NotInAllocation(RuntimeError):
@@ -93,19 +103,21 @@ def _stop(procs: Sequence[subprocess.Popen[bytes]], grace: float) -> None:
 def run_cluster(
     world: World, faults: Sequence[Fault], seed: int, workdir: Path,
     emit: Callable[[TraceEvent], None], opts: LaunchOptions, log: Callable[[str], None],
+    make: MakeCoordinator = Coordinator,
 ) -> RunResult:
-    """Run ``world`` with one node per machine as ``opts.launcher`` starts them."""
+    """Run ``world`` with one node per machine as ``opts.launcher`` starts them; ``make``
+    builds the coordinator (torchrun mode passes its own)."""
     workdir.mkdir(parents=True, exist_ok=True)
     runs = {"netns": _run_netns, "slurm": _run_slurm, "env": _run_env}
     if opts.launcher not in runs:
         raise ValueError(f"launcher {opts.launcher!r} does not run nodes")
     with interrupts_raise():  # SIGTERM cleans up as Ctrl-C does
-        return runs[opts.launcher](world, faults, seed, workdir, emit, opts, log)
+        return runs[opts.launcher](world, faults, seed, workdir, emit, opts, log, make)
 
 
 def _run_env(world: World, faults: Sequence[Fault], seed: int, workdir: Path,
              emit: Callable[[TraceEvent], None], opts: LaunchOptions,
-             log: Callable[[str], None]) -> RunResult:
+             log: Callable[[str], None], make: MakeCoordinator) -> RunResult:
     try:
         secret = wire.secret_from_env()
         where = f"${wire.SECRET_ENV}/${wire.SECRET_FILE_ENV} (as given to this command)"
@@ -123,12 +135,12 @@ def _run_env(world: World, faults: Sequence[Fault], seed: int, workdir: Path,
         f"machine run, with the secret from {where} in {wire.SECRET_FILE_ENV} or "
         f"{wire.SECRET_ENV}:\n  elastic-sim node --coordinator {_reachable(opts.bind)}:{port} "
         f"--index I --count {nodes}   (I = 0..{nodes - 1}, or RANK/WORLD_SIZE set)")
-    return Coordinator(world, faults, seed, workdir, listener, secret, nodes, log).run(emit)
+    return make(world, faults, seed, workdir, listener, secret, nodes, log).run(emit)
 
 
 def _run_netns(world: World, faults: Sequence[Fault], seed: int, workdir: Path,
                emit: Callable[[TraceEvent], None], opts: LaunchOptions,
-               log: Callable[[str], None]) -> RunResult:
+               log: Callable[[str], None], make: MakeCoordinator) -> RunResult:
     nodes = opts.nodes or len(world.hosts)
     bridge = Bridge(nodes, "c")
     secret = wire.new_secret()
@@ -148,7 +160,7 @@ def _run_netns(world: World, faults: Sequence[Fault], seed: int, workdir: Path,
             with open(ndir / "node.log", "wb") as out:
                 procs.append(subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT,
                                               stdin=subprocess.DEVNULL, start_new_session=True))
-        coord = Coordinator(world, faults, seed, workdir, listener, secret, nodes, log)
+        coord = make(world, faults, seed, workdir, listener, secret, nodes, log)
         return coord.run(emit)
     finally:
         _stop(procs, NODE_EXIT_GRACE)
@@ -159,15 +171,19 @@ def sbatch_script(world: World, opts: LaunchOptions) -> str:
     """The batch script that runs this scenario through Slurm, one task per host."""
     n = opts.nodes or len(world.hosts)
     minutes = int(world.time_limit // 60) + 15
-    out = f" --out {shlex.quote(opts.out)}" if opts.out else ""
     return (
         "#!/bin/bash\n"
         f"#SBATCH --job-name=elastic-sim\n#SBATCH --ntasks={n}\n#SBATCH --ntasks-per-node=1\n"
         f"#SBATCH --time={minutes}\n"
         "# The coordinator runs in the batch step and starts one node per task with srun.\n"
-        f"elastic-sim run {shlex.quote(opts.scenario_file)} --mode real --launcher slurm "
-        f"--bind 0.0.0.0{out}\n"
+        f"{opts.command or _run_command(opts)}\n"
     )
+
+
+def _run_command(opts: LaunchOptions) -> str:
+    out = f" --out {shlex.quote(opts.out)}" if opts.out else ""
+    return (f"elastic-sim run {shlex.quote(opts.scenario_file)} --mode {opts.mode} "
+            f"--launcher slurm --bind 0.0.0.0{out}")
 
 
 def check_allocation(world: World, opts: LaunchOptions) -> None:
@@ -181,7 +197,7 @@ def check_allocation(world: World, opts: LaunchOptions) -> None:
 
 def _run_slurm(world: World, faults: Sequence[Fault], seed: int, workdir: Path,
                emit: Callable[[TraceEvent], None], opts: LaunchOptions,
-               log: Callable[[str], None]) -> RunResult:
+               log: Callable[[str], None], make: MakeCoordinator) -> RunResult:
     check_allocation(world, opts)
     allocated = os.environ.get("SLURM_NTASKS") or os.environ.get("SLURM_NNODES")
     nodes = opts.nodes or (int(allocated) if allocated else len(world.hosts))
@@ -195,6 +211,6 @@ def _run_slurm(world: World, faults: Sequence[Fault], seed: int, workdir: Path,
         srun = subprocess.Popen(argv, env=_node_env(secret), stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
     try:
-        return Coordinator(world, faults, seed, workdir, listener, secret, nodes, log).run(emit)
+        return make(world, faults, seed, workdir, listener, secret, nodes, log).run(emit)
     finally:
         _stop([srun], NODE_EXIT_GRACE)

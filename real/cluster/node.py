@@ -32,11 +32,12 @@ from elastic_sim.real import reaper
 from elastic_sim.real.cluster import nodecut, wire
 from elastic_sim.real.cluster.place import Placement, PlacementError, placement
 from elastic_sim.real.cluster.worldjson import world_from_json
-from elastic_sim.real.injector import Injector, Kill
-from elastic_sim.real.launcher import Launcher, LaunchError
+from elastic_sim.real.injector import Injector, Kill, Targets
+from elastic_sim.real.launcher import Launcher
+from elastic_sim.real.process import LaunchError
 from elastic_sim.real.workdir import write_atomic
 from elastic_sim.trace import TraceEvent, encode
-from elastic_sim.world import RunResult, World
+from elastic_sim.world import World
 
 CONNECT_TIMEOUT = 120.0
 """Seconds a node keeps trying to reach its coordinator (pods and tasks start in any order)."""
@@ -81,6 +82,66 @@ class CoordinatorLink:
         self.ended.set()
 
 
+class NodeControl:
+    """What makes a launcher a cluster node's: the run's origin and end come from the
+    coordinator, and fault commands act on the launcher's processes (a reader thread
+    calls :meth:`command`) only while the run is live."""
+
+    def __init__(self, coord: CoordinatorLink, bind: str, local: Sequence[str]) -> None:
+        self.coord = coord
+        self.local = tuple(local)
+        self.nodecut = nodecut.NodeCut(bind)
+        self.lock = threading.Lock()
+        """Held while a command acts on the processes, and while the run is torn down."""
+        self.live = False
+
+    def origin(self) -> float:
+        """Say READY to the coordinator and wait for GO: the run's origin on this clock."""
+        self.coord.send({"op": "ready"})
+        if not self.coord.go.wait(GO_TIMEOUT) or self.coord.lost:
+            raise LaunchError(f"no GO from the coordinator: {self.coord.lost or 'timed out'}")
+        self.live = True
+        return self.coord.t0
+
+    def should_stop(self) -> bool:
+        """Whether the coordinator has ended the run."""
+        return self.coord.ended.is_set()
+
+    def teardown(self, kill: Callable[[], None]) -> None:
+        """End the live run: ``kill`` every process, lift this node's cuts."""
+        with self.lock:
+            self.live = False
+            kill()
+            self.nodecut.clear()
+
+    def await_end(self) -> None:
+        """Say IDLE (unless the coordinator already ended the run) and wait for END."""
+        if not self.coord.ended.is_set():
+            self.coord.send({"op": "idle"})
+            self.coord.ended.wait(END_TIMEOUT)
+
+    def command(self, target: Targets, msg: wire.Message) -> wire.Message:
+        """Carry out one fault command on ``target``; the answer names why not when it
+        could not."""
+        with self.lock:
+            if not self.live:
+                return {"ok": False, "why": "the node's run is over"}
+            op = msg.get("do")
+            if op == "signal_host" and msg.get("host") in self.local:
+                return {"ok": target.signal_host(str(msg["host"]), int(msg["sig"])), "why": ""}
+            if op == "signal_proc":
+                why = target.signal_proc(str(msg["name"]), int(msg["sig"]))
+                return {"ok": not why, "why": why}
+            if op == "signal_role" and msg.get("host") in self.local:
+                why = target.signal_role(str(msg["host"]), str(msg["to"]), int(msg["sig"]))
+                return {"ok": not why, "why": why}
+            if op in ("cut", "heal"):
+                why = self.nodecut.apply(str(msg["fault"]), op == "cut", list(msg.get("out", [])),
+                                         list(msg.get("in", [])))
+                return {"ok": not why, "why": why}
+            return {"ok": False, "why": f"unknown command {op!r} for this node"}
+
+
 class NodeLauncher(Launcher):
     """The local launcher for this node's share of the hosts, driven by the coordinator."""
 
@@ -88,38 +149,20 @@ class NodeLauncher(Launcher):
                  local: Sequence[str], addresses: Mapping[str, str],
                  coord: CoordinatorLink) -> None:
         super().__init__(world, [], seed, workdir, bind, local=local, addresses=addresses)
-        self.coord = coord
-        self.nodecut = nodecut.NodeCut(bind)
-        self.lock = threading.Lock()
-        """Held while a command acts on the processes, and while the run is torn down."""
-        self.live = False
-        self._inj: Injector | None = None
-
-    def _injector(self) -> Injector:
-        self._inj = super()._injector()
-        return self._inj
+        self.control = NodeControl(coord, bind, local)
 
     def _origin(self) -> float:
-        self.coord.send({"op": "ready"})
-        if not self.coord.go.wait(GO_TIMEOUT) or self.coord.lost:
-            raise LaunchError(f"no GO from the coordinator: {self.coord.lost or 'timed out'}")
-        self.live = True
-        return self.coord.t0
+        return self.control.origin()
 
     def _should_stop(self) -> bool:
-        return self.coord.ended.is_set()
+        return self.control.should_stop()
 
     def _kill_everything(self) -> None:
-        with self.lock:
-            self.live = False
-            super()._kill_everything()
-            self.nodecut.clear()
+        self.control.teardown(super()._kill_everything)
 
     def _account(self, injector: Injector, hung: bool, end: float) -> tuple[dict[str, int], float]:
-        if not self.coord.ended.is_set():
-            self.coord.send({"op": "idle"})
-            self.coord.ended.wait(END_TIMEOUT)
-        kills = self.coord.kills
+        self.control.await_end()
+        kills = self.control.coord.kills
         for host, k in kills.get("hosts", {}).items():
             injector.host_kills[host] = Kill(float(k["t"]), str(k["fault"]))
         for proc, k in kills.get("procs", {}).items():
@@ -127,26 +170,14 @@ class NodeLauncher(Launcher):
         return super()._account(injector, hung, end)
 
     def command(self, msg: wire.Message) -> wire.Message:
-        """Carry out one fault command; the answer names why not when it could not."""
-        with self.lock:
-            if not self.live:
-                return {"ok": False, "why": "the node's run is over"}
-            op = msg.get("do")
-            if op == "signal_host" and msg.get("host") in self.hosts:
-                return {"ok": self.signal_host(str(msg["host"]), int(msg["sig"])), "why": ""}
-            if op == "signal_proc":
-                why = self.signal_proc(str(msg["name"]), int(msg["sig"]))
-                return {"ok": not why, "why": why}
-            if op in ("cut", "heal"):
-                why = self.nodecut.apply(str(msg["fault"]), op == "cut", list(msg.get("out", [])),
-                                     list(msg.get("in", [])))
-                return {"ok": not why, "why": why}
-            return {"ok": False, "why": f"unknown command {op!r} for this node"}
+        """Carry out one fault command (:meth:`NodeControl.command`)."""
+        return self.control.command(self, msg)
 
 
-def _reader(coord: CoordinatorLink, node: NodeLauncher) -> None:
-    """Answer the coordinator until the channel ends."""
-    addr_dir = node.run_dir.root / "addr"
+def reader(coord: CoordinatorLink, command: Callable[[wire.Message], wire.Message],
+           addr_dir: Path) -> None:
+    """Answer the coordinator until the channel ends: clock probes, GO, fault commands
+    (``command``), addresses other nodes publish (written into ``addr_dir``), END."""
     while True:
         try:
             msg = coord.chan.recv()
@@ -160,7 +191,7 @@ def _reader(coord: CoordinatorLink, node: NodeLauncher) -> None:
             coord.t0 = float(msg["t0"])
             coord.go.set()
         elif op == "cmd":
-            coord.send({"op": "result", "id": msg.get("id"), **node.command(msg)})
+            coord.send({"op": "result", "id": msg.get("id"), **command(msg)})
         elif op == "addr":
             stem = str(msg.get("file", ""))
             if _STEM.match(stem):
@@ -190,6 +221,32 @@ def _publisher(coord: CoordinatorLink, node: NodeLauncher, stop: threading.Event
             if value.endswith("\n") and sent.get(stem) != value:
                 sent[stem] = value
                 coord.send({"op": "addr", "file": stem, "value": value})
+
+
+def _serve_real(world: World, assign: wire.Message, root: Path, own: str,
+                local: Sequence[str], coord: CoordinatorLink,
+                log: Callable[[str], None]) -> list[wire.Message] | None:
+    """Run this node's hosts as real mode does; the frames that hand over its trace and
+    exits (None if the launch failed)."""
+    node = NodeLauncher(world, int(assign["seed"]), root, own, local,
+                        dict(assign["addresses"]), coord)
+    stop = threading.Event()
+    threading.Thread(target=reader, args=(coord, node.command, node.run_dir.root / "addr"),
+                     daemon=True).start()
+    threading.Thread(target=_publisher, args=(coord, node, stop), daemon=True).start()
+    events: list[TraceEvent] = []
+    try:
+        result = node.run(events.append)
+    except LaunchError as exc:
+        log(str(exc))
+        return None
+    finally:
+        stop.set()
+    frames: list[wire.Message] = [
+        {"op": "trace", "lines": [encode(e) for e in events[i:i + TRACE_CHUNK]]}
+        for i in range(0, len(events), TRACE_CHUNK)]
+    return [*frames, {"op": "done", "exit_codes": result.exit_codes, "end": result.end_time,
+                      "hung": result.hung}]
 
 
 def connect(place: Placement, secret: str, timeout: float = CONNECT_TIMEOUT) -> wire.Channel:
@@ -225,30 +282,28 @@ def run_node(place: Placement, secret: str, workdir: Path | None, address: str |
     tmp = workdir is None
     root = Path(tempfile.mkdtemp(prefix=f"elastic-sim-node{place.index}-")) if tmp else workdir
     assert root is not None
-    node = NodeLauncher(world, int(assign["seed"]), root, own, local,
-                        dict(assign["addresses"]), coord)
-    stop = threading.Event()
-    threading.Thread(target=_reader, args=(coord, node), daemon=True).start()
-    threading.Thread(target=_publisher, args=(coord, node, stop), daemon=True).start()
-    events: list[TraceEvent] = []
+    frames: list[wire.Message] | None
+
+    def nlog(line: str) -> None:
+        log(f"node {place.index}: {line}")
+
     try:
-        result: RunResult | None = node.run(events.append)
-    except LaunchError as exc:
-        log(f"node {place.index}: {exc}")
-        result = None
+        if assign.get("mode") == "torchrun":
+            from elastic_sim.real.torchrun.cluster import serve_node
+
+            frames = serve_node(world, assign, root, own, coord, nlog)
+        else:
+            frames = _serve_real(world, assign, root, own, local, coord, nlog)
     finally:
-        stop.set()
         if tmp:
             shutil.rmtree(root, ignore_errors=True)
-    if result is None or coord.lost:
+    if frames is None or coord.lost:
         log(f"node {place.index}: the run broke off: {coord.lost or 'launch failed'}")
         coord.send({"op": "failed", "why": coord.lost or "launch failed"})
         chan.close()
         return 1
-    for i in range(0, len(events), TRACE_CHUNK):
-        coord.send({"op": "trace", "lines": [encode(e) for e in events[i:i + TRACE_CHUNK]]})
-    coord.send({"op": "done", "exit_codes": result.exit_codes, "end": result.end_time,
-                "hung": result.hung})
+    for frame in frames:
+        coord.send(frame)
     try:  # wait for the coordinator to close: our frames are then all read
         chan.sock.settimeout(30)
         chan.sock.recv(1)

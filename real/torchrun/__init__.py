@@ -18,14 +18,18 @@ import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from elastic_sim.faults.model import Fault
-from elastic_sim.real.injector import UnsupportedInRealMode, check_supported
+from elastic_sim.real.injector import Injector, UnsupportedInRealMode, check_supported
 from elastic_sim.real.torchrun import flags
 from elastic_sim.real.torchrun.convert import NOT_JUDGED, NOT_JUDGED_SCRIPT, Inputs, convert
 from elastic_sim.real.tracefile import merge
 from elastic_sim.trace import TraceEvent
-from elastic_sim.world import RunResult, World
+from elastic_sim.world import FaultReport, RunResult, World
+
+if TYPE_CHECKING:
+    from elastic_sim.real.cluster.launchers import LaunchOptions
 
 __all__ = ["Options", "not_judged", "refusal", "run"]
 
@@ -55,9 +59,13 @@ def not_judged(options: Options) -> dict[str, str]:
 
 
 def run(world: World, faults: Sequence[Fault], seed: int, workdir: Path,
-        emit: Callable[[TraceEvent], None], options: Options) -> RunResult:
+        emit: Callable[[TraceEvent], None], options: Options,
+        launch: LaunchOptions | None = None,
+        log: Callable[[str], None] = print) -> RunResult:
     """Run ``world`` under torchrun with ``faults``; emit the converted trace in run-time
-    order. Nothing started here outlives the call (Ctrl-C included)."""
+    order. Nothing started here outlives the call (Ctrl-C included). ``launch`` spreads
+    the hosts over cluster nodes, each running its hosts' agents (:mod:`.cluster`); by
+    default every agent runs on this machine."""
     check_supported(world, faults)
     late = [h.name for h in world.hosts if h.start_delay > 0]
     if late:
@@ -68,43 +76,60 @@ def run(world: World, faults: Sequence[Fault], seed: int, workdir: Path,
     if importlib.util.find_spec("torch") is None:
         raise ModuleNotFoundError("--mode torchrun needs torch (pip install torch==2.13.0)",
                                   name="torch")
+    workdir.mkdir(parents=True, exist_ok=True)
+    if launch is not None and launch.launcher != "local":
+        from elastic_sim.real.torchrun.cluster import run_cluster
+
+        return run_cluster(world, faults, seed, workdir, emit, options, launch, log)
     from elastic_sim.real.torchrun.launcher import Launcher
 
     args = world.args
     hosts = list(world.host_names)
-    workdir.mkdir(parents=True, exist_ok=True)
     # Hosts sit at real mode's per-host loopback addresses, with or without a namespace.
-    cmds = flags.commands(hosts, str(args["store_host"]), _free_port(), args["knobs"],
+    cmds = flags.commands(hosts, str(args["store_host"]), free_port(), args["knobs"],
                           args["workload"], seed, options.script)
     launcher = Launcher(world, faults, cmds, workdir)
     out = launcher.run()
     inj = launcher.injector
-    killed = {name: (k.t, k.fault_id) for name, k in
-              [*inj.host_kills.items(), *inj.proc_kills.items()]}
     events = convert(Inputs(
         t0=out.t0, hosts=hosts, addresses={c.host: c.address for c in cmds},
         streams={h: launcher.stream(h) for h in hosts},
         worker_files=sorted((workdir / "workers").glob("*.jsonl")),
         launcher_events=merge([p for p in [workdir / "launcher.jsonl"] if p.exists()]),
-        agent_codes=out.agent_codes, agent_exit_t=out.agent_exit_t, killed=killed,
+        agent_codes=out.agent_codes, agent_exit_t=out.agent_exit_t, killed=killed_by(inj),
         end=out.end))
+    network = ("a private network namespace" if launcher.netns is not None else
+               f"this machine's loopback; torch's stores listen on every interface "
+               f"(no private namespace: {launcher.isolation})")
+    return deliver(world, cmds, events, network, out.end, out.hung, inj.reports(out.end), emit)
+
+
+def killed_by(inj: Injector) -> dict[str, tuple[float, str]]:
+    """Process or host name -> (run time, fault id) of the injector's kills."""
+    return {name: (k.t, k.fault_id) for name, k in
+            [*inj.host_kills.items(), *inj.proc_kills.items()]}
+
+
+def deliver(world: World, cmds: Sequence[flags.Command], events: Sequence[TraceEvent],
+            network: str, end: float, hung: bool, faults: list[FaultReport],
+            emit: Callable[[TraceEvent], None]) -> RunResult:
+    """Emit the run's setup (torchrun's command lines, what was not mapped, the network)
+    and its converted ``events``; the run's result."""
     setup = TraceEvent(0.0, "*", "elastic-sim", "torchrun_setup", {
         "argv": {c.host: c.argv for c in cmds},
-        "unmapped": flags.unmapped(args["knobs"]),
-        "network": ("a private network namespace" if launcher.netns is not None else
-                    f"this machine's loopback; torch's stores listen on every interface "
-                    f"(no private namespace: {launcher.isolation})")})
+        "unmapped": flags.unmapped(world.args["knobs"]), "network": network})
     codes: dict[str, int] = {}
     for ev in [setup, *events]:
         emit(ev)
         if ev.kind == "proc_exit":
             codes[ev.proc] = int(ev.get("code", -9))
-    last = max((e.t for e in events if e.kind == "proc_exit"), default=out.end)
-    return RunResult(exit_codes=dict(sorted(codes.items())), end_time=out.end if out.hung
-                     else max(last, 0.0), hung=out.hung, faults=inj.reports(out.end))
+    last = max((e.t for e in events if e.kind == "proc_exit"), default=end)
+    return RunResult(exit_codes=dict(sorted(codes.items())), end_time=end if hung
+                     else max(last, 0.0), hung=hung, faults=faults)
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on this machine now (the rendezvous store's)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

@@ -19,7 +19,6 @@ run lasts, so orphaned workers are its to reap), and the namespace is deleted.
 from __future__ import annotations
 
 import os
-import selectors
 import subprocess
 import sys
 import time
@@ -40,7 +39,8 @@ from elastic_sim.faults.model import (
 )
 from elastic_sim.real import netns, reaper
 from elastic_sim.real.injector import Injector
-from elastic_sim.real.launcher import LaunchError, contained
+from elastic_sim.real.launcher import contained
+from elastic_sim.real.process import wait_ready
 from elastic_sim.real.torchrun.flags import Command
 from elastic_sim.real.tracefile import TraceFile
 from elastic_sim.world import World
@@ -123,7 +123,7 @@ class Launcher:
     """Runs a world's hosts as torchrun agents (see the module docstring)."""
 
     def __init__(self, world: World, faults: Sequence[Fault], commands: Sequence[Command],
-                 workdir: Path) -> None:
+                 workdir: Path, private_net: bool = True) -> None:
         self.world = world
         self.faults = list(faults)
         self.commands = list(commands)
@@ -138,7 +138,7 @@ class Launcher:
         self.injector = Injector(self.faults, self, self.trace, self._now)
         self.netns: netns.Namespace | None = None
         self.isolation = isolation()
-        if netns.needs_cut(self.faults) or not self.isolation:
+        if private_net and (netns.needs_cut(self.faults) or not self.isolation):
             self.netns = netns.Namespace(world.host_names, f"tr{os.getpid()}")
 
     def stream(self, host: str) -> Path:
@@ -187,33 +187,23 @@ class Launcher:
             self.agents[cmd.host] = Agent(cmd, proc, starts.get(cmd.host, 0.0))
 
     def _wait_ready(self) -> None:
-        with selectors.DefaultSelector() as sel:
-            bufs: dict[int, tuple[Agent, bytes]] = {}
-            for a in self.agents.values():
-                assert a.proc.stdout is not None
-                bufs[a.proc.stdout.fileno()] = (a, b"")
-                sel.register(a.proc.stdout.fileno(), selectors.EVENT_READ)
-            deadline = time.monotonic() + READY_TIMEOUT
-            while bufs:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise LaunchError(f"torchrun agents not ready after {READY_TIMEOUT:.0f}s")
-                for key, _ in sel.select(left):
-                    fd = int(key.fd)
-                    a, buf = bufs[fd]
-                    chunk = os.read(fd, 4096)
-                    if not chunk:
-                        log = self.workdir / f"agent-{a.cmd.host}.log"
-                        raise LaunchError(f"the torchrun agent of {a.cmd.host} exited before "
-                                          f"it was ready; {log}:\n"
-                                          + log.read_text(errors="replace")[-1500:])
-                    buf += chunk
-                    if b"READY\n" in buf:
-                        sel.unregister(fd)
-                        del bufs[fd]
-                    else:
-                        bufs[fd] = (a, buf)
-        self.t0 = time.time()
+        wait_ready([(a, a.proc) for a in self.agents.values()], READY_TIMEOUT, self._died_early,
+                   lambda late: f"torchrun agents not ready after {READY_TIMEOUT:.0f}s: "
+                                + ", ".join(a.cmd.host for a in late))
+        self.t0 = self._origin()
+
+    def _died_early(self, a: Agent) -> str:
+        log = self.workdir / f"agent-{a.cmd.host}.log"
+        return (f"the torchrun agent of {a.cmd.host} exited before it was ready; {log}:\n"
+                + log.read_text(errors="replace")[-1500:])
+
+    def _origin(self) -> float:
+        """The run's time origin on this machine's clock (a cluster node is told it)."""
+        return time.time()
+
+    def _should_stop(self) -> bool:
+        """Whether to end the run before the agents exit (a cluster node: when told)."""
+        return False
 
     def _go_due(self, now: float) -> None:
         for a in self.agents.values():
@@ -239,7 +229,7 @@ class Launcher:
             self.injector.fire_due(now)
             if all(a.exit_t is not None for a in self.agents.values()):
                 return False
-            if now >= self.world.time_limit:
+            if now >= self.world.time_limit or self._should_stop():
                 return True
             if now - self._last_reap >= 0.5:
                 self._last_reap = now

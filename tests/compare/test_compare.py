@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from elastic_sim.cli import main
-from elastic_sim.compare.collect import RunFigures, judge, summarise
+from elastic_sim.compare.collect import (
+    RunFigures,
+    judge,
+    reference_start_up,
+    start_ups,
+    summarise,
+)
 from elastic_sim.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,6 +90,13 @@ def test_compare_cli_writes_its_outputs(tmp_path: Path, capsys: pytest.CaptureFi
     (["--runs", "0"], "--runs"),
     (["--tolerance", "-1"], "--tolerance"),
     (["--modes", "sim", "--script", "train.py"], "--script"),
+    (["--modes", "sim", "--launcher", "slurm"], "--launcher"),
+    (["--modes", "sim,torchrun", "--launcher", "netns", "--ray"], "--launcher"),
+    (["--modes", "sim,torchrun", "--launcher", "netns", "--nodes", "0"], "--nodes"),
+    (["--modes", "sim", "--sim-start-up", "-1"], "--sim-start-up"),
+    (["--modes", "torchrun", "--sim-start-up", "2"], "--sim-start-up"),
+    (["--modes", "sim", "--sim-start-up", "reference"], "--sim-start-up"),
+    (["--modes", "sim", "--sim-start-up", "soon"], "--sim-start-up"),
 ])
 def test_compare_bad_input_exits_2_with_one_line(argv: list[str], field: str, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
@@ -97,3 +111,65 @@ def test_torchrun_mode_refuses_other_protocols(capsys: pytest.CaptureFixture[str
     assert main(["run", path, "--mode", "torchrun"]) == 2
     err = capsys.readouterr().err
     assert "protocol.name" in err and "torchelastic" in err
+
+
+def test_compare_through_slurm_outside_an_allocation_prints_the_batch_script(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    out = tmp_path / "o"
+    assert main(["compare", WORKER_CRASH, "--modes", "sim,torchrun", "--runs", "2",
+                 "--launcher", "slurm", "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert "inside a Slurm allocation" in captured.err
+    script = captured.out
+    assert "#SBATCH --ntasks=2" in script
+    assert (f"elastic-sim compare {WORKER_CRASH} --modes sim,torchrun --runs 2 --launcher "
+            f"slurm --bind 0.0.0.0 --out {out}") in script
+    assert not out.exists()
+
+
+def test_sim_start_up_replaces_the_scenarios_worker_start(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    args = ["compare", WORKER_CRASH, "--modes", "sim", "--runs", "1"]
+    assert main([*args, "--out", str(tmp_path / "default")]) == 0
+    assert main([*args, "--sim-start-up", "2.5", "--out", str(tmp_path / "slow")]) == 0
+    assert "sim worker start-up: 2.500 s (given on the command line; the scenario's: 1.3 s)" \
+        in capsys.readouterr().out
+    default, slow = (json.loads((tmp_path / d / "compare.json").read_text())
+                     for d in ("default", "slow"))
+    assert "sim_start_up" not in default
+    assert slow["sim_start_up"] == {"seconds": 2.5, "source": "given on the command line",
+                                    "scenario": 1.3}
+
+    def sync(doc: dict[str, Any]) -> float:
+        return float(doc["summaries"]["sim"]["recoveries"]["kill-h1-worker"]["sync"])
+
+    assert sync(default) == pytest.approx(1.3, abs=0.01)
+    assert sync(slow) == pytest.approx(2.5, abs=0.01)
+
+
+def test_measured_start_up_is_an_import_of_torch() -> None:
+    pytest.importorskip("torch")
+    from elastic_sim.compare.startup import measure
+
+    seconds = measure(2, rounds=1)
+    assert 0.2 < seconds < 120
+
+
+def test_start_up_is_read_from_restarted_workers() -> None:
+    from elastic_sim.runner import simulate
+
+    sc = load_scenario(WORKER_CRASH)
+    events, _, _ = simulate(sc, sc.seed)
+    # round 0's start is not a restart; each host's worker of round 1 took process_start
+    assert start_ups(events) == [1.3, 1.3]
+    slow = sc.model_copy(update={"cluster": sc.cluster.model_copy(
+        update={"process_start": 2.0})})
+    assert start_ups(simulate(slow, sc.seed)[0]) == [2.0, 2.0]
+    runs = [fig("torchrun", [], 3.0), fig("torchrun", [], 3.0), fig("torchrun", [], 3.0)]
+    for r, ups in zip(runs, ([2.5, 2.9], [3.1], []), strict=True):
+        r.start_ups = ups
+    assert reference_start_up(summarise("torchrun", runs)) == 2.9
+    assert reference_start_up(summarise("torchrun", runs[2:])) is None

@@ -284,7 +284,7 @@ def test_launcher_failure_leaves_no_process_behind(
     from elastic_sim import real
 
     monkeypatch.setattr(real.launcher, "READY_TIMEOUT", 0.05)
-    with pytest.raises(real.launcher.LaunchError, match="not ready"):
+    with pytest.raises(real.process.LaunchError, match="not ready"):
         real.run(world("sleeper", 2), [], 1, tmp_path / "run", lambda ev: None)
     assert leftovers(tmp_path / "run") == []
 

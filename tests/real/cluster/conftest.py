@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[3]
 SCALE_DOWN = ROOT / "scenarios" / "torchelastic" / "scale_down.yaml"
 PARTITION = ROOT / "scenarios" / "torchelastic" / "partition_heals.yaml"
@@ -68,3 +70,14 @@ def descendants(pid: int) -> set[int]:
         out.add(p)
         todo.extend(children.get(p, []))
     return out
+
+
+@pytest.fixture(scope="module")
+def slurm() -> dict[str, str]:
+    """A one-machine Slurm set up by the project's script; skip with its reason if not."""
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "slurm-setup.sh")],
+                          capture_output=True, text=True, timeout=600, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"no Slurm here: {done.stderr.strip()}")
+    conf = done.stdout.strip().splitlines()[-1].removeprefix("export SLURM_CONF=")
+    return {**os.environ, "SLURM_CONF": conf}

@@ -165,17 +165,6 @@ def test_nodes_started_by_hand_and_a_wrong_hmac_refused(tmp_path: Path) -> None:
     assert processes_mentioning(str(out)) == []
 
 
-@pytest.fixture(scope="module")
-def slurm() -> dict[str, str]:
-    """A one-machine Slurm set up by the project's script; skip with its reason if not."""
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "slurm-setup.sh")],
-                          capture_output=True, text=True, timeout=600, check=False)
-    if done.returncode != 0:
-        pytest.skip(f"no Slurm here: {done.stderr.strip()}")
-    conf = done.stdout.strip().splitlines()[-1].removeprefix("export SLURM_CONF=")
-    return {**os.environ, "SLURM_CONF": conf}
-
-
 def test_through_a_real_slurm_with_the_allocations_node_count(
     slurm: dict[str, str], tmp_path: Path
 ) -> None:
