@@ -522,6 +522,16 @@ class Runtime(abc.ABC):
         returns at once, without yielding."""
         del seconds  # a real process spends its own
 
+    async def poll(self, interval: float, idle: Callable[[], bool]) -> None:
+        """A polling loop's wait: ``sleep(interval)``, then again as long as ``idle()``
+        holds after a sleep. ``idle`` only reads state, and must be True only where one
+        turn of the caller's loop would do nothing (no await that suspends, no trace
+        event, no change): the sim at its fast fidelity asks it at each tick without
+        waking the task (one timer per tick, no coroutine step), other runtimes loop."""
+        await self.sleep(interval)
+        while idle():
+            await self.sleep(interval)
+
     # -- concurrency -------------------------------------------------------------------
 
     @abc.abstractmethod
