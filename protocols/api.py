@@ -303,12 +303,12 @@ def blamed(exc: CollectiveError) -> dict[str, int]:
 class StretchResult:
     """What a runtime's fast ``train`` (:meth:`TracedGroup.train`) hands back: the sums of
     the steps it ran (``apply`` them in order), then, if steps remain, either the next
-    step's allreduce already entered (``entry``: await its result) or its compute under way
-    (``wake``: await the compute's end), or neither (go on step by step)."""
+    step's allreduce already entered (``entry``: await its result) or its compute done
+    (``slept``), or neither (go on step by step)."""
 
     sums: list[list[float]] = field(default_factory=list)
     entry: Awaitable[list[float]] | None = None
-    wake: Awaitable[None] | None = None
+    slept: bool = False
 
 
 class TracedGroup:
@@ -370,8 +370,7 @@ class TracedGroup:
             apply(k, summed)
             self._rt.record("step", **fields, step=first + k)
             k += 1
-        elif out.wake is not None:  # in step k's compute
-            await out.wake
+        elif out.slept:  # step k's compute is done
             slept = True
         await self.steps(k, count, step_time, grads, apply, first, fields, slept)
 

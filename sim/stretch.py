@@ -29,15 +29,15 @@ members do not arrive together, differ, or one cannot run or reach the others.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from elastic_sim.protocols.api import JSON, StretchResult
 from elastic_sim.sim.kernel import Call, Kernel
-from elastic_sim.sim.tasks import Pending, SimTask, Waiter, wake_all
+from elastic_sim.sim.tasks import Pending, Waiter, wake_all
 
 if TYPE_CHECKING:
-    from elastic_sim.sim.collectives import CollectiveEngine, GroupState, Member
+    from elastic_sim.sim.collectives import CollectiveEngine, Entry, GroupState, Member
 
 KIND = "train_steps"
 
@@ -59,23 +59,6 @@ class Arrival(Pending[StretchResult]):
         self.fields = fields
         self.t = kernel.now
         self.nvalues = len(grads(0))
-
-
-class Until:
-    """Awaitable: resume the task at exactly virtual time ``t``."""
-
-    __slots__ = ("_k", "t")
-
-    def __init__(self, kernel: Kernel, t: float) -> None:
-        self._k = kernel
-        self.t = t
-
-    def _wait(self, task: SimTask[Any], gen: int) -> None:
-        self._k.call_exactly(self.t, task._resume, gen)
-
-    def __await__(self) -> Generator[Any, Any, None]:
-        """Suspend the awaiting task until ``t``."""
-        yield self
 
 
 class _Stretch:
@@ -213,24 +196,30 @@ class StretchBook:
                     "fields": dict(a.fields)})
 
     def _end(self, st: _Stretch, k: int, entered: bool | None) -> None:
-        """Resolve every member: ``k`` steps done; then (``entered``) inside step k's
-        allreduce, or (False) in its sleep, or (None) all done."""
+        """Settle every member: ``k`` steps done; then (None) all done: wake now, as a
+        collective's end does; (False) in step k's compute: wake at its end, as the
+        sleep's timer would; (True) inside step k's allreduce: the backdated entry wakes
+        the task when it ends, fails or times out, as the fine run's entry would."""
         self._record(st, k, bool(entered))
         sums = self._sums(st, k)
         for a in st.arrivals:
             a.member.seq = st.seq0 + k
-        entries = self._enter(st, k) if entered else None
         wake: list[Waiter] = []
         for a in st.arrivals:
-            res = StretchResult(sums=[list(s) for s in sums])
-            if entered is not None:
-                if entries is not None:
-                    res.entry = entries[a.member.rank]
-                else:
-                    res.wake = Until(self.k, st.enter[k])
-            w = a.settle(res)
-            if w is not None:
-                wake.append(w)
+            res = StretchResult(sums=[list(s) for s in sums], slept=entered is False)
+            task, gen = a.task, a.gen
+            if entered:
+                e = self._enter(a, st, k)
+                res.entry = e
+                if task is not None:
+                    e.task, e.gen = task, gen
+            a.settle(res)
+            if task is None:
+                continue
+            if entered is None:
+                wake.append((task, gen))
+            elif entered is False:
+                self.k.call_exactly(st.enter[k], task._resume, gen)
         if wake:
             self.k.soon(wake_all, wake)
 
@@ -245,11 +234,7 @@ class StretchBook:
             out.append(total)
         return out
 
-    def _enter(self, st: _Stretch, k: int) -> dict[int, Any]:
-        """Step k's allreduce, entered by every member at ``enter[k]`` (backdated)."""
-        entries = {}
-        for a in st.arrivals:
-            vals = [float(v) for v in a.grads(k)]
-            entries[a.member.rank] = self.engine.backdated(a.member, st.seq0 + k, vals,
-                                                          st.enter[k], st.cost)
-        return entries
+    def _enter(self, a: Arrival, st: _Stretch, k: int) -> Entry:
+        """Step k's allreduce, entered by ``a``'s member at ``enter[k]`` (backdated)."""
+        vals = [float(v) for v in a.grads(k)]
+        return self.engine.backdated(a.member, st.seq0 + k, vals, st.enter[k], st.cost)
