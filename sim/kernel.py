@@ -275,7 +275,7 @@ class Kernel:
         if t < self.env.now:
             raise ValueError(f"call_exactly: {t} is in the past (now {self.env.now})")
         call = Call(self.env, fn, args)
-        heapq.heappush(self.env._queue, (t, NORMAL, next(self.env._eid), call))  # type: ignore[attr-defined]
+        heapq.heappush(self.env._queue, (t, NORMAL, next(self.env._eid), call))
         self._calls += 1
         return call
 

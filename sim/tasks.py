@@ -393,7 +393,8 @@ class Ticks:
         self.idle = idle
 
     def _delay(self) -> float:
-        return self.interval * self.proc.host.slowdown + self.wake_latency
+        slowdown: float = self.proc.host.slowdown
+        return self.interval * slowdown + self.wake_latency
 
     def _wait(self, task: SimTask[Any], gen: int) -> None:
         self._k.call_later(self._delay(), self._tick, task, gen)
