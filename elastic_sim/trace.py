@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -134,7 +134,7 @@ def write_trace(path: Path, events: Iterable[TraceEvent]) -> str:
 
 def read_trace(path: Path) -> list[TraceEvent]:
     """Read a trace file, its ``train_steps`` summaries expanded (:func:`expand_stretches`)."""
-    return expand_stretches(list(iter_trace(path)))
+    return list(expand_stretches(list(iter_trace(path))))
 
 
 STRETCH = "train_steps"
@@ -142,7 +142,7 @@ STRETCH = "train_steps"
 fidelity, :mod:`sim.stretch`)."""
 
 
-def expand_stretches(events: list[TraceEvent]) -> list[TraceEvent]:
+def expand_stretches(events: Sequence[TraceEvent]) -> Sequence[TraceEvent]:
     """``events`` with each ``train_steps`` summary replaced by the events the fine-grained
     run traces for those steps (per step: ``coll_enter`` at the end of its compute,
     ``coll_done`` and ``step`` when its allreduce ends; then, if ``open``, the next step's

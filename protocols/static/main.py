@@ -159,10 +159,10 @@ class Member:
             base = self.state.step
             due = min(base + work.commit_every - base % work.commit_every, work.steps)
             if due - base > 1:
-                def grads(i: int, base: int = base) -> list[float]:
+                def plain(i: int, base: int = base) -> list[float]:
                     return [*gradients(base + i, m.rank, work.params), 0.0]
 
-                await group.train(due - base - 1, work.step_time, grads, apply, base + 1,
+                await group.train(due - base - 1, work.step_time, plain, apply, base + 1,
                                   round=m.round)
             await self.rt.sleep(work.step_time)
             next_step = self.state.step + 1
