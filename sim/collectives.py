@@ -211,12 +211,7 @@ class CollectiveEngine:
         m.seq += 1
         e = self._entry(m, kind, arg, nbytes)
         e.root = root
-        op = g.ops.get(seq)
-        if op is None:
-            op = _Op(self._next_uid(), g, seq, [x for x in g.members if x is not None])
-            g.ops[seq] = op
-        op.entries[m.rank] = e
-        e.op = op
+        op = self._join_op(g, seq, e)
         if g.dead_at is not None:
             op.state = BROKEN
             self._fail_later(e, g.dead_at, g.dead_rank)
@@ -243,12 +238,7 @@ class CollectiveEngine:
         m.pending[id(e)] = e
         g.pending[id(e)] = e
         m.seq = seq + 1
-        op = g.ops.get(seq)
-        if op is None:
-            op = _Op(self._next_uid(), g, seq, [x for x in g.members if x is not None])
-            g.ops[seq] = op
-        op.entries[m.rank] = e
-        e.op = op
+        op = self._join_op(g, seq, e)
         if op.state == OPEN and len(op.entries) == g.size:
             op.cost = cost
             if self._ready(op):
@@ -258,6 +248,16 @@ class CollectiveEngine:
                 op.state = BLOCKED
                 self.blocked[op.uid] = op
         return e
+
+    def _join_op(self, g: GroupState, seq: int, e: Entry) -> _Op:
+        """Group ``g``'s collective number ``seq`` (made on first entry), with ``e`` in it."""
+        op = g.ops.get(seq)
+        if op is None:
+            op = _Op(self._next_uid(), g, seq, [x for x in g.members if x is not None])
+            g.ops[seq] = op
+        op.entries[e.member.rank] = e
+        e.op = op
+        return op
 
     def paths_changed(self) -> None:
         """Link delays changed: price later collectives on the new paths."""
