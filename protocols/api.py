@@ -524,8 +524,10 @@ class Runtime(abc.ABC):
     async def poll(self, interval: float, idle: Callable[[], bool]) -> None:
         """A polling loop's wait: ``sleep(interval)``, then again as long as ``idle()``
         holds after a sleep. ``idle`` only reads state, and must be True only where one
-        turn of the caller's loop would do nothing (no await that suspends, no trace
-        event, no change): the sim at its fast fidelity asks it at each tick without
+        turn of the caller's loop would do nothing (no await that takes time, no trace
+        event, no change; a zero-time :func:`yield_point` only reorders what is due at the
+        same instant, which the fast fidelity does not vary: runs with a tie seed, which
+        do, run every turn): the sim at its fast fidelity asks it at each tick without
         waking the task (one timer per tick, no coroutine step), other runtimes loop."""
         await self.sleep(interval)
         while idle():

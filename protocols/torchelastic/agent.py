@@ -296,7 +296,8 @@ class ElasticAgent:
     def _idle(self) -> bool:
         """A turn of the monitor loop would do nothing now: the group is and stays HEALTHY
         (no state change to trace), no signal, and the wait list is read from a fresh
-        cache and empty (nothing awaited, decide() says wait)."""
+        cache and empty (nothing awaited but the zero-time yield after the read; decide()
+        says wait)."""
         return (self.state is WorkerState.HEALTHY and self._signal is None
                 and monitor_state([p.poll() for p in self.procs]) is WorkerState.HEALTHY
                 and self.handler.cached_waiting() == 0)
