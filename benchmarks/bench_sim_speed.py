@@ -11,8 +11,18 @@ runs counts (the machine is shared: the minimum wall time is the least disturbed
 On a loaded machine the wall figures swing; the CPU-time speed-up (the process's CPU
 seconds for the whole ``run_scenario``, also best of ``--repeat``) is the steadier one.
 
+With ``--fine`` this tree also runs at ``fidelity: fine`` (every step simulated), the
+third column set: fast (the default fidelity: fault-free training stretches as one event,
+polled waits as timer ticks) against fine is the gain of fewer events alone; ``same
+figures`` says whether the fast and fine runs gave the same outcome, end time and event
+count once expanded (they must). ``x real time (CPU)`` divides by the process's CPU
+seconds for the whole ``run_scenario`` instead of ``summary.json``'s wall time (steadier
+on a loaded machine).
+
     python benchmarks/bench_sim_speed.py [--hosts 8 64] [--protocols torchelastic horovod static]
-        [--baseline main] [--repeat 3] [--steps 300] [--json OUT]
+        [--baseline main] [--repeat 3] [--steps 300] [--fine] [--json OUT]
+
+Growth with hosts (this tree alone): ``--baseline '' --hosts 8 16 32 64 128 256``.
 """
 
 from __future__ import annotations
@@ -60,6 +70,8 @@ from elastic_sim.scenario import parse_scenario
 from elastic_sim.runner import run_scenario
 raw = json.loads(sys.argv[1])
 sc = parse_scenario(raw, "<bench>")
+if len(sys.argv) > 2:
+    sc = sc.model_copy(update={"fidelity": sys.argv[2]})
 with tempfile.TemporaryDirectory() as d:
     cpu = time.process_time()
     rep = run_scenario(sc, seed=0, mode="sim", out_dir=Path(d))
@@ -67,14 +79,16 @@ with tempfile.TemporaryDirectory() as d:
     summary = json.loads((Path(d) / "summary.json").read_text())
 print(json.dumps({"sim_s": rep.result.end_time, "wall_s": summary["wall_s"], "cpu_s": cpu,
                   "events": summary["trace"]["events"], "outcome": rep.metrics.outcome,
-                  "sha256": summary["trace"]["sha256"]}))
+                  "expanded": len(rep.events), "sha256": summary["trace"]["sha256"]}))
 """
 
 
-def measure(tree: Path, raw: dict[str, Any]) -> dict[str, Any]:
-    """One run of ``raw`` with the code of ``tree``, in a fresh interpreter."""
+def measure(tree: Path, raw: dict[str, Any], fidelity: str = "") -> dict[str, Any]:
+    """One run of ``raw`` with the code of ``tree`` (at ``fidelity``, if given), in a fresh
+    interpreter."""
     env = dict(os.environ, PYTHONPATH=str(tree))
-    out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(raw)], env=env, cwd=tree,
+    argv = [sys.executable, "-c", CHILD, json.dumps(raw)] + ([fidelity] if fidelity else [])
+    out = subprocess.run(argv, env=env, cwd=tree,
                          capture_output=True, text=True, check=True)
     res: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return res
@@ -89,19 +103,24 @@ def export(ref: str, into: Path) -> Path:
     return into / "tree"
 
 
-def best(trees: list[Path], raw: dict[str, Any], repeat: int) -> list[dict[str, Any]]:
-    """Per tree, the run with the least wall time of ``repeat`` runs; the trees take
-    turns, so a burst of load on the machine hits both."""
+def best(trees: list[tuple[Path, str]], raw: dict[str, Any], repeat: int
+         ) -> list[dict[str, Any]]:
+    """Per (tree, fidelity), the run with the least wall time of ``repeat`` runs; they
+    take turns, so a burst of load on the machine hits all."""
     runs: list[list[dict[str, Any]]] = [[] for _ in trees]
     for _ in range(repeat):
-        for i, tree in enumerate(trees):
-            runs[i].append(measure(tree, raw))
+        for i, (tree, fidelity) in enumerate(trees):
+            runs[i].append(measure(tree, raw, fidelity))
     out = []
     for r in runs:
         fastest = dict(min(r, key=lambda x: float(x["wall_s"])))
         fastest["cpu_s"] = min(float(x["cpu_s"]) for x in r)
         out.append(fastest)
     return out
+
+
+def _x(r: dict[str, Any], key: str) -> float:
+    return float(r["sim_s"]) / max(float(r[key]), 1e-9)
 
 
 def main() -> int:
@@ -111,34 +130,47 @@ def main() -> int:
     p.add_argument("--baseline", default="main", help="git ref of the baseline ('' for none)")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--fine", action="store_true", help="also run this tree at fidelity fine")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         base = export(args.baseline, Path(tmp)) if args.baseline else None
-        print("| scenario | hosts | sim s | events before | events after | "
-              "before x real time | after x real time | speed-up | CPU-time speed-up | "
-              "same trace |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
+        print(f"steps {args.steps}, best of {args.repeat}; x real time = simulated s / "
+              "summary.json wall_s (CPU: / CPU s of the whole run)", flush=True)
+        head = ["scenario", "hosts", "sim s", "events (fast)", "x real time (fast)",
+                "x real time CPU (fast)"]
+        if args.fine:
+            head += ["events (fine)", "x real time (fine)", "fast/fine CPU", "same figures"]
+        if base:
+            head += ["events (baseline)", "x real time (baseline)", "fast/baseline",
+                     "fast/baseline CPU"]
+        print("| " + " | ".join(head) + " |")
+        print("|" + "---|" * len(head))
         for proto in args.protocols:
             for hosts in args.hosts:
                 raw = scenario_raw(proto, hosts, args.steps)
-                after, *rest = best([ROOT] + ([base] if base else []), raw, args.repeat)
-                before = rest[0] if rest else None
-                row = {"scenario": proto, "hosts": hosts, "after": after, "before": before}
+                trees = [(ROOT, "")] + ([(ROOT, "fine")] if args.fine else []) + (
+                    [(base, "")] if base else [])
+                res = best(trees, raw, args.repeat)
+                fast = res[0]
+                fine = res[1] if args.fine else None
+                before = res[-1] if base else None
+                row = {"scenario": proto, "hosts": hosts, "steps": args.steps, "fast": fast,
+                       "fine": fine, "baseline": before}
                 rows.append(row)
-                x_after = after["sim_s"] / after["wall_s"]
-                if before:
-                    x_before = before["sim_s"] / before["wall_s"]
-                    print(f"| {proto} | {hosts} | {after['sim_s']:.1f} | {before['events']} | "
-                          f"{after['events']} | {x_before:,.0f} | {x_after:,.0f} | "
-                          f"{x_after / x_before:.1f}x | "
-                          f"{before['cpu_s'] / after['cpu_s']:.2f}x | "
-                          f"{'yes' if before['sha256'] == after['sha256'] else 'no'} |",
-                          flush=True)
-                else:
-                    print(f"| {proto} | {hosts} | {after['sim_s']:.1f} | - | {after['events']} "
-                          f"| - | {x_after:,.0f} | - | - | - |", flush=True)
+                cells = [proto, str(hosts), f"{fast['sim_s']:.1f}", str(fast["events"]),
+                         f"{_x(fast, 'wall_s'):,.0f}", f"{_x(fast, 'cpu_s'):,.0f}"]
+                if fine is not None:
+                    same = all(fine[k] == fast[k] for k in ("sim_s", "outcome", "expanded"))
+                    cells += [str(fine["events"]), f"{_x(fine, 'wall_s'):,.0f}",
+                              f"{fine['cpu_s'] / fast['cpu_s']:.1f}x",
+                              "yes" if same else "NO"]
+                if before is not None:
+                    cells += [str(before["events"]), f"{_x(before, 'wall_s'):,.0f}",
+                              f"{_x(fast, 'wall_s') / _x(before, 'wall_s'):.1f}x",
+                              f"{before['cpu_s'] / fast['cpu_s']:.1f}x"]
+                print("| " + " | ".join(cells) + " |", flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
     return 0

@@ -62,6 +62,9 @@ def _parser() -> argparse.ArgumentParser:
                      "allocation's tasks)")
     run.add_argument("--image", default="elastic-sim:latest",
                      help="--launcher k8s: the container image with elastic-sim and torch")
+    run.add_argument("--fidelity", choices=["fast", "fine"], default=None,
+                     help="sim: fast runs fault-free training stretches as one event each, "
+                          "fine simulates every step (default: the scenario's, fast)")
     run.add_argument("--force", action="store_true",
                      help="replace an earlier run's output in --out (only the files "
                           "elastic-sim wrote are removed)")
@@ -301,6 +304,8 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
 
     file = scenario_path(args.scenario)
     sc = load_scenario(file)
+    if args.fidelity is not None:
+        sc = sc.model_copy(update={"fidelity": args.fidelity})
     refuse_unsupported(sc, sc.fault_objects(), args.mode, str(file))  # before --out
     seed = sc.seed if args.seed is None else args.seed
     # runs/ is the tool's own: a rerun there replaces the earlier run's output.

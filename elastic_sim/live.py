@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from elastic_sim.trace import TraceEvent
+from elastic_sim.trace import STRETCH, TraceEvent
 
 
 class LiveStatus:
@@ -30,6 +30,8 @@ class LiveStatus:
             self.rounds[ev.get("round")] = int(ev.get("world_size") or 0)
         elif ev.kind == "step":
             self.step = max(self.step, int(ev.get("step") or 0))
+        elif ev.kind == STRETCH and ev.get("steps"):
+            self.step = max(self.step, int(ev.get("first")) + int(ev.get("steps")) - 1)
         line = self.line()
         if line != self._last:
             self._last = line

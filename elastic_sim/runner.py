@@ -22,7 +22,7 @@ from elastic_sim.faults.model import Fault
 from elastic_sim.guards import RunGuard, watchdog
 from elastic_sim.reports.metrics import Metrics, compute
 from elastic_sim.scenario import Scenario, scenario_dict, workload_dict
-from elastic_sim.trace import TraceEvent, TraceWriter, encode
+from elastic_sim.trace import TraceEvent, TraceWriter, encode, expand_stretches
 from elastic_sim.world import NCCL, CollectiveModel, RunResult, World
 
 if TYPE_CHECKING:
@@ -92,6 +92,7 @@ def build_world(sc: Scenario, seed: int, mode: Mode) -> World:
         wake_latency=sc.cluster.wake_latency,
         process_exit=sc.cluster.process_exit,
         time_limit=sc.time_limit,
+        fidelity=sc.fidelity,
         device=sc.cluster.device,
         collectives=NCCL if sc.cluster.device == "cuda" else CollectiveModel(),
     )
@@ -261,6 +262,7 @@ def _record(
         guard.restart()
         result = _run_runtime(world, faults, seed, mode, out_dir, emit, progress, tie_seed,
                               guard, launch, torchrun)
+        events[:] = expand_stretches(events)  # the sim's training summaries, step by step
         # A user's script under torchrun reports no steps: its job is done when torchrun is.
         steps = 0 if torchrun is not None and torchrun.script else sc.workload.steps
         metrics = compute(events, steps, result.exit_codes, result.hung,

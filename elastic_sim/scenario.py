@@ -225,6 +225,9 @@ class Scenario(_Strict):
     (:mod:`sim.kernel`) instead of by scheduling order (the default)."""
     time_limit: Pos = 3600.0
     """Run time (virtual in the sim) after which a run that has not ended is called hung."""
+    fidelity: Literal["fast", "fine"] = "fast"
+    """Sim only: ``fast`` runs fault-free lockstep training stretches as one event each
+    (same times, results and checks); ``fine`` simulates every step of every worker."""
     protocol: ProtocolModel
     cluster: ClusterModel
     workload: WorkloadModel = WorkloadModel()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -133,8 +133,50 @@ def write_trace(path: Path, events: Iterable[TraceEvent]) -> str:
 
 
 def read_trace(path: Path) -> list[TraceEvent]:
-    """Read a trace file."""
-    return list(iter_trace(path))
+    """Read a trace file, its ``train_steps`` summaries expanded (:func:`expand_stretches`)."""
+    return list(expand_stretches(list(iter_trace(path))))
+
+
+STRETCH = "train_steps"
+"""The summary of a lockstep stretch of training steps of one member (the sim's fast
+fidelity, :mod:`sim.stretch`)."""
+
+
+def expand_stretches(events: Sequence[TraceEvent]) -> Sequence[TraceEvent]:
+    """``events`` with each ``train_steps`` summary replaced by the events the fine-grained
+    run traces for those steps (per step: ``coll_enter`` at the end of its compute,
+    ``coll_done`` and ``step`` when its allreduce ends; then, if ``open``, the next step's
+    ``coll_enter``), in time order; ``events`` itself when it holds no summary.
+
+    Step i's instants are the fine run's own float sums: ``e = c + sleep``,
+    ``c = e + cost`` from ``c = start``."""
+    if not any(ev.kind == STRETCH for ev in events):
+        return events
+    out: list[TraceEvent] = []
+    for ev in events:
+        if ev.kind != STRETCH:
+            out.append(ev)
+            continue
+        d = ev.data
+        group, op, nbytes, seq = d["group"], d["op"], d["nbytes"], int(d["seq"])
+        sleep, cost, first = float(d["sleep"]), float(d["cost"]), int(d["first"])
+        fields = dict(d.get("fields") or {})
+        host, proc = ev.host, ev.proc
+        t = float(d["start"])
+        for i in range(int(d["steps"])):
+            t = t + sleep
+            out.append(TraceEvent(t, host, proc, "coll_enter",
+                                  {"group": group, "seq": seq + i, "op": op, "nbytes": nbytes}))
+            t = t + cost
+            out.append(TraceEvent(t, host, proc, "coll_done",
+                                  {"group": group, "seq": seq + i, "op": op}))
+            out.append(TraceEvent(t, host, proc, "step", {**fields, "step": first + i}))
+        if d.get("open"):
+            out.append(TraceEvent(t + sleep, host, proc, "coll_enter",
+                                  {"group": group, "seq": seq + int(d["steps"]), "op": op,
+                                   "nbytes": nbytes}))
+    out.sort(key=lambda e: e.t)
+    return out
 
 
 def iter_trace(path: Path) -> Iterator[TraceEvent]:

@@ -84,6 +84,14 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("digest", "state digest after the sync")),
     _k("step", "all protocols", "a training step done", ("round", "round id"),
        ("step", "step number")),
+    _k("train_steps", "sim (fast fidelity)", "one member's lockstep stretch of training "
+       "steps, read everywhere as its coll_enter / coll_done / step events "
+       "(trace.expand_stretches)", ("group", "name"), ("seq", "first step's sequence number"),
+       ("op", "allreduce"), ("nbytes", "payload bytes"), ("steps", "steps done"),
+       ("open", "whether the next step's allreduce was entered"),
+       ("first", "first step's number"), ("start", "when the first step's compute began"),
+       ("sleep", "compute seconds per step"), ("cost", "allreduce seconds per step"),
+       ("fields", "the step events' other fields (round)")),
     _k("commit", "all protocols", "progress committed (checkpoint or State.commit)",
        ("step", "step"), ("digest", "state digest")),
     _k("restore", "all protocols", "state rolled back to the last commit", ("step", "step"),

@@ -105,6 +105,9 @@ class World:
     """Seconds a process takes to exit after its main returns: interpreter teardown, what
     it hosts (a store) answering until then. The sim charges it (a scenario's default is
     :data:`PROCESS_EXIT`); real processes pay their own."""
+    fidelity: Literal["fast", "fine"] = "fast"
+    """Sim only: ``fast`` runs lockstep training stretches as one event each
+    (:mod:`sim.stretch`), ``fine`` simulates every step of every worker."""
     time_limit: float = 3600.0
     """Run time after which a run that has not ended is stopped and called hung."""
     device: Literal["cpu", "cuda"] = "cpu"

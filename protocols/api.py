@@ -299,6 +299,18 @@ def blamed(exc: CollectiveError) -> dict[str, int]:
     return {} if peer is None else {"peer": int(peer)}
 
 
+@dataclass
+class StretchResult:
+    """What a runtime's fast ``train`` (:meth:`TracedGroup.train`) hands back: the sums of
+    the steps it ran (``apply`` them in order), then, if steps remain, either the next
+    step's allreduce already entered (``entry``: await its result) or its compute done
+    (``slept``), or neither (go on step by step)."""
+
+    sums: list[list[float]] = field(default_factory=list)
+    entry: Awaitable[list[float]] | None = None
+    slept: bool = False
+
+
 class TracedGroup:
     """What protocols hold: a :class:`Group` whose collectives are traced identically in
     both runtimes (``coll_enter`` / ``coll_done`` / ``coll_fail``) and numbered."""
@@ -311,10 +323,12 @@ class TracedGroup:
         self.size = inner.size
         self.seq = 0
 
-    async def _traced(self, op: str, nbytes: int, aw: Awaitable[T]) -> T:
+    async def _traced(self, op: str, nbytes: int, aw: Awaitable[T], entered: bool = False
+                      ) -> T:
         seq = self.seq
         self.seq += 1
-        self._rt.record("coll_enter", group=self.name, seq=seq, op=op, nbytes=nbytes)
+        if not entered:  # else its coll_enter is in a train_steps summary
+            self._rt.record("coll_enter", group=self.name, seq=seq, op=op, nbytes=nbytes)
         try:
             out = await aw
         except CollectiveError as exc:
@@ -328,6 +342,51 @@ class TracedGroup:
         """Element-wise sum over members."""
         vals = list(values)
         return await self._traced("allreduce", 8 * len(vals), self._inner._allreduce(vals))
+
+    async def train(self, count: int, step_time: float, grads: Callable[[int], list[float]],
+                    apply: Callable[[int, list[float]], None], first: int,
+                    **fields: JSON) -> None:
+        """``count`` training steps, each ``sleep(step_time)`` (the compute) then an
+        allreduce of ``grads(i)``, then ``apply(i, summed)`` and a ``step`` event
+        (``fields`` and ``step=first + i``). :class:`CollectiveError` after ``apply`` of the
+        steps done. Every member calls it with the same ``count`` and ``step_time``.
+
+        This is the loop below in every runtime, except that the sim at its default
+        fidelity (``fast``) runs a lockstep stretch of the members as one event and traces
+        it as one ``train_steps`` summary (:mod:`sim.stretch`), with the same times and
+        results, splitting it where anything touches the run."""
+        fast = getattr(self._inner, "_train", None)
+        if fast is None:
+            await self.steps(0, count, step_time, grads, apply, first, fields)
+            return
+        out: StretchResult = await fast(count, step_time, grads, first, fields)
+        for i, summed in enumerate(out.sums):
+            apply(i, summed)
+        k = len(out.sums)
+        self.seq += k
+        slept = False
+        if out.entry is not None:  # inside step k's allreduce (its coll_enter is traced)
+            summed = await self._traced("allreduce", 8 * len(grads(k)), out.entry, True)
+            apply(k, summed)
+            self._rt.record("step", **fields, step=first + k)
+            k += 1
+        elif out.slept:  # step k's compute is done
+            slept = True
+        await self.steps(k, count, step_time, grads, apply, first, fields, slept)
+
+    async def steps(self, start: int, count: int, step_time: float,
+                    grads: Callable[[int], list[float]],
+                    apply: Callable[[int, list[float]], None], first: int,
+                    fields: Mapping[str, JSON], slept: bool = False) -> None:
+        """Steps ``start..count-1`` of :meth:`train` one by one (``slept``: the first
+        step's compute is already done)."""
+        for i in range(start, count):
+            if not slept:
+                await self._rt.sleep(step_time)
+            slept = False
+            summed = await self.allreduce(grads(i))
+            apply(i, summed)
+            self._rt.record("step", **fields, step=first + i)
 
     async def broadcast(self, data: bytes, root: int) -> Received:
         """Root's bytes to all; every member passes a buffer of the same length."""
@@ -461,6 +520,18 @@ class Runtime(abc.ABC):
         time passing in this task; a real process does its own work, so by default this
         returns at once, without yielding."""
         del seconds  # a real process spends its own
+
+    async def poll(self, interval: float, idle: Callable[[], bool]) -> None:
+        """A polling loop's wait: ``sleep(interval)``, then again as long as ``idle()``
+        holds after a sleep. ``idle`` only reads state, and must be True only where one
+        turn of the caller's loop would do nothing (no await that takes time, no trace
+        event, no change; a zero-time :func:`yield_point` only reorders what is due at the
+        same instant, which the fast fidelity does not vary: runs with a tie seed, which
+        do, run every turn): the sim at its fast fidelity asks it at each tick without
+        waking the task (one timer per tick, no coroutine step), other runtimes loop."""
+        await self.sleep(interval)
+        while idle():
+            await self.sleep(interval)
 
     # -- concurrency -------------------------------------------------------------------
 

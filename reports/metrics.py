@@ -22,7 +22,7 @@ from elastic_sim.reports.progress import (
     rollbacks,
     round_progress,
 )
-from elastic_sim.trace import TraceEvent
+from elastic_sim.trace import TraceEvent, expand_stretches
 
 Outcome = Literal["completed", "failed", "hung"]
 
@@ -259,7 +259,8 @@ def compute(
     events: Sequence[TraceEvent], total_steps: int, exit_codes: dict[str, int], hung: bool,
     end_time: float, batch_size: int = 1,
 ) -> Metrics:
-    """All metrics of one run."""
+    """All metrics of one run (``train_steps`` summaries read as their steps)."""
+    events = expand_stretches(events)
     rounds = rounds_of(events)
     done = [e for e in events if e.kind == "job_done"]
     steps_done = max((int(e.get("step", 0)) for e in events if e.kind == "step"), default=0)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from elastic_sim.protocols.api import CollectiveFailed, CollectiveTimeout
 from elastic_sim.sim.group import SimGroup, op_results, same_op
@@ -36,6 +36,9 @@ from elastic_sim.sim.kernel import Call, Kernel
 from elastic_sim.sim.network import Network, Path
 from elastic_sim.sim.store import StoreServer
 from elastic_sim.sim.tasks import Pending, Waiter, wake_all
+
+if TYPE_CHECKING:
+    from elastic_sim.sim.stretch import StretchBook
 from elastic_sim.world import CollectiveModel
 
 OPEN, SCHEDULED, BLOCKED, DONE, BROKEN = range(5)
@@ -125,6 +128,8 @@ class CollectiveEngine:
         self.groups: dict[tuple[int, str], GroupState] = {}
         self.blocked: dict[int, _Op] = {}
         self._uid = 0
+        self.stretches: StretchBook | None = None
+        """Fast training stretches (:mod:`sim.stretch`); None: every step is simulated."""
         self.injected: dict[str, deque[str]] = {}
         """Collective faults waiting for the next collective entered on a host."""
 
@@ -206,12 +211,7 @@ class CollectiveEngine:
         m.seq += 1
         e = self._entry(m, kind, arg, nbytes)
         e.root = root
-        op = g.ops.get(seq)
-        if op is None:
-            op = _Op(self._next_uid(), g, seq, [x for x in g.members if x is not None])
-            g.ops[seq] = op
-        op.entries[m.rank] = e
-        e.op = op
+        op = self._join_op(g, seq, e)
         if g.dead_at is not None:
             op.state = BROKEN
             self._fail_later(e, g.dead_at, g.dead_rank)
@@ -225,6 +225,39 @@ class CollectiveEngine:
         if self.injected:
             self._apply_injected(m, op)
         return e
+
+    def backdated(self, m: Member, seq: int, vals: list[float], t: float, cost: float
+                  ) -> Entry:
+        """``m``'s allreduce number ``seq``, entered at ``t`` (before now) with its deadline
+        at ``t + timeout``; once every member has one, it completes at ``t + cost``, as an
+        entry made at ``t`` would (a split stretch's open step, :mod:`sim.stretch`)."""
+        g = m.group
+        e = Entry(self.k, m, "allreduce", vals, 8 * len(vals))
+        e.t = t
+        e.deadline = self.k.call_exactly(max(t + m.timeout, self.k.now), self._timeout, e)
+        m.pending[id(e)] = e
+        g.pending[id(e)] = e
+        m.seq = seq + 1
+        op = self._join_op(g, seq, e)
+        if op.state == OPEN and len(op.entries) == g.size:
+            op.cost = cost
+            if self._ready(op):
+                op.state = SCHEDULED
+                self.k.call_exactly(t + cost, self._complete, op)
+            else:
+                op.state = BLOCKED
+                self.blocked[op.uid] = op
+        return e
+
+    def _join_op(self, g: GroupState, seq: int, e: Entry) -> _Op:
+        """Group ``g``'s collective number ``seq`` (made on first entry), with ``e`` in it."""
+        op = g.ops.get(seq)
+        if op is None:
+            op = _Op(self._next_uid(), g, seq, [x for x in g.members if x is not None])
+            g.ops[seq] = op
+        op.entries[e.member.rank] = e
+        e.op = op
+        return op
 
     def paths_changed(self) -> None:
         """Link delays changed: price later collectives on the new paths."""

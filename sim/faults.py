@@ -117,6 +117,7 @@ class FaultInjector:
     def _arm(self, f: Triggered) -> None:
         if f.fault is None or f.when is None or self.cluster.finished:
             return
+        self.cluster.touch()  # the trigger may watch steps: no stretch hides them
         self._armed.append(f)
 
     def observe(self, ev: TraceEvent) -> None:
@@ -156,9 +157,14 @@ class FaultInjector:
             return None
         return host
 
+    def triggers_armed(self) -> bool:
+        """Whether a fault trigger waits for a trace event (that a step may be)."""
+        return bool(self._armed)
+
     def _fire(self, f: Fault, trigger: str = "") -> None:
         if self.cluster.finished:
             return
+        self.cluster.touch()
         handler = sim_handler(type(f))
         if handler is None or isinstance(handler, Refusal):
             why = handler.reason if handler else f"fault type {f.type} has no sim handler"
@@ -173,6 +179,7 @@ class FaultInjector:
     def _later(self, delay: float, fn: Callable[..., None], *args: Any) -> None:
         def heal() -> None:
             if not self.cluster.finished:
+                self.cluster.touch()
                 fn(*args)
         self.k.call_later(delay, heal)
 

@@ -4,9 +4,18 @@ collective's results are formed. Matching, pricing and failing live in
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from elastic_sim.protocols.api import Cancelled, CollectiveFailed, Group, Received, Sendable
+from elastic_sim.protocols.api import (
+    JSON,
+    Cancelled,
+    CollectiveFailed,
+    Group,
+    Received,
+    Sendable,
+    StretchResult,
+)
 
 if TYPE_CHECKING:
     from elastic_sim.sim.collectives import CollectiveEngine, Entry, Member
@@ -58,6 +67,18 @@ class SimGroup(Group):
             raise Cancelled("process is dead")
         if self._m.aborted:
             raise CollectiveFailed(f"group {self.name}: {self._m.abort_reason}")
+
+    async def _train(self, count: int, step_time: float, grads: Callable[[int], list[float]],
+                     first: int, fields: Mapping[str, JSON]) -> StretchResult:
+        """:meth:`protocols.api.TracedGroup.train`'s fast path (:mod:`sim.stretch`)."""
+        self._check()
+        book = self._engine.stretches
+        if book is None:
+            return StretchResult()
+        proc = self._m.proc
+        sleep_s = step_time * proc.host.slowdown + book.wake_latency if step_time > 0.0 else 0.0
+        out: StretchResult = await book.arrive(self._m, count, sleep_s, grads, first, fields)
+        return out
 
     async def _allreduce(self, values: list[float]) -> list[float]:
         """Element-wise sum over members (in rank order: deterministic floats)."""

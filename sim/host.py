@@ -202,6 +202,15 @@ class Cluster:
         self.finished = False
         self.resume_listeners: list[Callable[[], None]] = []
         """Called when something may have become reachable again (resume, CONT, heal)."""
+        self.touch_listeners: list[Callable[[], None]] = []
+        """Called before anything happens to a process or host from outside it (a kill, a
+        signal, a pause or resume, a crash) and before each fault: fast training stretches
+        end there (:mod:`sim.stretch`)."""
+
+    def touch(self) -> None:
+        """Something is about to act on processes from outside: tell the listeners."""
+        for fn in self.touch_listeners:
+            fn()
 
     # -- starting ----------------------------------------------------------------------
 
@@ -291,6 +300,7 @@ class Cluster:
         """End ``proc`` at once (a signal or a crash): its tasks are dropped."""
         if not proc.alive:
             return
+        self.touch()
         proc.alive = False
         proc.runnable = False
         tasks = list(proc.tasks.values())
@@ -343,6 +353,7 @@ class Cluster:
     def _deliver(self, proc: SimProcess, sig: str) -> None:
         if not proc.alive:
             return
+        self.touch()
         if sig == "KILL":
             self.kill(proc, -SIGNAL_NUMBERS["KILL"], "killed by SIGKILL")
         elif sig == "STOP":
@@ -371,12 +382,14 @@ class Cluster:
 
     def pause_host(self, host: SimHost) -> None:
         """Freeze every process of ``host`` (nested pauses count)."""
+        self.touch()
         host.paused += 1
         for p in host.procs.values():
             p.runnable = False
 
     def resume_host(self, host: SimHost) -> None:
         """Undo one :meth:`pause_host`; at zero the host runs again."""
+        self.touch()
         host.paused -= 1
         if host.paused > 0:
             return
@@ -400,6 +413,7 @@ class Cluster:
     def crash_host(self, host: SimHost, silent: bool = False) -> None:
         """The machine dies: every process killed (-9), nothing more starts on it. With
         ``silent``, it is powered off: peers are told nothing (:attr:`SimHost.powered_off`)."""
+        self.touch()
         if not host.started and not host.down:
             self.pending_starts -= 1
         host.down = True

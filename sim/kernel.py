@@ -16,6 +16,7 @@ future's waiters resume after the resolver yields. Same (run, seed, tie seed): s
 from __future__ import annotations
 
 import gc
+import heapq
 import random
 import signal
 import threading
@@ -266,6 +267,17 @@ class Kernel:
         """Run ``fn(*args)`` at virtual time ``t`` (now, if ``t`` has passed)."""
         delay = t - self.env.now
         return self.call_later(delay if delay > 0.0 else 0.0, fn, *args, lane=lane)
+
+    def call_exactly(self, t: float, fn: Callable[..., object], *args: Any) -> Call:
+        """Run ``fn(*args)`` at exactly ``t`` (>= now; no ``now + (t - now)`` rounding), in
+        scheduling order: how a fast stretch (:mod:`sim.stretch`) lands on the instants a
+        chain of ``call_later`` would have reached. Not for runs with a tie seed."""
+        if t < self.env.now:
+            raise ValueError(f"call_exactly: {t} is in the past (now {self.env.now})")
+        call = Call(self.env, fn, args)
+        heapq.heappush(self.env._queue, (t, NORMAL, next(self.env._eid), call))
+        self._calls += 1
+        return call
 
     def soon(self, fn: Callable[..., object], *args: Any) -> Call:
         """Run ``fn(*args)`` at the current time, after what is already due now (with a tie

@@ -22,6 +22,7 @@ from elastic_sim.sim.kernel import Guard, Kernel, livelock_threshold
 from elastic_sim.sim.network import Network
 from elastic_sim.sim.runtime import SimRuntime
 from elastic_sim.sim.store import SERVICE_TIME, StoreRegistry
+from elastic_sim.sim.stretch import StretchBook
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import RunResult, World
 
@@ -53,6 +54,12 @@ class Simulation:
         self.injector = FaultInjector(self.kernel, self.cluster, self.network, self.stores,
                                       self.collectives, seed)
         self.cluster.resume_listeners += [self.stores.retry_all, self.collectives.recheck]
+        book = StretchBook(self.kernel, self.collectives, world.wake_latency,
+                           world.fidelity == "fast" and tie_seed is None,
+                           self.injector.triggers_armed)
+        self.collectives.stretches = book
+        self.stretches = book
+        self.cluster.touch_listeners.append(book.split_all)
 
     def _trace(self, ev: TraceEvent) -> None:
         self._emit(ev)
@@ -68,6 +75,7 @@ class Simulation:
         self.cluster.schedule_starts()
         try:
             self.kernel.run()
+            self.stretches.finish()
             stop = self.kernel.stopped
             if stop is not None:
                 data: dict[str, JSON] = {"reason": stop.kind, "message": stop.message}

@@ -30,7 +30,7 @@ from elastic_sim.protocols.api import (
 )
 from elastic_sim.sim.host import SimProc, SimProcess, json_copy
 from elastic_sim.sim.store import SimStore
-from elastic_sim.sim.tasks import SimFuture, Sleep
+from elastic_sim.sim.tasks import SimFuture, Sleep, Ticks
 
 if TYPE_CHECKING:
     from elastic_sim.sim.run import Simulation
@@ -82,6 +82,16 @@ class SimRuntime(Runtime):
         self._alive()
         if seconds > 0.0:
             await Sleep(self._k, seconds * self._proc.host.slowdown)
+
+    async def poll(self, interval: float, idle: Callable[[], bool]) -> None:
+        """:meth:`Runtime.poll`; at the fast fidelity the ticks are timer callbacks that
+        wake the task only where ``idle()`` is False (or the task cannot run at the tick:
+        then it wakes as from a sleep, held as a sleep's wake-up would be)."""
+        self._alive()
+        if interval <= 0.0 or not self._sim.stretches.enabled:
+            await super().poll(interval, idle)
+            return
+        await Ticks(self._k, self._proc, interval, self._wake_latency, idle)
 
     # -- concurrency -------------------------------------------------------------------
 

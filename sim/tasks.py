@@ -375,6 +375,45 @@ class Pending(Generic[T]):
         return self.value  # type: ignore[no-any-return]
 
 
+class Ticks:
+    """Awaitable: :meth:`protocols.api.Runtime.poll` as timer callbacks. Each tick comes
+    ``interval * slowdown + wake_latency`` after the last (a sleep's duration, chained as
+    the sleeps would be); the task resumes at the first tick where ``idle()`` is False, or
+    where it cannot run (paused, stopped, its activity wedged: its wake-up is then held as
+    a sleep's)."""
+
+    __slots__ = ("_k", "idle", "interval", "proc", "wake_latency")
+
+    def __init__(self, kernel: Kernel, proc: Any, interval: float, wake_latency: float,
+                 idle: Callable[[], bool]) -> None:
+        self._k = kernel
+        self.proc = proc
+        self.interval = interval
+        self.wake_latency = wake_latency
+        self.idle = idle
+
+    def _delay(self) -> float:
+        slowdown: float = self.proc.host.slowdown
+        return self.interval * slowdown + self.wake_latency
+
+    def _wait(self, task: SimTask[Any], gen: int) -> None:
+        self._k.call_later(self._delay(), self._tick, task, gen)
+
+    def _tick(self, task: SimTask[Any], gen: int) -> None:
+        if gen != task._gen or task._done:
+            return
+        owner = task.owner
+        if owner.alive and owner.runnable and not (owner.wedged and task.name in owner.wedged):
+            if self.idle():
+                self._k.call_later(self._delay(), self._tick, task, gen)
+                return
+        task._resume(gen)
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        """Suspend the awaiting task until a tick finds work."""
+        yield self
+
+
 class Sleep:
     """Awaitable: resume the task after ``delay`` virtual seconds (one timer event)."""
 

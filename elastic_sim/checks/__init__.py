@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 from elastic_sim.checks.verdict import CheckResult as CheckResult
 from elastic_sim.checks.verdict import Violation as Violation
-from elastic_sim.trace import TraceEvent
+from elastic_sim.trace import TraceEvent, expand_stretches
 
 MAX_VIOLATIONS = 5
 """Violations kept per check: the first ones are the ones that matter."""
@@ -212,7 +212,9 @@ CHECKS: tuple[Check, ...] = (
 
 
 def run_checks(events: Sequence[TraceEvent]) -> list[CheckResult]:
-    """Every check over one trace; violations capped at :data:`MAX_VIOLATIONS` each."""
+    """Every check over one trace (``train_steps`` summaries read as their steps);
+    violations capped at :data:`MAX_VIOLATIONS` each."""
+    events = expand_stretches(events)
     out = []
     for check in CHECKS:
         res = check(events)

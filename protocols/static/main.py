@@ -148,7 +148,22 @@ class Member:
     async def train(self, group: TracedGroup, m: Membership) -> Literal["done", "rejoin"]:
         """Steps with one allreduce each; commit every k; leave if hosts wait to join."""
         work = self.work
+        world = m.world_size
+
+        def apply(i: int, summed: list[float]) -> None:
+            self.state = apply_step(self.state, summed[:-1], world)
+
         while self.state.step < work.steps:
+            # the steps before the next commit-due one ask no store and never leave (no one
+            # sends "waiting" there): one allreduce each (TracedGroup.train)
+            base = self.state.step
+            due = min(base + work.commit_every - base % work.commit_every, work.steps)
+            if due - base > 1:
+                def plain(i: int, base: int = base) -> list[float]:
+                    return [*gradients(base + i, m.rank, work.params), 0.0]
+
+                await group.train(due - base - 1, work.step_time, plain, apply, base + 1,
+                                  round=m.round)
             await self.rt.sleep(work.step_time)
             next_step = self.state.step + 1
             commit_due = next_step % work.commit_every == 0 or next_step == work.steps

@@ -203,7 +203,7 @@ class ElasticAgent:
     async def _invoke_run(self) -> RunResult:
         await self._initialize_workers()
         while True:
-            await self.rt.sleep(self.knobs.monitor_interval)
+            await self.rt.poll(self.knobs.monitor_interval, self._idle)
             result = await self._monitor_workers()
             self._set_state(result.state)
             waiting = 0
@@ -292,6 +292,15 @@ class ElasticAgent:
             self.workers_started = True
             for sig in DEATH_SIGNALS:
                 self.rt.on_signal(sig, functools.partial(self.on_signal, sig))
+
+    def _idle(self) -> bool:
+        """A turn of the monitor loop would do nothing now: the group is and stays HEALTHY
+        (no state change to trace), no signal, and the wait list is read from a fresh
+        cache and empty (nothing awaited but the zero-time yield after the read; decide()
+        says wait)."""
+        return (self.state is WorkerState.HEALTHY and self._signal is None
+                and monitor_state([p.poll() for p in self.procs]) is WorkerState.HEALTHY
+                and self.handler.cached_waiting() == 0)
 
     async def _monitor_workers(self) -> RunResult:
         codes = [p.poll() for p in self.procs]

@@ -151,12 +151,20 @@ class DynamicRendezvousHandler:
             self.bootstrap = await build_store_info(store, rank, self.node.addr, port)
         return RendezvousInfo(store, rank, world, self.bootstrap, state.round, members)
 
+    def cached_waiting(self) -> int | None:
+        """:meth:`num_nodes_waiting` where it would suspend nothing (the lock free, the
+        state cached), else None."""
+        if not self.heartbeat_lock.locked() and self.holder.cached():
+            return len(self.holder.state.wait_list)
+        return None
+
     async def num_nodes_waiting(self) -> int:
         """Nodes on the wait list (the state may come from the 1 s cache)."""
-        if not self.heartbeat_lock.locked() and self.holder.cached():
+        waiting = self.cached_waiting()
+        if waiting is not None:
             # what taking the free lock and a cached sync return, without their awaits
             # (neither would suspend): the agent's monitor loop asks this every 0.1 s
-            return len(self.holder.state.wait_list)
+            return waiting
         async with self.heartbeat_lock:
             await self.holder.sync()
             return len(self.holder.state.wait_list)

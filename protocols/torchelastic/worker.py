@@ -46,11 +46,20 @@ async def worker_main(rt: Runtime, args: Mapping[str, Any]) -> int:
     group = await rt.new_group(store, f"te-round{rnd}", rank, world, float(args["pg_timeout"]))
     state = await sync_state(rt, group, state, work, rnd, members, local_world)
     agent = str(args["agent"])
-    while state.step < work.steps:
-        await rt.sleep(work.step_time)
-        summed = await group.allreduce(gradients(state.step, rank, work.params))
+    base = state.step
+
+    def grads(i: int) -> list[float]:
+        return gradients(base + i, rank, work.params)
+
+    def apply(i: int, summed: list[float]) -> None:
+        nonlocal state
         state = apply_step(state, summed, world)
-        rt.record("step", round=rnd, step=state.step)
+
+    while state.step < work.steps:
+        # up to the next checkpoint: one allreduce per step (TracedGroup.train)
+        base = state.step
+        todo = min(work.commit_every - state.step % work.commit_every, work.steps - state.step)
+        await group.train(todo, work.step_time, grads, apply, base + 1, round=rnd)
         if state.step % work.commit_every == 0 or state.step == work.steps:
             rt.send(agent, {"kind": "checkpoint", "step": state.step,
                             "params": list(state.params), "digest": state.digest()})

@@ -35,7 +35,7 @@ from elastic_sim.runner import build_world, simulate
 from elastic_sim.scenario import PROCESS_START, ExpectModel, parse_scenario
 from elastic_sim.sim.store import SERVICE_TIME
 from elastic_sim.testing import load
-from elastic_sim.trace import TraceEvent
+from elastic_sim.trace import TraceEvent, expand_stretches
 from elastic_sim.world import PROCESS_EXIT, CollectiveModel
 
 ALPHA = CollectiveModel().alpha
@@ -72,6 +72,7 @@ def run(text: str) -> tuple[list[TraceEvent], Metrics]:
                     collectives=CollectiveModel(detect_fast_max=0.0, detect_slow_prob=0.0))
     events: list[TraceEvent] = []
     res = sim.run(world, sc.fault_objects(), sc.seed, events.append)
+    events = list(expand_stretches(events))  # training summaries as their steps
     return events, compute(events, sc.workload.steps, res.exit_codes, res.hung, res.end_time)
 
 

@@ -1,0 +1,170 @@
+"""Fast vs fine fidelity: the sim's training stretches (sim/stretch.py) and polled waits
+(Runtime.poll) change how many events a run costs, never what happens.
+
+On a scenario and seed both fidelities give the same trace once the fast run's
+``train_steps`` summaries are expanded (every event, exact time, same multiset: the
+bound is zero), hence the same membership sequence, outcome, check verdicts and
+recovery/lost-step figures, which are asserted on their own as well; and each is
+deterministic. The normal lane runs a representative subset (every protocol, the
+torchelastic scenarios whose faults split a stretch in each phase, found reproducers);
+``-m slow`` runs every shipped scenario and every found/ reproducer.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from elastic_sim.checks import run_checks
+from elastic_sim.runner import build_world, simulate
+from elastic_sim.scenario import Scenario, load_scenario, parse_scenario
+from elastic_sim.sim.run import run as run_sim
+from elastic_sim.trace import STRETCH, TraceEvent, encode
+
+ROOT = Path(__file__).resolve().parents[2]
+ALL = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "scenarios").rglob("*.yaml"))
+QUICK = [
+    "scenarios/torchelastic/scale_down.yaml",
+    "scenarios/torchelastic/worker_crash.yaml",
+    "scenarios/torchelastic/partition_heals.yaml",
+    "scenarios/torchelastic/hot_spare_takes_over.yaml",
+    "scenarios/torchelastic/clock_skew.yaml",
+    "scenarios/torchelastic/preemption.yaml",
+    "scenarios/found/torchelastic/stale_bootstrap_master_after_rank0_hang.yaml",
+    "scenarios/found/torchelastic/hot_spare_wait_list_livelock.yaml",
+    "scenarios/scale_down.yaml",
+]
+
+
+def _with(sc: Scenario, fidelity: str) -> Scenario:
+    return sc.model_copy(update={"fidelity": fidelity})
+
+
+def _facts(sc: Scenario, seed: int) -> dict[str, Any]:
+    """What a user reads off a run: membership, outcome, verdicts, recovery, lost steps,
+    and every event (expanded), as a sorted multiset with exact times."""
+    events, m, result = simulate(sc, seed)
+    return {
+        "outcome": m.outcome,
+        "members": [r.members for r in m.rounds],
+        "world_sizes": m.world_sizes,
+        "steps_done": m.steps_done,
+        "lost_steps": m.lost_steps,
+        "recoveries": [dataclasses.asdict(r) for r in m.recoveries],
+        "max_recovery_s": m.max_recovery_s,
+        "end_time": result.end_time,
+        "exit_codes": result.exit_codes,
+        "checks": {c.name: (c.ok, len(c.violations), c.checked) for c in run_checks(events)},
+        "events": sorted((e.t, e.host, e.proc, e.kind, encode(e)) for e in events),
+    }
+
+
+def _raw(sc: Scenario, seed: int) -> list[TraceEvent]:
+    """The run's events as the sim emits them (summaries not expanded)."""
+    out: list[TraceEvent] = []
+    run_sim(build_world(sc, seed, "sim"), sc.fault_objects(), seed, out.append,
+            tie_seed=sc.tie_seed)
+    return out
+
+
+def _same(sc: Scenario, seed: int) -> None:
+    fine, fast = _facts(_with(sc, "fine"), seed), _facts(_with(sc, "fast"), seed)
+    for key in fine:
+        assert fast[key] == fine[key], key
+
+
+@pytest.mark.parametrize("path", QUICK)
+def test_fast_and_fine_agree(path: str) -> None:
+    sc = load_scenario(ROOT / path)
+    _same(sc, sc.seed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", ALL)
+def test_fast_and_fine_agree_everywhere(path: str) -> None:
+    sc = load_scenario(ROOT / path)
+    _same(sc, sc.seed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(1, 11))
+def test_fast_and_fine_agree_over_seeds(seed: int) -> None:
+    sc = load_scenario(ROOT / "scenarios/torchelastic/scale_down.yaml")
+    _same(sc, seed)
+
+
+def _scale_down(fault: dict[str, Any]) -> Scenario:
+    raw = yaml.safe_load((ROOT / "scenarios/torchelastic/scale_down.yaml").read_text())
+    raw = copy.deepcopy(raw)
+    raw["faults"] = [fault]
+    raw.pop("expect", None)
+    return parse_scenario(raw, "<fidelity test>")
+
+
+def _instants() -> list[float]:
+    """Fault times around one step of the fault-free 3-host run (read off its fine
+    trace): in the compute, at the allreduce's entry, inside it, at its end, just after."""
+    sc = _scale_down({"id": "f", "at": 1000.0, "type": "crash", "host": "h2"})
+    events, _, _ = simulate(_with(sc, "fine"), sc.seed)
+    enter = min(e.t for e in events if e.kind == "coll_enter" and e.t > 9.0)
+    done = min(e.t for e in events if e.kind == "coll_done" and e.t > enter)
+    return [enter - 0.05, enter, (enter + done) / 2, done, done + 1e-9, done + 0.05]
+
+
+PHASES = _instants()
+FAULTS = [
+    {"type": "crash", "host": "h2"},
+    {"type": "crash", "host": "h0"},
+    {"type": "hang", "host": "h1", "duration": 2.0},
+    {"type": "hang", "host": "h1", "duration": 40.0},
+    {"type": "partition", "groups": [["h0", "h1"], ["h2"]], "duration": 3.0},
+    {"type": "straggler", "host": "h1", "factor": 3.0, "duration": 2.0},
+    {"type": "collective", "host": "h1", "mode": "fail"},
+    {"type": "collective", "host": "h2", "mode": "hang"},
+    {"type": "signal", "host": "h1", "signal": "TERM", "to": "workers"},
+    {"type": "wedge", "host": "h1", "activity": "main", "duration": 1.0},
+    {"type": "link", "a": "h0", "b": "h1", "delay": 0.01, "duration": 2.0},
+    {"type": "clock_jump", "host": "h1", "delta": 5.0},
+]
+
+
+@pytest.mark.parametrize("at", PHASES)
+@pytest.mark.parametrize("fault", FAULTS, ids=lambda f: f"{f['type']}-{f.get('host', '')}")
+def test_a_fault_splits_a_stretch_where_the_fine_run_stands(fault: dict[str, Any],
+                                                            at: float) -> None:
+    """Each fault at each phase of a step: the split leaves every member exactly where
+    the step-by-step run has it (same events, times and results)."""
+    sc = _scale_down({"id": "f", "at": at, **fault})
+    _same(sc, sc.seed)
+
+
+def test_fast_summarises_fault_free_training() -> None:
+    """The fast run does use stretches: scale_down's 120 steps on 3 hosts are a few
+    dozen summaries instead of three events per step per worker."""
+    sc = load_scenario(ROOT / "scenarios/torchelastic/scale_down.yaml")
+    fast, fine = _raw(_with(sc, "fast"), sc.seed), _raw(_with(sc, "fine"), sc.seed)
+    assert not any(e.kind == STRETCH for e in fine)
+    assert sum(e.kind == STRETCH for e in fast) > 0
+    assert len(fast) * 4 < len(fine)
+
+
+@pytest.mark.parametrize("fidelity", ["fast", "fine"])
+def test_same_seed_same_trace_in_both_fidelities(fidelity: str) -> None:
+    sc = _with(load_scenario(ROOT / "scenarios/torchelastic/scale_down.yaml"), fidelity)
+    digests = {hashlib.sha256("".join(encode(e) for e in _raw(sc, 3)).encode()).hexdigest()
+               for _ in range(2)}
+    assert len(digests) == 1
+
+
+def test_tie_seed_runs_step_by_step() -> None:
+    """A tie seed shuffles same-time events: no stretch then (the fine order is the one
+    being explored)."""
+    sc = load_scenario(ROOT / "scenarios/torchelastic/scale_down.yaml")
+    sc = sc.model_copy(update={"tie_seed": 5})
+    assert not any(e.kind == STRETCH for e in _raw(sc, sc.seed))
