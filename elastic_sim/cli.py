@@ -187,7 +187,7 @@ def _add_guards(cmd: argparse.ArgumentParser) -> None:
                      f"its trace (default {DEFAULT_WALL_LIMIT:g})")
     cmd.add_argument("--memory-limit", type=_pos_int, default=None, metavar="MIB",
                      help="end the run when it holds more memory than this, keeping its "
-                     f"trace (default {MEMORY_SHARE:.0%} of physical memory)")
+                     f"trace (default {MEMORY_SHARE * 100:.0f}%% of physical memory)")
 
 
 def _pos_float(text: str) -> float:

@@ -124,3 +124,22 @@ def test_bad_input_still_exits_2_not_3(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(GOOD.replace("static", "statc"))
     assert main(["run", str(bad)]) == 2
+
+
+def test_every_subcommand_prints_its_help() -> None:
+    """`elastic-sim CMD --help` renders for every subcommand (a stray '%' in a help text made
+    argparse raise TypeError instead of printing the help)."""
+    import argparse
+    import contextlib
+    import io
+
+    from elastic_sim.cli import _parser
+
+    parser = _parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert {"run", "explore", "sweep", "compare"} <= set(sub.choices)
+    for name, sp in sub.choices.items():
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            sp.print_help()
+        assert "usage:" in out.getvalue(), name
