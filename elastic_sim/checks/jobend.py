@@ -23,7 +23,9 @@ def _why_enough(cap: Capacity, now: float) -> str:
 def avoidable_job_failure(events: Sequence[TraceEvent]) -> CheckResult:
     """A job that ends failed had no way to go on when it failed: fewer than the minimum
     number of hosts were alive, reachable from the coordinator and within their restart
-    budget, or the coordinator itself was gone. Judged at the first ``job_failed``."""
+    budget, or the coordinator itself was gone. Judged at the first ``job_failed`` of a host
+    that was not told to leave (a host signalled, preempted or scaled down fails by leaving;
+    the others may go on without it)."""
     res = CheckResult("avoidable_job_failure",
                       "the job fails only when fewer than the minimum hosts could go on",
                       unit="job ends")
@@ -34,7 +36,7 @@ def avoidable_job_failure(events: Sequence[TraceEvent]) -> CheckResult:
     if end.get("outcome") != "failed":
         return res
     for ev, cap in replay(events):
-        if ev.kind != "job_failed":
+        if ev.kind != "job_failed" or ev.host in cap.cluster.leaving:
             continue
         if cap.enough(ev.t):
             res.violations.append(Violation(
