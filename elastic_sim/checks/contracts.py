@@ -10,8 +10,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from elastic_sim.checks.facts import (HOST_FAULTS, cut_groups, host_of, knobs_of, limits_of,
-                                      run_start)
+from elastic_sim.checks.facts import (
+    HOST_FAULTS,
+    cut_groups,
+    host_of,
+    knobs_of,
+    limits_of,
+    run_start,
+)
 from elastic_sim.checks.verdict import CheckResult
 from elastic_sim.trace import TraceEvent
 

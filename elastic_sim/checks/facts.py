@@ -11,8 +11,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from elastic_sim.faults.model import (DISCOVERY_FAULTS, FAULT_TYPES, BetweenHosts, Fault,
-                                      OneWayPartition, Partition)
+from elastic_sim.faults.model import (
+    DISCOVERY_FAULTS,
+    FAULT_TYPES,
+    BetweenHosts,
+    Fault,
+    OneWayPartition,
+    Partition,
+)
 from elastic_sim.trace import TraceEvent
 
 TERMINAL = ("job_done", "job_failed")
@@ -26,7 +32,7 @@ needs both directions, so src and dst are cut from each other as by a partition.
 BETWEEN = tuple(t for t, c in FAULT_TYPES.items() if issubclass(c, BetweenHosts))
 """Fault types on the traffic between two hosts (``target``: [a, b], ``*`` any host): the
 hosts at both ends were hit."""
-NOT_ON_HOSTS = ("scale_up",) + tuple(c.scenario_type for c in DISCOVERY_FAULTS)
+NOT_ON_HOSTS = ("scale_up", *tuple(c.scenario_type for c in DISCOVERY_FAULTS))
 """Fault types that hurt no host: a host added, or what discovery reports changed."""
 HOST_FAULTS = tuple(t for t in FAULT_TYPES
                     if t not in PARTITIONS + ONE_WAY + BETWEEN + NOT_ON_HOSTS)
