@@ -213,8 +213,12 @@ CHECKS: tuple[Check, ...] = (
 
 def run_checks(events: Sequence[TraceEvent]) -> list[CheckResult]:
     """Every check over one trace (``train_steps`` summaries read as their steps);
-    violations capped at :data:`MAX_VIOLATIONS` each."""
-    events = expand_stretches(events)
+    violations capped at :data:`MAX_VIOLATIONS` each. Rounds of a restarted coordinator's
+    new incarnation are told apart from the old one's
+    (:func:`elastic_sim.checks.incarnations.incarnation_rounds`)."""
+    from elastic_sim.checks.incarnations import incarnation_rounds
+
+    events = incarnation_rounds(expand_stretches(events))
     out = []
     for check in CHECKS:
         res = check(events)
