@@ -15,7 +15,6 @@ from dataclasses import replace
 
 from elastic_sim.trace import TraceEvent
 
-
 NUMBERED = ("round", "rendezvous", "group")
 """Fields a coordinator numbers afresh in each incarnation: rounds, rendezvous ids, process
 group names (Horovod's ``hvd<round>``)."""
