@@ -10,7 +10,7 @@ from typing import Any
 
 from elastic_sim.checks.facts import Cluster
 from elastic_sim.checks.hosts import healthy_hosts_kept
-from elastic_sim.checks.jobend import avoidable_job_failure
+from elastic_sim.checks.jobend import avoidable_job_failure, clean_shutdown
 from elastic_sim.trace import TraceEvent
 
 
@@ -78,3 +78,22 @@ def test_the_job_fails_when_a_host_that_was_not_told_to_leave_fails() -> None:
     assert [e.host for e in res.violations[0].witness][:1] == ["h1"]
     # the leaving host's own failure alone is no failure of the job
     assert avoidable_job_failure([*left[:-3], left[-1]]).ok
+
+
+def test_an_agent_started_after_the_completion_is_not_judged_by_clean_shutdown() -> None:
+    """Static campaign case 12: a scale_up of h0 after the job completed starts an agent
+    that finds the store gone and fails; it never took part in the job."""
+    start = ev(0.0, "*", "run_start", "elastic-sim", coordinator="h1", protocol="static",
+               knobs={"min_hosts": 2, "max_hosts": 3})
+    h = [start, *(ev(0.0, x, "proc_start") for x in ("h0", "h1")),
+         ev(1.0, "h0", "rdzv_done", round=0, members=["h0", "h1"], rank=0, world_size=2),
+         ev(1.0, "h1", "rdzv_done", round=0, members=["h0", "h1"], rank=1, world_size=2),
+         ev(5.0, "h0", "job_done"), ev(5.0, "h1", "job_done"),
+         ev(5.1, "h0", "proc_exit", code=0), ev(5.2, "h1", "proc_exit", code=0),
+         fault(6.0, "scale_up", "h0"), ev(6.0, "h0", "proc_start"),
+         ev(7.0, "h0", "job_failed", error="store lost"), ev(7.0, "h0", "proc_exit", code=1),
+         ev(7.1, "*", "run_end", "elastic-sim", outcome="completed")]
+    assert clean_shutdown(h).ok
+    h[-4] = ev(4.0, "h0", "proc_start")  # the same agent, started before the completion
+    h.sort(key=lambda e: e.t)
+    assert not clean_shutdown(h).ok

@@ -82,7 +82,8 @@ def clean_shutdown(events: Sequence[TraceEvent]) -> CheckResult:
     """In a job that completes, every host that finishes it (a member of the last world, or
     the coordinator, alive and reachable at completion) shuts down cleanly: none of its
     processes records an error or exits non-zero from the completion on, and every exit
-    barrier it enters completes."""
+    barrier it enters completes. A process started after the completion (an agent added
+    once the job was done) did not finish it and is not judged."""
     res = CheckResult("clean_shutdown",
                       "a completed job shuts down without errors and its exit barrier "
                       "completes", unit="processes")
@@ -96,6 +97,7 @@ def clean_shutdown(events: Sequence[TraceEvent]) -> CheckResult:
     procs: set[str] = set()
     barrier: dict[str, TraceEvent] = {}
     world: list[str] = []
+    late: set[str] = set()
     for ev, cap in replay(events):
         if ev.kind in WORLD and ev.t < done_at:
             world = _members(ev)
@@ -104,6 +106,10 @@ def clean_shutdown(events: Sequence[TraceEvent]) -> CheckResult:
             finishers = {h for h in (*world, *([coord] if coord else []))
                          if cap.cluster.usable(h)}
         host = host_of(ev.proc)
+        if ev.kind == "proc_start" and ev.t >= done_at:
+            late.add(ev.proc)  # started after the completion (a scale-up): it did not finish it
+        if ev.proc in late:
+            continue
         if ev.kind == "exit_barrier_enter":
             barrier[ev.proc] = ev
         elif ev.kind == "exit_barrier_done":
