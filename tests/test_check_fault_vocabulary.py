@@ -97,3 +97,21 @@ def test_an_agent_started_after_the_completion_is_not_judged_by_clean_shutdown()
     h[-4] = ev(4.0, "h0", "proc_start")  # the same agent, started before the completion
     h.sort(key=lambda e: e.t)
     assert not clean_shutdown(h).ok
+
+
+def test_a_fault_after_the_completion_exempts_its_host_even_after_an_earlier_fault() -> None:
+    """Static campaign case 19: a clock_skew of h0 at 0 s, then a preemption of h0 at the
+    completion. Its SIGTERM exit is the preemption's doing, not an unclean shutdown; the
+    exemption looked only at the host's first fault."""
+    start = ev(0.0, "*", "run_start", "elastic-sim", coordinator="h1", protocol="static",
+               knobs={"min_hosts": 2, "max_hosts": 3})
+    h = [start, *(ev(0.0, x, "proc_start") for x in ("h0", "h1")),
+         fault(0.0, "clock_skew", "h0"), fault(0.001, "clock_skew", "h0", "heal"),
+         ev(1.0, "h0", "rdzv_done", round=0, members=["h0", "h1"], rank=0, world_size=2),
+         ev(1.0, "h1", "rdzv_done", round=0, members=["h0", "h1"], rank=1, world_size=2),
+         ev(5.0, "h1", "job_done"), fault(5.0, "preempt", "h0"),
+         ev(5.0, "h0", "proc_exit", code=-15), ev(6.0, "h1", "proc_exit", code=0),
+         ev(6.1, "*", "run_end", "elastic-sim", outcome="completed")]
+    assert clean_shutdown(h).ok
+    h[-4] = fault(5.0, "link", ["h1", "h2"])  # no fault on h0 at the completion: judged
+    assert not clean_shutdown(h).ok

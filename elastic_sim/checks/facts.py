@@ -153,6 +153,8 @@ class Cluster:
     """Host -> the first event that shows it failed (a fault on it, a scripted exit)."""
     active: dict[str, TraceEvent] = field(default_factory=dict)
     """Fault id -> its start, while the fault is in force."""
+    last_hit: dict[str, TraceEvent] = field(default_factory=dict)
+    """Host -> the latest event that shows it failed (as :attr:`faulted`, but the last)."""
     leaving: dict[str, TraceEvent] = field(default_factory=dict)
     """Host -> the first fault that told its processes to end (:data:`TOLD_TO_LEAVE`)."""
 
@@ -165,6 +167,7 @@ class Cluster:
             self.alive[ev.host] = ev.kind == "proc_start"
         elif ev.kind == "hvd_scheduled_exit":
             self.faulted.setdefault(ev.host, ev)
+            self.last_hit[ev.host] = ev
         elif ev.kind == "fault":
             self._fault(ev)
 
@@ -184,6 +187,7 @@ class Cluster:
                 for group in groups:
                     for h in group:
                         self.faulted.setdefault(h, ev)
+                        self.last_hit[h] = ev
             else:
                 self.cuts.pop(fid, None)
         elif kind in BETWEEN and isinstance(target, list):
@@ -192,10 +196,12 @@ class Cluster:
                 hit = set(self.alive) if "*" in ends else ends
                 for h in sorted(hit):
                     self.faulted.setdefault(h, ev)
+                    self.last_hit[h] = ev
         elif kind in HOST_FAULTS and isinstance(target, str):
             host = host_of(target)
             if phase == "start":
                 self.faulted.setdefault(host, ev)
+                self.last_hit[host] = ev
                 if kind in TOLD_TO_LEAVE:
                     self.leaving.setdefault(host, ev)
             if kind == "hang":

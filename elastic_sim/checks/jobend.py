@@ -116,7 +116,7 @@ def clean_shutdown(events: Sequence[TraceEvent]) -> CheckResult:
             barrier.pop(ev.proc, None)
         if not finishers or host not in finishers:
             continue
-        hit = cap.cluster.faulted.get(host)
+        hit = cap.cluster.last_hit.get(host)
         if hit is not None and hit.t >= done_at:
             continue  # a fault after the completion: what it does to the host is no error
         if ev.kind == "proc_exit" and ev.t >= done_at:
