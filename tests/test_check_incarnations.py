@@ -51,3 +51,20 @@ def test_rounds_of_a_restarted_coordinator_are_new_rounds() -> None:
 
 def test_the_same_round_twice_without_a_restart_still_fails() -> None:
     assert failed(relaunch(restart=False)) == {"membership_agreement", "rank_validity"}
+
+
+def test_a_restarted_host_is_judged_from_its_new_incarnation_on() -> None:
+    """Static campaign case 9: h0 committed step 60, crashed and came back; the fresh process
+    restored its own (empty) state. That is no lost progress; a peer synced back to it is."""
+    from elastic_sim.checks import committed_progress
+
+    h = [ev(0.0, "h0/main", "proc_start"), ev(0.0, "h1/main", "proc_start"),
+         ev(5.0, "h0/main", "commit", step=60), ev(5.0, "h1/main", "commit", step=60),
+         ev(6.0, "h0/main", "proc_exit", code=-9), ev(50.0, "h0/main", "proc_start"),
+         ev(54.0, "h0/main", "restore", step=0)]
+    assert committed_progress(h).ok
+    h.append(ev(55.0, "h1/main", "sync", step=0))
+    res = committed_progress(h)
+    assert not res.ok and "h1 synced to step 0" in res.violations[0].message
+    del h[5]  # no restart: the same process going back to step 0 is caught
+    assert "h0 restored step 0" in committed_progress(h).violations[0].message

@@ -128,14 +128,22 @@ def state_agreement(events: Sequence[TraceEvent]) -> CheckResult:
 
 
 def committed_progress(events: Sequence[TraceEvent]) -> CheckResult:
-    """Committed progress never goes backwards, except by a restore to the last commit."""
+    """Committed progress never goes backwards, except by a restore to the last commit. A
+    host whose first process starts again (a new incarnation) starts with nothing committed:
+    its own restore is not judged against the old incarnation's commits (the others' sync to
+    what it broadcasts still is)."""
     res = CheckResult(
         "committed_progress",
         "committed step never decreases except by a restore to the last commit",
         unit="hosts",
     )
     last: dict[str, TraceEvent] = {}
+    started: set[str] = set()
     for ev in events:
+        if ev.kind == "proc_start" and ev.proc == f"{ev.host}/main":
+            if ev.host in started:
+                last.pop(ev.host, None)  # a new incarnation (crash_restart) holds nothing yet
+            started.add(ev.host)
         if ev.kind not in ("commit", "restore", "sync"):
             continue
         prev = last.get(ev.host)
