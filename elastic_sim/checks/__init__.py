@@ -128,14 +128,22 @@ def state_agreement(events: Sequence[TraceEvent]) -> CheckResult:
 
 
 def committed_progress(events: Sequence[TraceEvent]) -> CheckResult:
-    """Committed progress never goes backwards, except by a restore to the last commit."""
+    """Committed progress never goes backwards, except by a restore to the last commit. A
+    host whose first process starts again (a new incarnation) starts with nothing committed:
+    its own restore is not judged against the old incarnation's commits (the others' sync to
+    what it broadcasts still is)."""
     res = CheckResult(
         "committed_progress",
         "committed step never decreases except by a restore to the last commit",
         unit="hosts",
     )
     last: dict[str, TraceEvent] = {}
+    started: set[str] = set()
     for ev in events:
+        if ev.kind == "proc_start" and ev.proc == f"{ev.host}/main":
+            if ev.host in started:
+                last.pop(ev.host, None)  # a new incarnation (crash_restart) holds nothing yet
+            started.add(ev.host)
         if ev.kind not in ("commit", "restore", "sync"):
             continue
         prev = last.get(ev.host)
@@ -213,8 +221,12 @@ CHECKS: tuple[Check, ...] = (
 
 def run_checks(events: Sequence[TraceEvent]) -> list[CheckResult]:
     """Every check over one trace (``train_steps`` summaries read as their steps);
-    violations capped at :data:`MAX_VIOLATIONS` each."""
-    events = expand_stretches(events)
+    violations capped at :data:`MAX_VIOLATIONS` each. Rounds of a restarted coordinator's
+    new incarnation are told apart from the old one's
+    (:func:`elastic_sim.checks.incarnations.incarnation_rounds`)."""
+    from elastic_sim.checks.incarnations import incarnation_rounds
+
+    events = incarnation_rounds(expand_stretches(events))
     out = []
     for check in CHECKS:
         res = check(events)

@@ -10,12 +10,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from elastic_sim.checks.facts import HOST_FAULTS, host_of, knobs_of, limits_of, run_start
+from elastic_sim.checks.facts import (
+    HOST_FAULTS,
+    cut_groups,
+    host_of,
+    knobs_of,
+    limits_of,
+    run_start,
+)
 from elastic_sim.checks.verdict import CheckResult
 from elastic_sim.trace import TraceEvent
 
 Standing = Literal["kept", "broken_promise", "weak_spot", "outside_contract", "n/a"]
-LOST_FOR_GOOD = ("crash", "preempt", "scale_down")
+LOST_FOR_GOOD = ("crash", "power_off", "preempt", "scale_down")
 """Fault types after which a host does not come back."""
 
 
@@ -59,8 +66,9 @@ def _coordinator_survives(events: Sequence[TraceEvent]) -> str | None:
         if ev.kind != "fault" or ev.get("phase") != "start":
             continue
         target = ev.get("target")
-        if ev.get("type") == "partition" and isinstance(target, list):
-            if any(coord in group for group in target):
+        groups = cut_groups(ev)
+        if groups is not None:
+            if any(coord in group for group in groups):
                 return f"{ev.get('id')} cuts the coordinator {coord} off"
         elif ev.get("type") in HOST_FAULTS and isinstance(target, str) and (
                 host_of(target) == coord):

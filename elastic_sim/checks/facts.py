@@ -11,22 +11,57 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from elastic_sim.faults.model import (
+    DISCOVERY_FAULTS,
+    FAULT_TYPES,
+    BetweenHosts,
+    Fault,
+    OneWayPartition,
+    Partition,
+)
 from elastic_sim.trace import TraceEvent
 
 TERMINAL = ("job_done", "job_failed")
 PROGRESS = ("step", "commit", "job_done")
 """What counts as training progress (a failed job is not progress)."""
-HOST_FAULTS = ("crash", "hang", "preempt", "crash_restart", "crash_process", "straggler",
-               "store_crash", "store_freeze", "collective_error", "scale_down")
-"""Fault types that hit the host they target (a host so hit did fail)."""
-INSTANT = ("crash", "crash_process", "scale_down", "scale_up", "store_crash", "clock_jump",
-           "collective_error", "discovery_add", "discovery_remove")
-"""Fault types that happen at an instant: never "in force" (a crash does not heal)."""
+PARTITIONS = tuple(t for t, c in FAULT_TYPES.items() if issubclass(c, Partition))
+"""Fault types that cut the network between groups of hosts (``target``: the groups)."""
+ONE_WAY = tuple(t for t, c in FAULT_TYPES.items() if issubclass(c, OneWayPartition))
+"""Fault types that drop one direction (``target``: {src, dst}); connection-based traffic
+needs both directions, so src and dst are cut from each other as by a partition."""
+BETWEEN = tuple(t for t, c in FAULT_TYPES.items() if issubclass(c, BetweenHosts))
+"""Fault types on the traffic between two hosts (``target``: [a, b], ``*`` any host): the
+hosts at both ends were hit."""
+NOT_ON_HOSTS = ("scale_up", *tuple(c.scenario_type for c in DISCOVERY_FAULTS))
+"""Fault types that hurt no host: a host added, or what discovery reports changed."""
+HOST_FAULTS = tuple(t for t in FAULT_TYPES
+                    if t not in PARTITIONS + ONE_WAY + BETWEEN + NOT_ON_HOSTS)
+"""Fault types that hit the host (or process) they target (a host so hit did fail): every
+type but the network's and those that hurt no host, derived from the fault vocabulary so
+a new type is never silently ignored."""
+INSTANT = tuple(t for t, c in FAULT_TYPES.items()
+                if c.heals_at is Fault.heals_at or t in ("discovery_add", "discovery_remove"))
+"""Fault types that happen at an instant: never "in force" (a crash does not heal; a
+discovery change is a new state of the world, not a fault in force)."""
+TOLD_TO_LEAVE = ("signal", "preempt", "scale_down")
+"""Fault types that tell a host's processes to end (a signal, a preemption or scale-down
+notice): the host's own failure that follows is its leaving, not the job failing."""
 
 
 def host_of(proc_or_member: str) -> str:
     """The host of a process name (``h0/w0``) or member address (``h0:29500``)."""
     return str(proc_or_member).split("/", 1)[0].split(":", 1)[0]
+
+
+def cut_groups(ev: TraceEvent) -> list[list[str]] | None:
+    """The groups a network-cutting fault event separates (a partition's groups, a one-way
+    partition's src and dst), else None."""
+    target = ev.get("target")
+    if ev.get("type") in PARTITIONS and isinstance(target, list):
+        return [[str(h) for h in g] for g in target if isinstance(g, list)]
+    if ev.get("type") in ONE_WAY and isinstance(target, dict):
+        return [[str(h) for h in target.get("src", [])], [str(h) for h in target.get("dst", [])]]
+    return None
 
 
 def run_start(events: Sequence[TraceEvent]) -> TraceEvent | None:
@@ -118,6 +153,10 @@ class Cluster:
     """Host -> the first event that shows it failed (a fault on it, a scripted exit)."""
     active: dict[str, TraceEvent] = field(default_factory=dict)
     """Fault id -> its start, while the fault is in force."""
+    last_hit: dict[str, TraceEvent] = field(default_factory=dict)
+    """Host -> the latest event that shows it failed (as :attr:`faulted`, but the last)."""
+    leaving: dict[str, TraceEvent] = field(default_factory=dict)
+    """Host -> the first fault that told its processes to end (:data:`TOLD_TO_LEAVE`)."""
 
     def see(self, ev: TraceEvent) -> None:
         """Take one event into account."""
@@ -128,6 +167,7 @@ class Cluster:
             self.alive[ev.host] = ev.kind == "proc_start"
         elif ev.kind == "hvd_scheduled_exit":
             self.faulted.setdefault(ev.host, ev)
+            self.last_hit[ev.host] = ev
         elif ev.kind == "fault":
             self._fault(ev)
 
@@ -140,18 +180,30 @@ class Cluster:
             self.active[fid] = ev
         else:
             self.active.pop(fid, None)
-        if kind == "partition" and isinstance(target, list):
+        groups = cut_groups(ev)
+        if groups is not None:
             if phase == "start":
-                self.cuts[fid] = [[str(h) for h in g] for g in target]
-                for group in target:
+                self.cuts[fid] = groups
+                for group in groups:
                     for h in group:
-                        self.faulted.setdefault(str(h), ev)
+                        self.faulted.setdefault(h, ev)
+                        self.last_hit[h] = ev
             else:
                 self.cuts.pop(fid, None)
+        elif kind in BETWEEN and isinstance(target, list):
+            if phase == "start":
+                ends = {str(h) for h in target}
+                hit = set(self.alive) if "*" in ends else ends
+                for h in sorted(hit):
+                    self.faulted.setdefault(h, ev)
+                    self.last_hit[h] = ev
         elif kind in HOST_FAULTS and isinstance(target, str):
             host = host_of(target)
             if phase == "start":
                 self.faulted.setdefault(host, ev)
+                self.last_hit[host] = ev
+                if kind in TOLD_TO_LEAVE:
+                    self.leaving.setdefault(host, ev)
             if kind == "hang":
                 self.frozen[host] = self.frozen.get(host, 0) + (1 if phase == "start" else -1)
 

@@ -23,7 +23,9 @@ def _why_enough(cap: Capacity, now: float) -> str:
 def avoidable_job_failure(events: Sequence[TraceEvent]) -> CheckResult:
     """A job that ends failed had no way to go on when it failed: fewer than the minimum
     number of hosts were alive, reachable from the coordinator and within their restart
-    budget, or the coordinator itself was gone. Judged at the first ``job_failed``."""
+    budget, or the coordinator itself was gone. Judged at the first ``job_failed`` of a host
+    that was not told to leave (a host signalled, preempted or scaled down fails by leaving;
+    the others may go on without it)."""
     res = CheckResult("avoidable_job_failure",
                       "the job fails only when fewer than the minimum hosts could go on",
                       unit="job ends")
@@ -34,7 +36,7 @@ def avoidable_job_failure(events: Sequence[TraceEvent]) -> CheckResult:
     if end.get("outcome") != "failed":
         return res
     for ev, cap in replay(events):
-        if ev.kind != "job_failed":
+        if ev.kind != "job_failed" or ev.host in cap.cluster.leaving:
             continue
         if cap.enough(ev.t):
             res.violations.append(Violation(
@@ -80,7 +82,8 @@ def clean_shutdown(events: Sequence[TraceEvent]) -> CheckResult:
     """In a job that completes, every host that finishes it (a member of the last world, or
     the coordinator, alive and reachable at completion) shuts down cleanly: none of its
     processes records an error or exits non-zero from the completion on, and every exit
-    barrier it enters completes."""
+    barrier it enters completes. A process started after the completion (an agent added
+    once the job was done) did not finish it and is not judged."""
     res = CheckResult("clean_shutdown",
                       "a completed job shuts down without errors and its exit barrier "
                       "completes", unit="processes")
@@ -94,6 +97,7 @@ def clean_shutdown(events: Sequence[TraceEvent]) -> CheckResult:
     procs: set[str] = set()
     barrier: dict[str, TraceEvent] = {}
     world: list[str] = []
+    late: set[str] = set()
     for ev, cap in replay(events):
         if ev.kind in WORLD and ev.t < done_at:
             world = _members(ev)
@@ -102,13 +106,17 @@ def clean_shutdown(events: Sequence[TraceEvent]) -> CheckResult:
             finishers = {h for h in (*world, *([coord] if coord else []))
                          if cap.cluster.usable(h)}
         host = host_of(ev.proc)
+        if ev.kind == "proc_start" and ev.t >= done_at:
+            late.add(ev.proc)  # started after the completion (a scale-up): it did not finish it
+        if ev.proc in late:
+            continue
         if ev.kind == "exit_barrier_enter":
             barrier[ev.proc] = ev
         elif ev.kind == "exit_barrier_done":
             barrier.pop(ev.proc, None)
         if not finishers or host not in finishers:
             continue
-        hit = cap.cluster.faulted.get(host)
+        hit = cap.cluster.last_hit.get(host)
         if hit is not None and hit.t >= done_at:
             continue  # a fault after the completion: what it does to the host is no error
         if ev.kind == "proc_exit" and ev.t >= done_at:

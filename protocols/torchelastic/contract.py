@@ -33,5 +33,8 @@ WEAK_SPOTS: dict[str, str] = {
     "(found/torchelastic hot_spare_wait_list_livelock)",
     "eventual_incorporation": "a host swept out of a round while its store was frozen is "
     "not brought back",
+    "no_pointless_reconfiguration": "a node left on the wait list makes every round restart, "
+    "and the next one forms with the same members and ranks (the hot_spare_wait_list_livelock "
+    "mechanism; reached by the issue 13 campaign through a clock_jump of a spare)",
 }
 """Check -> why upstream (torch 2.13) breaks it: violations a user should expect."""

@@ -39,3 +39,19 @@ def test_the_recovery_histogram_counts_in_whole_numbers() -> None:
     fig.canvas.draw()
     ticks = [t for t in hist.get_yticks() if hist.get_ylim()[0] <= t <= hist.get_ylim()[1]]
     assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks)
+
+
+def test_coverage_names_the_event_kinds_no_run_reached(tmp_path: Path) -> None:
+    """The vocabulary is every kind the trace format defines (it was empty once the kinds moved
+    out of the trace module's docstring, and the page then said every kind was reached)."""
+    from elastic_sim.reports.campaign import vocabulary
+    from elastic_sim.trace_kinds import EVENT_KINDS
+
+    vocab = vocabulary()
+    assert vocab == [k.kind for k in EVENT_KINDS] and "hvd_spawner_error" in vocab
+    main(["run", str(SCENARIOS / "torchelastic" / "rank0_host_crash.yaml"), "--out",
+          str(tmp_path / "te"), "--quiet", "--no-report"])
+    assert main(["report", str(tmp_path)]) == 0
+    page = (tmp_path / "campaign.html").read_text()
+    never = page.split("Never reached: ")[1].split("</p>")[0].split(", ")
+    assert "hvd_spawner_error" in never and "rdzv_done" not in never
