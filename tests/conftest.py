@@ -47,3 +47,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("real") is not None:
             item.add_marker(pytest.mark.xdist_group("real"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Let the Ctrl-C tests' children see SIGINT. A shell starts a background job (`cmd &`)
+    with SIGINT ignored, every process it starts inherits that across exec, and Python then
+    never installs its KeyboardInterrupt handler: the launcher under test would ignore the
+    test's Ctrl-C. A handled signal resets to the default in an exec'ed child, so handling
+    it here (as Python's own default does) gives the children a normal SIGINT."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)

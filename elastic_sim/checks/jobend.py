@@ -83,7 +83,10 @@ def clean_shutdown(events: Sequence[TraceEvent]) -> CheckResult:
     the coordinator, alive and reachable at completion) shuts down cleanly: none of its
     processes records an error or exits non-zero from the completion on, and every exit
     barrier it enters completes. A process started after the completion (an agent added
-    once the job was done) did not finish it and is not judged."""
+    once the job was done) did not finish it and is not judged; nor is a worker (a process
+    that joined a process group) on the coordinator's host when that host is not in the last
+    world: it was removed from the job before it completed (Horovod's driver ignores such a
+    worker's exit)."""
     res = CheckResult("clean_shutdown",
                       "a completed job shuts down without errors and its exit barrier "
                       "completes", unit="processes")
@@ -98,9 +101,12 @@ def clean_shutdown(events: Sequence[TraceEvent]) -> CheckResult:
     barrier: dict[str, TraceEvent] = {}
     world: list[str] = []
     late: set[str] = set()
+    workers: set[str] = set()
     for ev, cap in replay(events):
         if ev.kind in WORLD and ev.t < done_at:
             world = _members(ev)
+        if ev.kind == "group_ready":
+            workers.add(ev.proc)
         if ev.t >= done_at and not finishers:
             coord = cap.cluster.coordinator
             finishers = {h for h in (*world, *([coord] if coord else []))
@@ -116,6 +122,8 @@ def clean_shutdown(events: Sequence[TraceEvent]) -> CheckResult:
             barrier.pop(ev.proc, None)
         if not finishers or host not in finishers:
             continue
+        if ev.proc in workers and host not in world:
+            continue  # the coordinator's host, removed from the job: its worker left it
         hit = cap.cluster.last_hit.get(host)
         if hit is not None and hit.t >= done_at:
             continue  # a fault after the completion: what it does to the host is no error
