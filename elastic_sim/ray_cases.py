@@ -188,6 +188,8 @@ def compare_on_ray(sc: Scenario, file: str, jobs: Sequence[tuple[str, int, Path]
     ``jobs``' order and their files written to the run directories. The sim runs go at
     once; then the real and torchrun runs, whose recovery times are measured, one at a
     time, so that no other run competes with them for CPUs."""
+    from elastic_sim.compare.collect import fresh_run_dir
+
     cluster = RayCluster(address)
     try:
         sc_ref = cluster.ray.put(sc)
@@ -201,6 +203,7 @@ def compare_on_ray(sc: Scenario, file: str, jobs: Sequence[tuple[str, int, Path]
             if i not in refs:  # a timed run: started alone, once every other run is back
                 refs[i] = cluster.mode.remote(sc_ref, file, mode, seed, torchrun)
             fig, files = cluster.ray.get(refs.pop(i))
+            fresh_run_dir(run_dir)
             _write_files(run_dir, files)
             fig.out_dir = str(run_dir)
             figs[i] = fig

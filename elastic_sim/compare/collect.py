@@ -17,6 +17,7 @@ real mode compared (torchrun, else real, else the first).
 
 from __future__ import annotations
 
+import shutil
 import statistics
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -236,12 +237,33 @@ def _s(x: float | None) -> str:
     return "not recovered" if x is None else f"{x:.2f} s"
 
 
+RUN_MARKS = ("summary.json", "trace.jsonl", "trace.jsonl.part")
+"""Files that make a directory one of this tool's run directories."""
+
+
+def fresh_run_dir(run_dir: Path) -> None:
+    """Empty ``run_dir`` of an earlier compare's run (a second compare into the same
+    ``--out`` must not mix the earlier run's files, e.g. torchrun's per-worker logs, into
+    this one's trace); refuse a non-empty directory that is not a run directory."""
+    if not run_dir.exists():
+        return
+    if run_dir.is_dir() and not any(run_dir.iterdir()):
+        return
+    if not run_dir.is_dir() or not any((run_dir / m).exists() for m in RUN_MARKS):
+        raise ScenarioError(str(run_dir), "--out",
+                            "exists and is not a run directory of an earlier compare "
+                            "(expected summary.json or trace.jsonl in it); choose another "
+                            "--out")
+    shutil.rmtree(run_dir)
+
+
 def run_one(sc: Scenario, file: str, mode: str, seed: int, run_dir: Path,
             torchrun: Any = None, launch: Any = None) -> RunFigures:
     """One run of one mode into ``run_dir`` (real and torchrun mode placed by ``launch``,
     cluster options); a run that broke is recorded as such (bad input is raised)."""
     from elastic_sim.runner import run_scenario
 
+    fresh_run_dir(run_dir)
     try:
         report = run_scenario(sc, seed=seed, mode=mode,  # type: ignore[arg-type]
                               out_dir=run_dir, file=file,

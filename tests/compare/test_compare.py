@@ -173,3 +173,25 @@ def test_start_up_is_read_from_restarted_workers() -> None:
         r.start_ups = ups
     assert reference_start_up(summarise("torchrun", runs)) == 2.9
     assert reference_start_up(summarise("torchrun", runs[2:])) is None
+
+
+def test_a_second_compare_into_the_same_out_starts_each_run_afresh(tmp_path: Path) -> None:
+    """An earlier run's files in a run directory are removed before the run (torchrun
+    mode's per-worker logs of an earlier compare were read into the new run's trace); a
+    non-empty directory that is not a run directory is refused, not emptied."""
+    from elastic_sim.compare.collect import fresh_run_dir
+    from elastic_sim.errors import ScenarioError
+
+    run = tmp_path / "torchrun" / "run0"
+    (run / "torchrun" / "workers").mkdir(parents=True)
+    (run / "torchrun" / "workers" / "worker-h0-123.jsonl").write_text("{}\n")
+    (run / "trace.jsonl").write_text("")
+    fresh_run_dir(run)
+    assert not run.exists()
+    fresh_run_dir(run)  # absent: nothing to do
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    with pytest.raises(ScenarioError, match="not a run directory"):
+        fresh_run_dir(mine)
+    assert (mine / "notes.txt").read_text() == "keep me"
