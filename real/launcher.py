@@ -126,7 +126,7 @@ class Launcher:
                                 self.netns.delete()
         finally:
             reaper.set_subreaper(was_subreaper)
-            _dismiss(ward)
+            warden.dismiss(ward)
         end = self.world.time_limit if hung and self.stopped is None else self._now()
         exit_codes, end = self._account(injector, hung, end)
         digest, count = hashlib.sha256(), 0
@@ -414,16 +414,6 @@ def clean_leftovers(marker: str) -> None:
         netns.sweep_stale()
     for entry in reaper.scan(marker):
         reaper.kill_hard(entry.pid)
-
-
-def _dismiss(guard: subprocess.Popen[bytes]) -> None:
-    """The run is over and cleaned: let the warden go (it finds nothing left) and reap it."""
-    if guard.stdin is not None:
-        guard.stdin.close()
-    try:
-        guard.wait(timeout=5.0)
-    except subprocess.TimeoutExpired:
-        pass  # it exits on its own; subprocess reaps it later
 
 
 @contextmanager

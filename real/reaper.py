@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -97,6 +98,34 @@ def scan(marker: str) -> list[ProcEntry]:
         if entry is not None and entry.state != "Z":
             out.append(entry)
     return out
+
+
+def scan_env(needle: bytes) -> list[tuple[int, str]]:
+    """(pid, the rest of the variable) of every live, non-zombie process (this one aside)
+    whose environment has a variable starting with ``needle`` (torchrun mode marks its
+    agents, and so the workers torchrun starts, in their environment)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            env = Path(f"/proc/{name}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for var in env:
+            if var.startswith(needle):
+                if _proc_state(int(name)) != "Z":
+                    out.append((int(name), var[len(needle):].decode()))
+                break
+    return out
+
+
+def _proc_state(pid: int) -> str:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "Z"
+    return raw[raw.rfind(")") + 2:].split()[0]
 
 
 def is_running(pid: int, marker: str) -> bool:

@@ -29,29 +29,45 @@ ROUNDS = 50
 """Scans (SETTLE apart) before it gives up on a process that will not die."""
 
 
-def start(marker: str, namespace: str | None) -> subprocess.Popen[bytes]:
-    """Start a warden for the run marked ``marker`` (and its namespace); the caller keeps
-    the returned process's stdin open for as long as the run lasts."""
+def start(marker: str, namespace: str | None,
+          env_mark: str | None = None) -> subprocess.Popen[bytes]:
+    """Start a warden for the run marked ``marker`` on command lines (and ``env_mark``, a
+    ``NAME=value`` prefix, in environments; and its namespace); the caller keeps the
+    returned process's stdin open for as long as the run lasts."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "elastic_sim.real.warden"], stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
     assert proc.stdin is not None
-    proc.stdin.write((json.dumps({"marker": marker, "netns": namespace}) + "\n").encode())
+    proc.stdin.write((json.dumps({"marker": marker, "netns": namespace,
+                                  "env_mark": env_mark}) + "\n").encode())
     proc.stdin.flush()
     return proc
 
 
-def clean(marker: str, namespace: str | None) -> tuple[int, bool]:
-    """Kill what carries ``marker``, delete ``namespace``; (processes killed, whether the
-    namespace was there)."""
+def dismiss(guard: subprocess.Popen[bytes]) -> None:
+    """The run is over and cleaned: let the warden go (it finds nothing left) and reap it."""
+    if guard.stdin is not None:
+        guard.stdin.close()
+    try:
+        guard.wait(timeout=5.0)
+    except subprocess.TimeoutExpired:
+        pass  # it exits on its own; subprocess reaps it later
+
+
+def clean(marker: str, namespace: str | None,
+          env_mark: str | None = None) -> tuple[int, bool]:
+    """Kill what carries ``marker`` (or ``env_mark`` in its environment), delete
+    ``namespace``; (processes killed, whether the namespace was there)."""
     killed = 0
     for _ in range(ROUNDS):
-        left = reaper.scan(marker)
+        left = [e.pid for e in reaper.scan(marker)]
+        if env_mark:
+            left += [pid for pid, _ in reaper.scan_env(env_mark.encode())]
         if not left:
             break
-        for entry in left:
-            reaper.kill_hard(entry.pid)
+        for pid in left:
+            reaper.kill_hard(pid)
             killed += 1
         time.sleep(SETTLE)
     deleted = False
@@ -71,7 +87,7 @@ def watch(stdin: IO[bytes]) -> None:
     while stdin.read(4096):
         pass  # nothing else is ever sent: EOF is the launcher's end
     time.sleep(SETTLE)
-    clean(str(what["marker"]), what.get("netns"))
+    clean(str(what["marker"]), what.get("netns"), what.get("env_mark"))
 
 
 if __name__ == "__main__":

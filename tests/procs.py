@@ -33,7 +33,7 @@ def membership(summary: dict[str, Any]) -> list[tuple[int, list[str], dict[str, 
 
 
 @contextlib.contextmanager
-def reaped(proc: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+def reaped(proc: subprocess.Popen[Any]) -> Iterator[subprocess.Popen[Any]]:
     """``proc``, killed and waited for on the way out if it still runs (a failing test
     leaves no process behind)."""
     try:

@@ -37,7 +37,7 @@ from elastic_sim.faults.model import (
     PowerOff,
     SlowStart,
 )
-from elastic_sim.real import netns, reaper
+from elastic_sim.real import netns, reaper, warden
 from elastic_sim.real.injector import Injector
 from elastic_sim.real.launcher import contained
 from elastic_sim.real.process import wait_ready
@@ -86,29 +86,7 @@ def isolation() -> str:
 
 def marked(marker: str) -> list[tuple[int, str]]:
     """(pid, the mark's host) of every live, non-zombie process carrying the run's mark."""
-    needle = f"{MARK}={marker}:".encode()
-    out = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        try:
-            env = Path(f"/proc/{name}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        for var in env:
-            if var.startswith(needle):
-                if _state(int(name)) != "Z":
-                    out.append((int(name), var[len(needle):].decode()))
-                break
-    return out
-
-
-def _state(pid: int) -> str:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return "Z"
-    return raw[raw.rfind(")") + 2:].split()[0]
+    return reaper.scan_env(f"{MARK}={marker}:".encode())
 
 
 def _environ(pid: int) -> dict[str, str]:
@@ -153,10 +131,17 @@ class Launcher:
         """Start, supervise, always clean up."""
         (self.workdir / "checkpoints").mkdir(parents=True, exist_ok=True)
         (self.workdir / "workers").mkdir(exist_ok=True)
-        with contained(self.netns, self._kill_everything):
-            self._start()
-            self._wait_ready()
-            hung = self._supervise()
+        # The warden outlives a SIGKILLed launcher and kills what carries the run's mark
+        # (agents start sessions of their own and torchrun's workers are not told to die
+        # with their parent).
+        ward = warden.start(self.marker, None, env_mark=f"{MARK}={self.marker}:")
+        try:
+            with contained(self.netns, self._kill_everything):
+                self._start()
+                self._wait_ready()
+                hung = self._supervise()
+        finally:
+            warden.dismiss(ward)
         end = self.world.time_limit if hung else self._now()
         out = Outcome(self.t0, end, hung)
         for host, a in self.agents.items():

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from elastic_sim.cli import main
-from tests.procs import membership, processes_mentioning
+from tests.procs import membership, processes_mentioning, reaped
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,12 +53,11 @@ def test_scale_down_real_matches_the_sim_and_leaves_nothing_behind(tmp_path: Pat
 
 def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
     out = tmp_path / "interrupted"
-    proc = subprocess.Popen(
+    with reaped(subprocess.Popen(
         [sys.executable, "-m", "elastic_sim.cli", "run", "scenarios/scale_down.yaml",
          "--mode", "real", "--out", str(out)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    try:
+    )) as proc:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and len(processes_mentioning(str(out))) < 5:
             time.sleep(0.2)  # wait until the launcher and the 4 host processes run
@@ -66,10 +65,6 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
         time.sleep(1.0)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     time.sleep(0.5)

@@ -21,6 +21,7 @@ import pytest
 from elastic_sim.faults.model import CrashHost, CrashProcess, Fault, HangHost, Partition
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import HostSpec, RunResult, World
+from tests.procs import reaped
 
 pytestmark = [
     pytest.mark.real,
@@ -258,10 +259,9 @@ def test_ctrl_c_on_the_launcher_leaves_no_process_behind(tmp_path: Path) -> None
         real.run(w, [], 1, Path({str(workdir)!r}), lambda ev: None)
         """
     )
-    launcher = subprocess.Popen(
+    with reaped(subprocess.Popen(
         [sys.executable, "-c", script], cwd=ROOT, stderr=subprocess.PIPE, text=True
-    )
-    try:
+    )) as launcher:
         deadline = time.monotonic() + 60
         while not (workdir / "trace" / "h1__w.jsonl").exists():
             assert time.monotonic() < deadline and launcher.poll() is None, "run did not start"
@@ -270,10 +270,6 @@ def test_ctrl_c_on_the_launcher_leaves_no_process_behind(tmp_path: Path) -> None
         assert len(procs) == 4  # two hosts, each with a child
         launcher.send_signal(signal.SIGINT)
         _, err = launcher.communicate(timeout=30)
-    finally:
-        if launcher.poll() is None:
-            launcher.kill()
-            launcher.wait()
     assert "KeyboardInterrupt" in err
     assert leftovers(workdir) == []
 

@@ -22,6 +22,7 @@ from elastic_sim.real import netns
 from elastic_sim.real.torchrun import Options
 from elastic_sim.runner import run_scenario
 from elastic_sim.scenario import load_scenario
+from tests.procs import reaped
 
 pytestmark = [
     pytest.mark.real,
@@ -132,11 +133,10 @@ def test_ctrl_c_leaves_nothing(tmp_path: Path) -> None:
     script.write_text(SCRIPT)
     path = scenario(tmp_path)
     env = {**os.environ, "ES_TEST_TAG": tag, "PYTHONPATH": str(ROOT)}
-    cli = subprocess.Popen(
+    with reaped(subprocess.Popen(
         [sys.executable, "-m", "elastic_sim.cli", "run", str(path), "--mode", "torchrun",
          "--out", str(tmp_path / "run"), "--no-report", "--script", str(script), "--",
-         str(tmp_path), "hang"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
+         str(tmp_path), "hang"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)) as cli:
         deadline = time.monotonic() + 150
         while not list(tmp_path.glob("rank*")) and time.monotonic() < deadline:
             assert cli.poll() is None, cli.communicate()
@@ -145,11 +145,35 @@ def test_ctrl_c_leaves_nothing(tmp_path: Path) -> None:
         assert len(left_with(f"ES_TEST_TAG={tag}")) >= 4  # the CLI, agents, workers
         cli.send_signal(signal.SIGINT)
         _, err = cli.communicate(timeout=60)
-    finally:
-        if cli.poll() is None:
-            cli.kill()
-            cli.wait()
     assert cli.returncode == 130, err
     assert b"interrupted" in err
     assert left_with(f"ES_TEST_TAG={tag}") == []
     assert not (tmp_path / "run" / "trace.jsonl").exists()  # nothing half-written
+
+
+def test_a_sigkilled_cli_leaves_nothing(tmp_path: Path) -> None:
+    """The CLI killed with SIGKILL cannot clean up: its warden kills the torchrun agents
+    (sessions of their own) and their workers, found by the run's mark in their
+    environment (before the warden, they ran on forever)."""
+    tag = uuid.uuid4().hex
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    path = scenario(tmp_path)
+    env = {**os.environ, "ES_TEST_TAG": tag, "PYTHONPATH": str(ROOT)}
+    with reaped(subprocess.Popen(
+        [sys.executable, "-m", "elastic_sim.cli", "run", str(path), "--mode", "torchrun",
+         "--out", str(tmp_path / "run"), "--no-report", "--script", str(script), "--",
+         str(tmp_path), "hang"], env=env, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)) as cli:
+        deadline = time.monotonic() + 150
+        while not list(tmp_path.glob("rank*")) and time.monotonic() < deadline:
+            assert cli.poll() is None
+            time.sleep(0.2)
+        assert list(tmp_path.glob("rank*")), "the script never ran"
+        assert len(left_with(f"ES_TEST_TAG={tag}")) >= 4  # the CLI, agents, workers
+        cli.kill()
+        cli.wait()
+    deadline = time.monotonic() + 30
+    while left_with(f"ES_TEST_TAG={tag}") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert left_with(f"ES_TEST_TAG={tag}") == []
