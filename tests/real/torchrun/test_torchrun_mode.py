@@ -127,22 +127,34 @@ def test_hung_job_is_killed_at_the_time_limit(tmp_path: Path,
     assert left_with(tag) == []
 
 
-def test_ctrl_c_leaves_nothing(tmp_path: Path) -> None:
-    tag = uuid.uuid4().hex
+def _hanging_cli(tmp_path: Path, tag: str, out: int | None) -> subprocess.Popen[bytes]:
+    """The CLI running a torchrun-mode scenario whose script hangs, tagged ``tag`` in its
+    environment (stdout/stderr piped, or sent to ``out``)."""
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     path = scenario(tmp_path)
     env = {**os.environ, "ES_TEST_TAG": tag, "PYTHONPATH": str(ROOT)}
-    with reaped(subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-m", "elastic_sim.cli", "run", str(path), "--mode", "torchrun",
          "--out", str(tmp_path / "run"), "--no-report", "--script", str(script), "--",
-         str(tmp_path), "hang"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)) as cli:
-        deadline = time.monotonic() + 150
-        while not list(tmp_path.glob("rank*")) and time.monotonic() < deadline:
-            assert cli.poll() is None, cli.communicate()
-            time.sleep(0.2)
-        assert list(tmp_path.glob("rank*")), "the script never ran"
-        assert len(left_with(f"ES_TEST_TAG={tag}")) >= 4  # the CLI, agents, workers
+         str(tmp_path), "hang"], env=env,
+        stdout=subprocess.PIPE if out is None else out,
+        stderr=subprocess.PIPE if out is None else out)
+
+
+def _wait_until_training(cli: subprocess.Popen[bytes], tmp_path: Path, tag: str) -> None:
+    deadline = time.monotonic() + 150
+    while not list(tmp_path.glob("rank*")) and time.monotonic() < deadline:
+        assert cli.poll() is None, cli.communicate()
+        time.sleep(0.2)
+    assert list(tmp_path.glob("rank*")), "the script never ran"
+    assert len(left_with(f"ES_TEST_TAG={tag}")) >= 4  # the CLI, agents, workers
+
+
+def test_ctrl_c_leaves_nothing(tmp_path: Path) -> None:
+    tag = uuid.uuid4().hex
+    with reaped(_hanging_cli(tmp_path, tag, None)) as cli:
+        _wait_until_training(cli, tmp_path, tag)
         cli.send_signal(signal.SIGINT)
         _, err = cli.communicate(timeout=60)
     assert cli.returncode == 130, err
@@ -156,21 +168,8 @@ def test_a_sigkilled_cli_leaves_nothing(tmp_path: Path) -> None:
     (sessions of their own) and their workers, found by the run's mark in their
     environment (before the warden, they ran on forever)."""
     tag = uuid.uuid4().hex
-    script = tmp_path / "train.py"
-    script.write_text(SCRIPT)
-    path = scenario(tmp_path)
-    env = {**os.environ, "ES_TEST_TAG": tag, "PYTHONPATH": str(ROOT)}
-    with reaped(subprocess.Popen(
-        [sys.executable, "-m", "elastic_sim.cli", "run", str(path), "--mode", "torchrun",
-         "--out", str(tmp_path / "run"), "--no-report", "--script", str(script), "--",
-         str(tmp_path), "hang"], env=env, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL)) as cli:
-        deadline = time.monotonic() + 150
-        while not list(tmp_path.glob("rank*")) and time.monotonic() < deadline:
-            assert cli.poll() is None
-            time.sleep(0.2)
-        assert list(tmp_path.glob("rank*")), "the script never ran"
-        assert len(left_with(f"ES_TEST_TAG={tag}")) >= 4  # the CLI, agents, workers
+    with reaped(_hanging_cli(tmp_path, tag, subprocess.DEVNULL)) as cli:
+        _wait_until_training(cli, tmp_path, tag)
         cli.kill()
         cli.wait()
     deadline = time.monotonic() + 30
