@@ -160,7 +160,8 @@ def expand_stretches(events: Sequence[TraceEvent]) -> Sequence[TraceEvent]:
         d = ev.data
         group, op, nbytes, seq = d["group"], d["op"], d["nbytes"], int(d["seq"])
         sleep, cost, first = float(d["sleep"]), float(d["cost"]), int(d["first"])
-        fields = dict(d.get("fields") or {})
+        raw = d.get("fields", {})
+        fields = None if raw is None else dict(raw)  # None: the member traces no steps
         host, proc = ev.host, ev.proc
         t = float(d["start"])
         for i in range(int(d["steps"])):
@@ -170,7 +171,8 @@ def expand_stretches(events: Sequence[TraceEvent]) -> Sequence[TraceEvent]:
             t = t + cost
             out.append(TraceEvent(t, host, proc, "coll_done",
                                   {"group": group, "seq": seq + i, "op": op}))
-            out.append(TraceEvent(t, host, proc, "step", {**fields, "step": first + i}))
+            if fields is not None:
+                out.append(TraceEvent(t, host, proc, "step", {**fields, "step": first + i}))
         if d.get("open"):
             out.append(TraceEvent(t + sleep, host, proc, "coll_enter",
                                   {"group": group, "seq": seq + int(d["steps"]), "op": op,

@@ -344,11 +344,12 @@ class TracedGroup:
         return await self._traced("allreduce", 8 * len(vals), self._inner._allreduce(vals))
 
     async def train(self, count: int, step_time: float, grads: Callable[[int], list[float]],
-                    apply: Callable[[int, list[float]], None], first: int,
-                    **fields: JSON) -> None:
+                    apply: Callable[[int, list[float]], None], first: int, *,
+                    trace_step: bool = True, **fields: JSON) -> None:
         """``count`` training steps, each ``sleep(step_time)`` (the compute) then an
         allreduce of ``grads(i)``, then ``apply(i, summed)`` and a ``step`` event
-        (``fields`` and ``step=first + i``). :class:`CollectiveError` after ``apply`` of the
+        (``fields`` and ``step=first + i``; none where ``trace_step`` is False: a member
+        whose steps another member traces). :class:`CollectiveError` after ``apply`` of the
         steps done. Every member calls it with the same ``count`` and ``step_time``.
 
         This is the loop below in every runtime, except that the sim at its default
@@ -356,10 +357,11 @@ class TracedGroup:
         it as one ``train_steps`` summary (:mod:`sim.stretch`), with the same times and
         results, splitting it where anything touches the run."""
         fast = getattr(self._inner, "_train", None)
+        step_fields = fields if trace_step else None
         if fast is None:
-            await self.steps(0, count, step_time, grads, apply, first, fields)
+            await self.steps(0, count, step_time, grads, apply, first, step_fields)
             return
-        out: StretchResult = await fast(count, step_time, grads, first, fields)
+        out: StretchResult = await fast(count, step_time, grads, first, step_fields)
         for i, summed in enumerate(out.sums):
             apply(i, summed)
         k = len(out.sums)
@@ -368,25 +370,27 @@ class TracedGroup:
         if out.entry is not None:  # inside step k's allreduce (its coll_enter is traced)
             summed = await self._traced("allreduce", 8 * len(grads(k)), out.entry, True)
             apply(k, summed)
-            self._rt.record("step", **fields, step=first + k)
+            if step_fields is not None:
+                self._rt.record("step", **step_fields, step=first + k)
             k += 1
         elif out.slept:  # step k's compute is done
             slept = True
-        await self.steps(k, count, step_time, grads, apply, first, fields, slept)
+        await self.steps(k, count, step_time, grads, apply, first, step_fields, slept)
 
     async def steps(self, start: int, count: int, step_time: float,
                     grads: Callable[[int], list[float]],
                     apply: Callable[[int, list[float]], None], first: int,
-                    fields: Mapping[str, JSON], slept: bool = False) -> None:
+                    fields: Mapping[str, JSON] | None, slept: bool = False) -> None:
         """Steps ``start..count-1`` of :meth:`train` one by one (``slept``: the first
-        step's compute is already done)."""
+        step's compute is already done; ``fields`` None: no ``step`` events)."""
         for i in range(start, count):
             if not slept:
                 await self._rt.sleep(step_time)
             slept = False
             summed = await self.allreduce(grads(i))
             apply(i, summed)
-            self._rt.record("step", **fields, step=first + i)
+            if fields is not None:
+                self._rt.record("step", **fields, step=first + i)
 
     async def broadcast(self, data: bytes, root: int) -> Received:
         """Root's bytes to all; every member passes a buffer of the same length."""

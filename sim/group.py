@@ -69,7 +69,7 @@ class SimGroup(Group):
             raise CollectiveFailed(f"group {self.name}: {self._m.abort_reason}")
 
     async def _train(self, count: int, step_time: float, grads: Callable[[int], list[float]],
-                     first: int, fields: Mapping[str, JSON]) -> StretchResult:
+                     first: int, fields: Mapping[str, JSON] | None) -> StretchResult:
         """:meth:`protocols.api.TracedGroup.train`'s fast path (:mod:`sim.stretch`)."""
         self._check()
         book = self._engine.stretches

@@ -49,7 +49,7 @@ class Arrival(Pending[StretchResult]):
 
     def __init__(self, kernel: Kernel, member: Member, count: int, sleep_s: float,
                  grads: Callable[[int], list[float]], first: int,
-                 fields: Mapping[str, JSON]) -> None:
+                 fields: Mapping[str, JSON] | None) -> None:
         super().__init__(kernel)
         self.member = member
         self.count = count
@@ -100,7 +100,7 @@ class StretchBook:
     # -- arriving ----------------------------------------------------------------------
 
     def arrive(self, m: Member, count: int, sleep_s: float, grads: Callable[[int], list[float]],
-               first: int, fields: Mapping[str, JSON]) -> Arrival:
+               first: int, fields: Mapping[str, JSON] | None) -> Arrival:
         """``m`` enters a ``train`` of ``count`` steps; await the result."""
         a = Arrival(self.k, m, count, sleep_s, grads, first, fields)
         g = m.group
@@ -193,7 +193,7 @@ class StretchBook:
                     "group": st.group.name, "seq": st.seq0, "op": "allreduce",
                     "nbytes": st.nbytes, "steps": k, "open": entered, "first": a.first,
                     "start": st.start, "sleep": st.sleep_s, "cost": st.cost,
-                    "fields": dict(a.fields)})
+                    "fields": None if a.fields is None else dict(a.fields)})
 
     def _end(self, st: _Stretch, k: int, entered: bool | None) -> None:
         """Settle every member: ``k`` steps done; then (None) all done: wake now, as a

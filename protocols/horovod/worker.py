@@ -204,9 +204,7 @@ class Worker:
         while st.progress.epoch < self.epochs:
             while st.progress.batch < bpe:
                 await self.check_exit(st.progress.epoch, st.progress.batch)
-                await self.rt.sleep(self.work.step_time)
-                await self.step()
-                st.advance(batch=st.progress.batch + 1)
+                await self.batches(self.run_length(st.progress.epoch, st.progress.batch))
                 if st.progress.batch % k.batches_per_commit == 0:
                     st.advance(commits=st.progress.commits + 1)
                     await self.commit()
@@ -222,13 +220,37 @@ class Worker:
             self.rt.record("job_done", step=st.model.step, digest=st.model.digest())
         return 0
 
-    async def step(self) -> None:
-        """One batch: the gradient allreduce and the optimiser step."""
-        grads = gradients(self.state.model.step, self.slot.rank, self.work.params)
-        summed = await self.collective(self._group().allreduce(grads))
-        self.state.model = apply_step(self.state.model, summed, self.slot.size)
-        if self.lead:
-            self.rt.record("step", round=self.rid, step=self.state.model.step)
+    def run_length(self, epoch: int, batch: int) -> int:
+        """How many batches from ``batch`` on run with nothing between them: up to the next
+        commit, host-update check, epoch end or batch with an exit scheduled (for any rank:
+        every member must run the same count)."""
+        k = self.k
+        end = min(k.batches_per_epoch, batch + k.batches_per_commit
+                  - batch % k.batches_per_commit)
+        if k.host_updates_every:
+            end = min(end, batch + k.host_updates_every - batch % k.host_updates_every)
+        for entry in k.exit_schedule:
+            if entry.epoch == epoch and batch < entry.batch < end:
+                end = entry.batch
+        return end - batch
+
+    async def batches(self, count: int) -> None:
+        """``count`` batches, each the compute, the gradient allreduce and the optimiser
+        step (``TracedGroup.train``: one event per run of batches in the fast sim)."""
+        st = self.state
+        base = st.model.step
+        rank, size, nparams = self.slot.rank, self.slot.size, self.work.params
+
+        def grads(i: int) -> list[float]:
+            return gradients(base + i, rank, nparams)
+
+        def apply(i: int, summed: list[float]) -> None:
+            st.model = apply_step(st.model, summed, size)
+            st.advance(batch=st.progress.batch + 1)
+
+        await self.collective(self._group().train(
+            count, self.work.step_time, grads, apply, base + 1, trace_step=self.lead,
+            round=self.rid))
 
     async def commit(self) -> None:
         """state.commit(): save, then the collective check for host updates."""

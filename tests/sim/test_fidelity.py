@@ -39,6 +39,8 @@ QUICK = [
     "scenarios/found/torchelastic/stale_bootstrap_master_after_rank0_hang.yaml",
     "scenarios/found/torchelastic/hot_spare_wait_list_livelock.yaml",
     "scenarios/scale_down.yaml",
+    "scenarios/horovod/single_rank_failure.yaml",
+    "scenarios/horovod/spark_auto_scale_up.yaml",
 ]
 
 
@@ -168,3 +170,44 @@ def test_tie_seed_runs_step_by_step() -> None:
     sc = load_scenario(ROOT / "scenarios/torchelastic/scale_down.yaml")
     sc = sc.model_copy(update={"tie_seed": 5})
     assert not any(e.kind == STRETCH for e in _raw(sc, sc.seed))
+
+
+def _horovod(knobs: dict[str, Any], faults: list[dict[str, Any]]) -> Scenario:
+    """single_rank_failure with commits every 10 batches (its stretches span batches)."""
+    raw = yaml.safe_load((ROOT / "scenarios/horovod/single_rank_failure.yaml").read_text())
+    raw["protocol"]["knobs"].update(knobs)
+    raw["faults"] = faults
+    raw.pop("expect", None)
+    return parse_scenario(raw, "<horovod fidelity test>")
+
+
+HOROVOD = [
+    ({"batches_per_commit": 10}, []),
+    # an exit scheduled mid-way between commits: the run of batches stops before it
+    ({"batches_per_commit": 10, "exit_schedule": [{"epoch": 1, "batch": 6, "ranks": [1]}]}, []),
+    ({"batches_per_commit": 10, "exit_schedule": [], "host_updates_every": 4}, []),
+    ({"batches_per_commit": 10, "exit_schedule": []},
+     [{"id": "f", "at": 2.3, "type": "crash", "host": "127.0.0.1"}]),
+    ({"batches_per_commit": 5, "exit_schedule": []},
+     [{"id": "f", "at": 2.05, "type": "straggler", "host": "localhost", "factor": 3.0,
+       "duration": 1.0}]),
+]
+
+
+@pytest.mark.parametrize("knobs,faults", HOROVOD)
+def test_horovod_batches_agree(knobs: dict[str, Any], faults: list[dict[str, Any]]) -> None:
+    """Horovod's batches between commits run as stretches: the same events (the lead's
+    ``step`` events only), exits at the scheduled batch, faults splitting them."""
+    sc = _horovod(knobs, faults)
+    _same(sc, sc.seed)
+    fast = _raw(_with(sc, "fast"), sc.seed)
+    assert sum(e.kind == STRETCH for e in fast) > 0
+
+
+def test_horovod_scheduled_exit_inside_a_commit_interval() -> None:
+    """The exit at (epoch 1, batch 6) happens at the top of batch 6 (a run of batches up
+    to the next commit would pass it, and the check at batch 10 would never match)."""
+    sc = _horovod(*HOROVOD[1])
+    events, _, _ = simulate(sc, sc.seed)
+    exits = [e for e in events if e.kind == "hvd_scheduled_exit"]
+    assert [(e.data["epoch"], e.data["batch"]) for e in exits] == [(1, 6)]
