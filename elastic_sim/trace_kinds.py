@@ -91,7 +91,8 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("open", "whether the next step's allreduce was entered"),
        ("first", "first step's number"), ("start", "when the first step's compute began"),
        ("sleep", "compute seconds per step"), ("cost", "allreduce seconds per step"),
-       ("fields", "the step events' other fields (round)")),
+       ("fields", "the step events' other fields (round); null: this member traces no "
+                  "step events (a Horovod worker other than the lead)")),
     _k("commit", "all protocols", "progress committed (checkpoint or State.commit)",
        ("step", "step"), ("digest", "state digest")),
     _k("restore", "all protocols", "state rolled back to the last commit", ("step", "step"),
