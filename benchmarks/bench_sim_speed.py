@@ -22,7 +22,10 @@ on a loaded machine).
     python benchmarks/bench_sim_speed.py [--hosts 8 64] [--protocols torchelastic horovod static]
         [--baseline main] [--repeat 3] [--steps 300] [--fine] [--json OUT]
 
-Growth with hosts (this tree alone): ``--baseline '' --hosts 8 16 32 64 128 256``.
+Growth with hosts (this tree alone): ``--baseline '' --hosts 8 16 32 64 128 256``; to 1,024
+hosts with ``--stagger 10`` (hosts starting over 10 s: 1,024 torchelastic agents joining
+one c10d round at the same instant do not form it, upstream's one-key compare-and-set
+collapse, ``bench_rendezvous.py``).
 """
 
 from __future__ import annotations
@@ -42,12 +45,19 @@ ROOT = Path(__file__).resolve().parent.parent
 PROTOCOLS = ("torchelastic", "horovod", "static")
 
 
-def scenario_raw(protocol: str, hosts: int, steps: int) -> dict[str, Any]:
-    """A fault-free training scenario of ``hosts`` hosts (plain data, both trees parse it)."""
+def scenario_raw(protocol: str, hosts: int, steps: int, stagger: float = 0.0
+                 ) -> dict[str, Any]:
+    """A fault-free training scenario of ``hosts`` hosts (plain data, both trees parse it);
+    ``stagger``: host i starts at ``i * stagger / hosts`` (a scheduler bringing nodes up)
+    instead of all at 0."""
     workload = {"steps": steps, "step_time": 0.1, "commit_every": 10, "state_bytes": 65536}
+    cluster: dict[str, Any] = {"hosts": hosts, "store_host": "h0"}
+    if stagger > 0:
+        cluster["hosts"] = [{"name": f"h{i}", "start_at": round(i * stagger / hosts, 6)}
+                            for i in range(hosts)]
     base: dict[str, Any] = {
         "name": f"speed_{protocol}_{hosts}", "seed": 0, "time_limit": 3600,
-        "cluster": {"hosts": hosts, "store_host": "h0"}, "workload": workload, "faults": [],
+        "cluster": cluster, "workload": workload, "faults": [],
     }
     if protocol == "torchelastic":
         knobs: dict[str, Any] = {"min_nodes": max(1, hosts // 2), "max_nodes": hosts,
@@ -131,6 +141,8 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--fine", action="store_true", help="also run this tree at fidelity fine")
+    p.add_argument("--stagger", type=float, default=0.0,
+                   help="hosts start evenly over this many seconds (default: all at 0)")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args()
     rows: list[dict[str, Any]] = []
@@ -149,7 +161,7 @@ def main() -> int:
         print("|" + "---|" * len(head))
         for proto in args.protocols:
             for hosts in args.hosts:
-                raw = scenario_raw(proto, hosts, args.steps)
+                raw = scenario_raw(proto, hosts, args.steps, args.stagger)
                 trees = [(ROOT, "")] + ([(ROOT, "fine")] if args.fine else []) + (
                     [(base, "")] if base else [])
                 res = best(trees, raw, args.repeat)
