@@ -53,9 +53,12 @@ class Capacity:
                                                        else None)
 
     def budget_left(self, host: str) -> bool:
-        """Whether the job could absorb one more failure on this host."""
+        """Whether the job could absorb one more failure on this host. Before any fault
+        there is no failure to absorb: every host can go on whatever its budget (with
+        torchrun's default ``max_restarts`` 0 a host would otherwise never count, and a
+        fault-free job that died with every host healthy would pass as unavoidable)."""
         budget = self.limits.restart_budget
-        if budget is None:
+        if budget is None or not self.cluster.faulted:
             return True
         if self.limits.budget_per_host:
             return self.remaining.get(host, budget) > 0
