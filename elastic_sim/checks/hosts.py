@@ -24,12 +24,7 @@ def _members(ev: TraceEvent) -> list[str]:
     """The distinct hosts of a formed world (rdzv_done members, hvd_assign ranks); members
     that disagree within one round are united (membership_agreement judges that)."""
     raw = ev.get("members") if "members" in ev.data else list(ev.get("ranks") or {})
-    out: list[str] = []
-    for m in raw or []:
-        h = host_of(str(m))
-        if h not in out:
-            out.append(h)
-    return out
+    return list(dict.fromkeys(host_of(str(m)) for m in raw or []))
 
 
 def eventual_incorporation(events: Sequence[TraceEvent]) -> CheckResult:
@@ -73,9 +68,10 @@ def eventual_incorporation(events: Sequence[TraceEvent]) -> CheckResult:
                     since.pop(host, None)
         if ev.kind in WORLD:
             if world is not None and _round(world) == _round(ev):
+                united = dict.fromkeys(_members(world))  # in order, one each
+                united.update(dict.fromkeys(_members(ev)))
                 ev = TraceEvent(ev.t, ev.host, ev.proc, ev.kind, {
-                    **ev.data, "members": _members(world) + [
-                        m for m in _members(ev) if m not in _members(world)]})
+                    **ev.data, "members": list(united)})
             world = ev
     return res
 
