@@ -52,7 +52,8 @@ class TickBook:
     """The run's waits that skip ticks, to re-plan on what any process may observe."""
 
     def __init__(self) -> None:
-        self.active: list[Ticks] = []
+        self.active: dict[Ticks, None] = {}
+        """In the order they started waiting (an insertion-ordered set)."""
         self.ticks = 0
         """Grid ticks at which an ``idle()`` was asked (kernel events of the waits)."""
         self.probes = 0
@@ -102,7 +103,7 @@ class Ticks:
         self.task = task
         self.gen = gen
         self.proc.ticks.append(self)
-        self.book.active.append(self)
+        self.book.active[self] = None
         d = self._delay()
         self._t = self._k.now
         self._next = self._t + d
@@ -128,8 +129,7 @@ class Ticks:
         ticks = self.proc.ticks
         if self in ticks:
             ticks.remove(self)
-        if self in self.book.active:
-            self.book.active.remove(self)
+        self.book.active.pop(self, None)
 
     # -- kernel events -----------------------------------------------------------------
 
