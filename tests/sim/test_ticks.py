@@ -11,15 +11,19 @@ host whose clocks drift. Fast and fine must agree on every event, to the exact t
 from __future__ import annotations
 
 import copy
+import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from elastic_sim.protocols.api import Runtime
 from elastic_sim.runner import build_world
 from elastic_sim.scenario import Scenario, parse_scenario
 from elastic_sim.sim.run import Simulation
+from tests.sim.simutil import make_world, simulate
 from tests.sim.test_fidelity import _same, _with
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,3 +125,44 @@ def test_the_fine_fidelity_and_a_tie_seed_ask_every_tick() -> None:
     assert _sim(_with(sc, "fine")).ticks.ticks == 0
     assert _sim(sc.model_copy(update={"tie_seed": 3})).ticks.ticks == 0
     assert _sim(sc).ticks.ticks > 0
+
+
+# -- same-time order -----------------------------------------------------------------------
+
+M = "tests.sim.test_ticks"
+
+
+async def tie_main(rt: Runtime, args: Mapping[str, Any]) -> int:
+    """h0 polls every 0.1 s until its monotonic clock reaches ``wake`` (a grid tick, read
+    from the chained additions); h1 and h2 each land a callback on that exact instant,
+    one scheduled before the tick before it (at 0.5 s), one after it (at 0.65 s)."""
+    wake = float(args["wake"])
+    if rt.host == "h0":
+        await rt.poll(0.1, lambda: rt.monotonic() < wake, lambda: wake)
+        rt.record("h0_woke")
+        return 0
+    first = 0.5 if rt.host == "h1" else 0.65
+    await rt.sleep(first)
+    await rt.sleep(wake - first)
+    rt.record("lands", at=rt.monotonic())
+    return 0
+
+
+def _tie_order(fidelity: str) -> list[tuple[float, str, str]]:
+    t = 0.0
+    for _ in range(7):
+        t = t + 0.1
+    world = make_world(f"{M}:tie_main", ("h0", "h1", "h2"), {"wake": t})
+    world = dataclasses.replace(world, fidelity=fidelity)
+    _, events = simulate(world)
+    out = [(e.t, e.host, e.kind) for e in events if e.kind in ("h0_woke", "lands")]
+    assert len(out) == 3 and {e[0] for e in out} == {t}
+    return out
+
+
+def test_a_skipped_wait_wakes_among_same_time_events_in_the_fine_order() -> None:
+    """At the instant of the waking tick, what was scheduled before the grid tick before
+    it runs first and what was scheduled after runs after, as with chained sleeps."""
+    fine = _tie_order("fine")
+    assert [h for _, h, _ in fine] == ["h1", "h0", "h2"]
+    assert _tie_order("fast") == fine
