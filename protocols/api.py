@@ -525,14 +525,21 @@ class Runtime(abc.ABC):
         returns at once, without yielding."""
         del seconds  # a real process spends its own
 
-    async def poll(self, interval: float, idle: Callable[[], bool]) -> None:
+    async def poll(self, interval: float, idle: Callable[[], bool],
+                   until: Callable[[], float] | None = None) -> None:
         """A polling loop's wait: ``sleep(interval)``, then again as long as ``idle()``
-        holds after a sleep. ``idle`` only reads state, and must be True only where one
-        turn of the caller's loop would do nothing (no await that takes time, no trace
-        event, no change; a zero-time :func:`yield_point` only reorders what is due at the
-        same instant, which the fast fidelity does not vary: runs with a tie seed, which
-        do, run every turn): the sim at its fast fidelity asks it at each tick without
-        waking the task (one timer per tick, no coroutine step), other runtimes loop."""
+        holds after a sleep. ``idle`` only reads state of this process (its own, its
+        children's exit codes, signals it got), and must be True only where one turn of
+        the caller's loop would do nothing (no await that takes time, no trace event, no
+        change; a zero-time :func:`yield_point` only reorders what is due at the same
+        instant, which the fast fidelity does not vary: runs with a tie seed, which do,
+        run every turn). ``until``, asked where ``idle()`` is True, is the earliest
+        :meth:`monotonic` reading at which it may turn False if nothing else changes
+        (``math.inf``: never; None or ``-math.inf``: at any tick). The sim at its fast
+        fidelity asks ``idle()`` only at the ticks where it may be False, without waking
+        the task (no coroutine step, no kernel event per idle tick); other runtimes loop
+        and ignore ``until``."""
+        del until  # a hint for runtimes that skip ticks
         await self.sleep(interval)
         while idle():
             await self.sleep(interval)

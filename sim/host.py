@@ -100,6 +100,8 @@ class SimProcess:
         self.tasks: dict[int, SimTask[Any]] = {}
         self.wedged: dict[str, list[tuple[SimTask[Any], int, Any, BaseException | None]]] = {}
         """Activities (task names) stuck by a wedge fault, with the wake-ups held."""
+        self.ticks: list[Any] = []
+        """Its polled waits that skip ticks (:mod:`sim.ticks`)."""
         self._next_tid = 0
         self.main: SimTask[Any] | None = None
         self.mailbox = Mailbox(cluster.kernel)
@@ -206,6 +208,8 @@ class Cluster:
         """Called before anything happens to a process or host from outside it (a kill, a
         signal, a pause or resume, a crash) and before each fault: fast training stretches
         end there (:mod:`sim.stretch`)."""
+        self.exit_listeners: list[Callable[[], None]] = []
+        """Called when a process has exited (its exit code is readable now)."""
 
     def touch(self) -> None:
         """Something is about to act on processes from outside: tell the listeners."""
@@ -322,6 +326,8 @@ class Cluster:
         for hook in hooks:
             hook()
         proc.exited.set_result(code)
+        for fn in self.exit_listeners:
+            fn()
         self.live -= 1
         self.check_end()
 

@@ -23,6 +23,7 @@ from elastic_sim.sim.network import Network
 from elastic_sim.sim.runtime import SimRuntime
 from elastic_sim.sim.store import SERVICE_TIME, StoreRegistry
 from elastic_sim.sim.stretch import StretchBook
+from elastic_sim.sim.ticks import TickBook
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import RunResult, World
 
@@ -60,6 +61,10 @@ class Simulation:
         self.collectives.stretches = book
         self.stretches = book
         self.cluster.touch_listeners.append(book.split_all)
+        self.ticks = TickBook()
+        """The polled waits that skip ticks (fast fidelity, :mod:`sim.ticks`)."""
+        self.cluster.touch_listeners.append(self.ticks.poke_all)
+        self.cluster.exit_listeners.append(self.ticks.poke_all)
 
     def _trace(self, ev: TraceEvent) -> None:
         self._emit(ev)

@@ -8,6 +8,7 @@ do nothing, awaited operations raise :class:`~protocols.api.Cancelled`.
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -30,7 +31,8 @@ from elastic_sim.protocols.api import (
 )
 from elastic_sim.sim.host import SimProc, SimProcess, json_copy
 from elastic_sim.sim.store import SimStore
-from elastic_sim.sim.tasks import SimFuture, Sleep, Ticks
+from elastic_sim.sim.tasks import SimFuture, Sleep
+from elastic_sim.sim.ticks import Ticks
 
 if TYPE_CHECKING:
     from elastic_sim.sim.run import Simulation
@@ -40,6 +42,11 @@ T = TypeVar("T")
 CONNECT_RETRY_FIRST = 0.1
 """First back-off of a store connect to an absent server (doubles up to the cap)."""
 CONNECT_RETRY_MAX = 1.0
+
+
+def _unknown() -> float:
+    """No hint: ``idle()`` may turn False at any tick."""
+    return -math.inf
 
 
 class SimRuntime(Runtime):
@@ -83,15 +90,18 @@ class SimRuntime(Runtime):
         if seconds > 0.0:
             await Sleep(self._k, seconds * self._proc.host.slowdown)
 
-    async def poll(self, interval: float, idle: Callable[[], bool]) -> None:
-        """:meth:`Runtime.poll`; at the fast fidelity the ticks are timer callbacks that
-        wake the task only where ``idle()`` is False (or the task cannot run at the tick:
-        then it wakes as from a sleep, held as a sleep's wake-up would be)."""
+    async def poll(self, interval: float, idle: Callable[[], bool],
+                   until: Callable[[], float] | None = None) -> None:
+        """:meth:`Runtime.poll`; at the fast fidelity no task step and no kernel event per
+        idle tick: ``idle()`` is asked at the grid ticks where it may be False (:mod:`sim.ticks`),
+        and the task wakes at the first where it is (or where the task cannot run: then
+        it wakes as from a sleep, held as a sleep's wake-up would be)."""
         self._alive()
         if interval <= 0.0 or not self._sim.stretches.enabled:
-            await super().poll(interval, idle)
+            await super().poll(interval, idle, until)
             return
-        await Ticks(self._k, self._proc, interval, self._wake_latency, idle)
+        await Ticks(self._k, self._sim.ticks, self._proc, interval, self._wake_latency, idle,
+                    until or _unknown)
 
     # -- concurrency -------------------------------------------------------------------
 

@@ -33,6 +33,9 @@ class Owner(Protocol):
     runnable: bool
     wedged: dict[str, list[tuple[SimTask[Any], int, Any, BaseException | None]]]
     """Activities (task names) that are stuck, each with the wake-ups held for it."""
+    ticks: list[Any]
+    """Its polled waits that skip ticks (:mod:`sim.ticks`): re-planned after each step of
+    any of its tasks."""
 
     def defer(self, fn: Callable[..., object], *args: Any) -> None:
         """Hold a continuation until the owner runs again."""
@@ -89,6 +92,8 @@ class SimTask(Task[T]):
             owner.wedged[self.name].append((self, gen, value, exc))
             return
         self._step(value, exc)
+        if owner.ticks:
+            _replan(owner.ticks, self)
 
     def _step(self, value: Any, exc: BaseException | None) -> None:
         k = self._k
@@ -157,6 +162,8 @@ class SimTask(Task[T]):
             return
         self._cancel = 0
         self._step(None, Cancelled())
+        if self.owner.ticks:
+            _replan(self.owner.ticks, self)
 
     def cancel_now(self) -> None:
         """Throw Cancelled synchronously (its process is exiting); if the task tries to
@@ -215,6 +222,13 @@ class SimTask(Task[T]):
             raise exc
         finally:
             del exc
+
+
+def _replan(ticks: list[Any], stepped: SimTask[Any]) -> None:
+    """A task stepped: the other polled waits of its process look again (:mod:`sim.ticks`)."""
+    for t in list(ticks):
+        if t.task is not stepped:
+            t.replan()
 
 
 def _untangle(err: BaseException) -> BaseException:
@@ -373,45 +387,6 @@ class Pending(Generic[T]):
         if self.exc is not None:
             _raise_once(self)
         return self.value  # type: ignore[no-any-return]
-
-
-class Ticks:
-    """Awaitable: :meth:`protocols.api.Runtime.poll` as timer callbacks. Each tick comes
-    ``interval * slowdown + wake_latency`` after the last (a sleep's duration, chained as
-    the sleeps would be); the task resumes at the first tick where ``idle()`` is False, or
-    where it cannot run (paused, stopped, its activity wedged: its wake-up is then held as
-    a sleep's)."""
-
-    __slots__ = ("_k", "idle", "interval", "proc", "wake_latency")
-
-    def __init__(self, kernel: Kernel, proc: Any, interval: float, wake_latency: float,
-                 idle: Callable[[], bool]) -> None:
-        self._k = kernel
-        self.proc = proc
-        self.interval = interval
-        self.wake_latency = wake_latency
-        self.idle = idle
-
-    def _delay(self) -> float:
-        slowdown: float = self.proc.host.slowdown
-        return self.interval * slowdown + self.wake_latency
-
-    def _wait(self, task: SimTask[Any], gen: int) -> None:
-        self._k.call_later(self._delay(), self._tick, task, gen)
-
-    def _tick(self, task: SimTask[Any], gen: int) -> None:
-        if gen != task._gen or task._done:
-            return
-        owner = task.owner
-        if owner.alive and owner.runnable and not (owner.wedged and task.name in owner.wedged):
-            if self.idle():
-                self._k.call_later(self._delay(), self._tick, task, gen)
-                return
-        task._resume(gen)
-
-    def __await__(self) -> Generator[Any, Any, None]:
-        """Suspend the awaiting task until a tick finds work."""
-        yield self
 
 
 class Sleep:

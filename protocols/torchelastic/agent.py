@@ -203,7 +203,7 @@ class ElasticAgent:
     async def _invoke_run(self) -> RunResult:
         await self._initialize_workers()
         while True:
-            await self.rt.poll(self.knobs.monitor_interval, self._idle)
+            await self.rt.poll(self.knobs.monitor_interval, self._idle, self.handler.cached_until)
             result = await self._monitor_workers()
             self._set_state(result.state)
             waiting = 0

@@ -3,6 +3,7 @@ action and publishes it with compare-and-set on its next iteration."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -154,6 +155,21 @@ class StateHolder:
         within the cache lifetime): it would return None at once, awaiting nothing."""
         return (not self.dirty and self.cache_duration > 0
                 and self.last_sync_time >= max(self.clock.monotonic() - self.cache_duration, 0))
+
+    def cache_expiry(self) -> float:
+        """The earliest monotonic reading at which :meth:`cached` turns False by time alone
+        (-inf: it is False already or at once): the least float ``m`` with
+        ``m - cache_duration > last_sync_time`` in float arithmetic, as :meth:`cached`
+        compares."""
+        last, life = self.last_sync_time, self.cache_duration
+        if self.dirty or life <= 0 or last < 0:
+            return -math.inf
+        m = last + life
+        while m - life > last:
+            m = math.nextafter(m, -math.inf)
+        while m - life <= last:
+            m = math.nextafter(m, math.inf)
+        return m
 
     def mutable(self) -> RendezvousState:
         """The local state, copied first if it is shared (copy on write)."""

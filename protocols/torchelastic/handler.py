@@ -158,6 +158,11 @@ class DynamicRendezvousHandler:
             return len(self.holder.state.wait_list)
         return None
 
+    def cached_until(self) -> float:
+        """The monotonic reading at which :meth:`cached_waiting` stops answering from the
+        cache if nothing else happens (the cache's expiry)."""
+        return self.holder.cache_expiry()
+
     async def num_nodes_waiting(self) -> int:
         """Nodes on the wait list (the state may come from the 1 s cache)."""
         waiting = self.cached_waiting()
