@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 
 from elastic_sim.checks.verdict import CheckResult as CheckResult
 from elastic_sim.checks.verdict import Violation as Violation
-from elastic_sim.trace import TraceEvent, expand_stretches
+from elastic_sim.history import History, Key, history
+from elastic_sim.trace import TraceEvent
 
 MAX_VIOLATIONS = 5
 """Violations kept per check: the first ones are the ones that matter."""
@@ -19,9 +20,8 @@ Check = Callable[[Sequence[TraceEvent]], CheckResult]
 
 def _by(events: Sequence[TraceEvent], kind: str, key: str) -> dict[object, list[TraceEvent]]:
     out: dict[object, list[TraceEvent]] = defaultdict(list)
-    for ev in events:
-        if ev.kind == kind:
-            out[ev.get(key)].append(ev)
+    for ev in history(events).of(kind):
+        out[ev.get(key)].append(ev)
     return out
 
 
@@ -85,7 +85,9 @@ def collective_sequence(events: Sequence[TraceEvent]) -> CheckResult:
     """All members of a group enter the same collectives in the same order."""
     res = CheckResult("collective_sequence", "every member enters the same collective sequence",
                       unit="groups")
-    for group, evs in _by(events, "coll_enter", "group").items():
+    hist = history(events)
+    entries = _entries_by_group(hist)
+    for group, evs in (_by(hist, "coll_enter", "group") if entries is None else entries).items():
         res.checked += 1
         by_seq: dict[int, TraceEvent] = {}
         for ev in evs:
@@ -102,6 +104,27 @@ def collective_sequence(events: Sequence[TraceEvent]) -> CheckResult:
                 )
                 break
     return res
+
+
+def _entries_by_group(hist: History) -> dict[object, list[TraceEvent]] | None:
+    """Per group, in the order groups are first entered, one entry of each recorded
+    ``coll_enter`` and training stretch, when every entry of each group is the same
+    collective (op, size): nothing to compare step by step then. None when one is not
+    (each entry is read then)."""
+    keyed: dict[object, list[tuple[Key, TraceEvent]]] = defaultdict(list)
+    for key, ev in zip(hist.keys, hist.plain, strict=True):
+        if ev.kind == "coll_enter":
+            keyed[ev.get("group")].append((key, ev))
+    for st in hist.stretches:
+        if st.steps or st.open:
+            keyed[st.group].append((st.first_key(), st.event(0)))
+    out: dict[object, list[TraceEvent]] = {}
+    for group, evs in sorted(keyed.items(), key=lambda g: min(k for k, _ in g[1])):
+        kinds = {(ev.get("op"), ev.get("nbytes")) for _, ev in evs}
+        if len(kinds) > 1:
+            return None
+        out[group] = [ev for _, ev in evs]
+    return out
 
 
 def state_agreement(events: Sequence[TraceEvent]) -> CheckResult:
@@ -139,7 +162,7 @@ def committed_progress(events: Sequence[TraceEvent]) -> CheckResult:
     )
     last: dict[str, TraceEvent] = {}
     started: set[str] = set()
-    for ev in events:
+    for ev in history(events).of("proc_start", "commit", "restore", "sync"):
         if ev.kind == "proc_start" and ev.proc == f"{ev.host}/main":
             if ev.host in started:
                 last.pop(ev.host, None)  # a new incarnation (crash_restart) holds nothing yet
@@ -220,16 +243,17 @@ CHECKS: tuple[Check, ...] = (
 
 
 def run_checks(events: Sequence[TraceEvent]) -> list[CheckResult]:
-    """Every check over one trace (``train_steps`` summaries read as their steps);
+    """Every check over one trace (``train_steps`` summaries read as their steps, one
+    :class:`~elastic_sim.history.History` shared by the checks);
     violations capped at :data:`MAX_VIOLATIONS` each. Rounds of a restarted coordinator's
     new incarnation are told apart from the old one's
     (:func:`elastic_sim.checks.incarnations.incarnation_rounds`)."""
     from elastic_sim.checks.incarnations import incarnation_rounds
 
-    events = incarnation_rounds(expand_stretches(events))
+    hist = incarnation_rounds(history(events))
     out = []
     for check in CHECKS:
-        res = check(events)
+        res = check(hist)
         res.violations = res.violations[:MAX_VIOLATIONS]
         out.append(res)
     return out
