@@ -86,3 +86,99 @@ def test_quick_subset_has_summaries_and_exists() -> None:
         assert path in ALL, path
     sc = load_scenario(ROOT / QUICK[1])
     assert any(ev.kind == STRETCH for ev in simulate(sc, sc.seed)[0].raw)
+
+
+def _perturbed(raw: list[TraceEvent], seed: int) -> list[TraceEvent]:
+    """``raw`` with events put amid its training stretches, at their very instants (ties)
+    or between them: a stretch's own process recording something (it interrupts it), a
+    new round for it, a different collective into its group, faults, a job end, the
+    coordinator starting again; what the sim never records there, the readers must still
+    read as they read the expanded trace."""
+    import random
+
+    rng = random.Random(seed)
+    out = list(raw[:-1])
+    stretches = [(r, ev) for r, ev in enumerate(raw) if ev.kind == STRETCH and ev.get("steps")]
+    plain = [ev for ev in raw[1:-1] if ev.kind != STRETCH]
+    start = raw[0]
+    coord = str(start.get("coordinator") or "h0")
+    for _ in range(rng.randint(1, 6)):
+        _, st = rng.choice(stretches)
+        d = st.data
+        i = rng.randrange(int(d["steps"]))
+        t = float(d["start"]) + (i + rng.choice((0.0, 1.0, 0.5))) * (float(d["sleep"])
+                                                                    + float(d["cost"]))
+        t = rng.choice([t, History([st]).stretches[0].times[3 * i + rng.randrange(3)]])
+        what = rng.randrange(9)
+        if what == 7:  # a stretch's own round, changed just before it: mixed rounds
+            out.insert(rng.randrange(1, len(out) + 1), TraceEvent(
+                float(d["start"]), st.host, st.proc, "rdzv_done",
+                {"round": 98, "members": [st.host], "rank": 0, "world_size": 1}))
+            continue
+        if what == 8:  # nothing recorded for a while but training, then the job ends
+            w = rng.uniform(0.5, 20.0)
+            out = [e for e in out if e.kind == STRETCH or e.kind in ("run_start", "fault")
+                   or not t - w <= e.t <= t + w]
+            out.insert(rng.randrange(1, len(out) + 1),
+                       TraceEvent(t + rng.choice((0.0, 1e-9)), st.host, f"{st.host}/main",
+                                  rng.choice(("job_done", "job_failed")), {"step": 1}))
+            continue
+        if what == 0:
+            ev = rng.choice(plain)
+            ev = TraceEvent(t, st.host, st.proc, ev.kind, ev.data)
+        elif what == 1:
+            ev = TraceEvent(t, st.host, st.proc, "rdzv_done",
+                            {"round": 99, "members": [st.host], "rank": 0, "world_size": 1})
+        elif what == 2:
+            ev = TraceEvent(t, st.host, st.proc, "coll_enter",
+                            {"group": d["group"], "seq": int(d["seq"]) + i, "op": "broadcast",
+                             "nbytes": 1})
+        elif what == 3:
+            phase = rng.choice(("start", "heal"))
+            ev = TraceEvent(t, "*", "injector", "fault",
+                            {"id": f"x{rng.randrange(3)}", "type": "hang", "target": st.host,
+                             "phase": phase})
+        elif what == 4:
+            ev = TraceEvent(t, st.host, f"{st.host}/main", "job_done", {"step": 1})
+        elif what == 5:
+            ev = TraceEvent(t, coord, f"{coord}/main", "proc_start", {})
+        else:
+            ev = TraceEvent(t, st.host, st.proc, "step", {"round": 0, "step": i})
+        out.insert(rng.randrange(1, len(out) + 1), ev)
+    out.append(raw[-1])
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("path", ["scenarios/torchelastic/worker_crash.yaml",
+                                  "scenarios/torchelastic/partition_heals.yaml",
+                                  "scenarios/scale_down.yaml"])
+def test_native_reading_of_odd_traces_equals_the_expanded_one(path: str, seed: int) -> None:
+    sc = load_scenario(ROOT / path)
+    hist, _, result = simulate(sc, sc.seed)
+    raw = _perturbed(hist.raw, seed)
+    end = {"exit_codes": result.exit_codes, "hung": result.hung, "end_time": result.end_time}
+    native = _readings(sc, raw, History(raw), end)
+    stepwise = _readings(sc, raw, list(expand_stretches(raw)), end)
+    for key in stepwise:
+        assert json.dumps(native[key], default=str) == json.dumps(stepwise[key], default=str), key
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_history_answers_as_the_expanded_view(seed: int) -> None:
+    sc = load_scenario(ROOT / "scenarios/torchelastic/worker_crash.yaml")
+    raw = _perturbed(simulate(sc, sc.seed)[0].raw, seed)
+    hist, expanded = History(raw), list(expand_stretches(raw))
+    assert list(hist) == expanded and hist.size == len(expanded)
+    for kinds in (("step",), ("coll_enter", "rdzv_done"), ("fault", "coll_done", "job_done")):
+        assert hist.of(*kinds) == [e for e in expanded if e.kind in kinds]
+    assert hist.plain == [e for e in expanded if e.kind not in ("coll_enter", "coll_done",
+                                                               "step")
+                          or any(e is p for p in raw)]
+    import random
+
+    rng = random.Random(seed)
+    for _ in range(30):
+        t = rng.choice(expanded).t + rng.choice((0.0, -1e-9, 1e-9))
+        got = hist.first_from(t)
+        assert got == next((e for e in expanded if e.t >= t), None)
