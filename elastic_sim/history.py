@@ -178,6 +178,7 @@ class History(Sequence[TraceEvent]):
         self._spans: tuple[list[Stretch], list[Key], list[Key]] | None = None
         self._by_proc: dict[str, list[Key]] | None = None
         self._entries: dict[tuple[str, str], list[Stretch]] | None = None
+        self._blocks: list[tuple[Key, Stretch | TraceEvent]] | None = None
 
     # -- the expanded view --------------------------------------------------------------
 
@@ -243,17 +244,19 @@ class History(Sequence[TraceEvent]):
         """The steps of the stretches, in key order: each stretch as one block at its first
         step, for a reader of one process's steps (no other event of the process comes
         between them), or, for a stretch that another event of its process interrupts,
-        each step on its own."""
-        out: list[tuple[Key, Stretch | TraceEvent]] = []
-        for st in self.stretches:
-            if not st.steps:
-                continue
-            if self.interrupted(st, 2):
-                out.extend((st.key(j), st.event(j)) for j in range(2, 3 * st.steps, 3))
-            else:
-                out.append((st.key(2), st))
-        out.sort(key=lambda p: p[0])
-        return out
+        each step on its own. Found once."""
+        if self._blocks is None:
+            out: list[tuple[Key, Stretch | TraceEvent]] = []
+            for st in self.stretches:
+                if not st.steps:
+                    continue
+                if self.interrupted(st, 2):
+                    out.extend((st.key(j), st.event(j)) for j in range(2, 3 * st.steps, 3))
+                else:
+                    out.append((st.key(2), st))
+            out.sort(key=lambda p: p[0])
+            self._blocks = out
+        return self._blocks
 
     def step_marks(self) -> list[tuple[Key, TraceEvent]]:
         """:meth:`step_blocks` with each block as its first ``step``: for a reader to whom

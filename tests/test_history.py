@@ -133,11 +133,12 @@ def _perturbed(raw: list[TraceEvent], seed: int) -> list[TraceEvent]:
             ev = TraceEvent(t, st.host, st.proc, "coll_enter",
                             {"group": d["group"], "seq": int(d["seq"]) + i, "op": "broadcast",
                              "nbytes": 1})
-        elif what == 3:
-            phase = rng.choice(("start", "heal"))
-            ev = TraceEvent(t, "*", "injector", "fault",
-                            {"id": f"x{rng.randrange(3)}", "type": "hang", "target": st.host,
-                             "phase": phase})
+        elif what == 3:  # a hang of the stretch's host, healed a while later
+            fault = {"id": f"odd{len(out)}", "type": "hang", "target": st.host}
+            heal = TraceEvent(t + rng.uniform(0.0, 30.0), "*", "injector", "fault",
+                              {**fault, "phase": "heal"})
+            out.insert(rng.randrange(1, len(out) + 1), heal)
+            ev = TraceEvent(t, "*", "injector", "fault", {**fault, "phase": "start"})
         elif what == 4:
             ev = TraceEvent(t, st.host, f"{st.host}/main", "job_done", {"step": 1})
         elif what == 5:

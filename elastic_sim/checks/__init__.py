@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 from elastic_sim.checks.verdict import CheckResult as CheckResult
 from elastic_sim.checks.verdict import Violation as Violation
-from elastic_sim.history import History, Key, history
+from elastic_sim.history import History, history
 from elastic_sim.trace import TraceEvent
 
 MAX_VIOLATIONS = 5
@@ -86,8 +86,11 @@ def collective_sequence(events: Sequence[TraceEvent]) -> CheckResult:
     res = CheckResult("collective_sequence", "every member enters the same collective sequence",
                       unit="groups")
     hist = history(events)
-    entries = _entries_by_group(hist)
-    for group, evs in (_by(hist, "coll_enter", "group") if entries is None else entries).items():
+    agreed = _groups_in_agreement(hist)
+    if agreed is not None:
+        res.checked = agreed
+        return res
+    for group, evs in _by(hist, "coll_enter", "group").items():
         res.checked += 1
         by_seq: dict[int, TraceEvent] = {}
         for ev in evs:
@@ -106,25 +109,30 @@ def collective_sequence(events: Sequence[TraceEvent]) -> CheckResult:
     return res
 
 
-def _entries_by_group(hist: History) -> dict[object, list[TraceEvent]] | None:
-    """Per group, in the order groups are first entered, one entry of each recorded
-    ``coll_enter`` and training stretch, when every entry of each group is the same
-    collective (op, size): nothing to compare step by step then. None when one is not
-    (each entry is read then)."""
-    keyed: dict[object, list[tuple[Key, TraceEvent]]] = defaultdict(list)
-    for key, ev in zip(hist.keys, hist.plain, strict=True):
-        if ev.kind == "coll_enter":
-            keyed[ev.get("group")].append((key, ev))
-    for st in hist.stretches:
-        if st.steps or st.open:
-            keyed[st.group].append((st.first_key(), st.event(0)))
-    out: dict[object, list[TraceEvent]] = {}
-    for group, evs in sorted(keyed.items(), key=lambda g: min(k for k, _ in g[1])):
-        kinds = {(ev.get("op"), ev.get("nbytes")) for _, ev in evs}
-        if len(kinds) > 1:
+def _groups_in_agreement(hist: History) -> int | None:
+    """The number of groups entered, when no two entries of one collective (group, seq)
+    differ in op or size: a recorded ``coll_enter`` enters one, a training stretch
+    ``seq`` .. ``seq + n - 1``, all the same (nothing to compare step by step then).
+    None when two do, or a ``seq`` is not a number (each entry is read then)."""
+    spans: dict[object, list[tuple[int, int, tuple[object, object]]]] = defaultdict(list)
+    for ev in hist.recorded("coll_enter"):
+        seq = ev.get("seq")
+        if type(seq) is not int:
             return None
-        out[group] = [ev for _, ev in evs]
-    return out
+        spans[ev.get("group")].append((seq, seq + 1, (ev.get("op"), ev.get("nbytes"))))
+    for st in hist.stretches:
+        if len(st):
+            d = st.ev.data
+            spans[st.group].append((st.seq, st.seq + st.steps + st.open, (d["op"], d["nbytes"])))
+    for group in spans.values():
+        reach: list[tuple[tuple[object, object], int]] = []
+        """(op, size), and the end of the collectives entered as such so far (by seq)."""
+        for lo, hi, what in sorted(group, key=lambda e: e[0]):
+            if any(top > lo for other, top in reach if other != what):
+                return None
+            reach = [(o, t) for o, t in reach if o != what] + [
+                (what, max([hi, *(t for o, t in reach if o == what)]))]
+    return len(spans)
 
 
 def state_agreement(events: Sequence[TraceEvent]) -> CheckResult:
