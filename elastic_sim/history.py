@@ -223,10 +223,13 @@ class History(Sequence[TraceEvent]):
         got = self._of.get(kinds)
         if got is not None:
             return got
+        if self.raw:  # ask the trace: a kind that records what it is compared with (checks.reads)
+            for kind in kinds:
+                _ = self.raw[0].kind == kind
         if self._by_kind is None:
             self._by_kind = {}
             for i, ev in enumerate(self.plain):
-                self._by_kind.setdefault(ev.kind, []).append(i)
+                self._by_kind.setdefault(str(ev.kind), []).append(i)
         idx = sorted(i for k in dict.fromkeys(kinds) for i in self._by_kind.get(k, ()))
         made = [k for k in SUMMARISED if k in kinds]
         if made and self.stretches:
