@@ -210,6 +210,15 @@ class History(Sequence[TraceEvent]):
     def __reversed__(self) -> Iterator[TraceEvent]:
         return reversed(self.events)
 
+    def __eq__(self, other: object) -> bool:
+        """Equal to a sequence of the same events (the expanded view), as a list is."""
+        if isinstance(other, History):
+            return self.events == other.events
+        return isinstance(other, Sequence) and not isinstance(other, str) and \
+            self.events == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
     # -- by kind ------------------------------------------------------------------------
 
     def recorded(self, *kinds: str) -> list[TraceEvent]:
