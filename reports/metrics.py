@@ -329,11 +329,12 @@ def round_ends(
     """When each round ended: the first member leaving it for a later round, else the job's
     end (its last job_done, or the end of the run)."""
     first_join: dict[int, float] = {}
-    for ev in events:
+    events = history(events)
+    for ev in events.of("rdzv_join"):
         if ev.kind == "rdzv_join":
             rnd = int(ev.get("round", -1))
             first_join.setdefault(rnd, ev.t)
-    finished = [ev.t for ev in events if ev.kind in ("job_done", "job_failed")]
+    finished = [ev.t for ev in events.of("job_done", "job_failed")]
     job_end = max(finished) if finished else end_time
     out = {}
     for r in rounds:
@@ -419,12 +420,12 @@ class Restarts:
 def restarts_of(events: Sequence[TraceEvent], rounds: Sequence[RoundInfo]) -> Restarts:
     """Count re-formations, rollbacks and process restarts."""
     starts: dict[str, int] = {}
-    for ev in events:
-        if ev.kind == "proc_start":
-            starts[ev.proc] = starts.get(ev.proc, 0) + 1
+    events = history(events)
+    for ev in events.of("proc_start"):
+        starts[ev.proc] = starts.get(ev.proc, 0) + 1
     return Restarts(
         rendezvous=max(0, len(rounds) - 1),
-        rollbacks=sum(1 for ev in events if ev.kind == "restore"),
+        rollbacks=len(events.of("restore")),
         processes=sum(n - 1 for n in starts.values()),
     )
 
