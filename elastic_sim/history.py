@@ -29,7 +29,7 @@ import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
-from typing import TypeVar, overload
+from typing import Any, TypeVar, overload
 
 from elastic_sim.trace import STRETCH, TraceEvent, expand_stretches
 
@@ -43,11 +43,11 @@ T = TypeVar("T")
 
 
 @lru_cache(maxsize=4096)
-def _instants(start: float, sleep: float, cost: float, steps: int, open_: bool
+def _instants(start: float, sleep: float, cost: float, steps: int, open_: bool, per: int
               ) -> tuple[float, ...]:
     """The instants of a stretch's events (shared by its members): per step its entry
-    ``e = c + sleep`` and its end ``c = e + cost`` twice (``coll_done``, ``step``), the
-    fine run's own float sums from ``c = start``; then the open entry."""
+    ``e = c + sleep`` and its end ``c = e + cost``, once more for a ``step`` event when
+    ``per`` is 3 (the fine run's own float sums from ``c = start``); then the open entry."""
     out: list[float] = []
     t = start
     for _ in range(steps):
@@ -55,7 +55,8 @@ def _instants(start: float, sleep: float, cost: float, steps: int, open_: bool
         out.append(t)
         t = t + cost
         out.append(t)
-        out.append(t)
+        if per == 3:
+            out.append(t)
     if open_:
         out.append(t + sleep)
     return tuple(out)
@@ -63,10 +64,11 @@ def _instants(start: float, sleep: float, cost: float, steps: int, open_: bool
 
 class Stretch:
     """One ``train_steps`` summary (recorded at index ``r``) and the events it stands for:
-    event ``j`` is step ``j // 3``'s ``coll_enter``, ``coll_done`` or ``step`` (``j % 3``),
-    and the last, when ``open``, the next step's ``coll_enter``."""
+    event ``j`` is step ``j // per``'s ``coll_enter``, ``coll_done`` or ``step`` (``j %
+    per``; ``per`` is 2, no ``step`` events, for a member that traces no steps: its
+    ``fields`` are null), and the last, when ``open``, the next step's ``coll_enter``."""
 
-    __slots__ = ("ev", "first", "open", "r", "seq", "steps", "times")
+    __slots__ = ("ev", "fields", "first", "open", "per", "r", "seq", "steps", "times")
 
     def __init__(self, r: int, ev: TraceEvent) -> None:
         d = ev.data
@@ -76,8 +78,12 @@ class Stretch:
         self.open = bool(d.get("open"))
         self.seq = int(d["seq"])
         self.first = int(d["first"])
+        raw = d.get("fields", {})
+        self.fields: dict[str, Any] | None = None if raw is None else dict(raw)
+        """The fields of its step events (None: it has none)."""
+        self.per = 2 if self.fields is None else 3
         self.times = _instants(float(d["start"]), float(d["sleep"]), float(d["cost"]),
-                               self.steps, self.open)
+                               self.steps, self.open, self.per)
 
     def __len__(self) -> int:
         return len(self.times)
@@ -93,13 +99,21 @@ class Stretch:
         return self.ev.data["group"]
 
     @property
-    def round(self) -> object:
-        """The ``round`` field of its steps."""
-        return dict(self.ev.data.get("fields") or {}).get("round")
+    def step_events(self) -> int:
+        """How many ``step`` events it stands for."""
+        return 0 if self.fields is None else self.steps
+
+    def step_index(self, i: int) -> int:
+        """The index of step ``i``'s ``step`` event."""
+        return self.per * i + 2
+
+    def entry_index(self, i: int) -> int:
+        """The index of the ``coll_enter`` of collective ``seq + i``."""
+        return self.per * i
 
     def kind(self, j: int) -> str:
         """The kind of event ``j``."""
-        return _PER_STEP[j % 3]
+        return _PER_STEP[j % self.per]
 
     def key(self, j: int) -> Key:
         """Event ``j``'s place in the expanded view."""
@@ -123,10 +137,10 @@ class Stretch:
     def event(self, j: int) -> TraceEvent:
         """Event ``j``, as :func:`~elastic_sim.trace.expand_stretches` makes it."""
         d, ev = self.ev.data, self.ev
-        i, which = divmod(j, 3)
+        i, which = divmod(j, self.per)
         kind = _PER_STEP[which]
         if kind == "step":
-            data = {**dict(d.get("fields") or {}), "step": self.first + i}
+            data = {**(self.fields or {}), "step": self.first + i}
         elif kind == "coll_done":
             data = {"group": d["group"], "seq": self.seq + i, "op": d["op"]}
         else:
@@ -136,18 +150,22 @@ class Stretch:
 
     def indices(self, kinds: Iterable[str]) -> range | list[int]:
         """Indices of its events of these kinds, in order."""
-        wanted = [i for i, k in enumerate(_PER_STEP) if k in set(kinds)]
+        wanted = [i for i, k in enumerate(_PER_STEP[:self.per]) if k in set(kinds)]
         n = len(self.times)
-        if len(wanted) == 3:
+        if len(wanted) == self.per:
             return range(n)
-        out = [3 * i + w for i in range(self.steps) for w in wanted]
+        out = [self.per * i + w for i in range(self.steps) for w in wanted]
         if self.open and 0 in wanted:
             out.append(n - 1)
         return out
 
+    def step_indices(self) -> range:
+        """Indices of its ``step`` events."""
+        return range(2, self.per * self.step_events, self.per)
+
     def step_times(self) -> Sequence[float]:
         """The instants of its ``step`` events."""
-        return self.times[2:3 * self.steps:3]
+        return self.times[2:self.per * self.step_events:self.per]
 
 
 class History(Sequence[TraceEvent]):
@@ -260,10 +278,10 @@ class History(Sequence[TraceEvent]):
         if self._blocks is None:
             out: list[tuple[Key, Stretch | TraceEvent]] = []
             for st in self.stretches:
-                if not st.steps:
+                if not st.step_events:
                     continue
                 if self.interrupted(st, 2):
-                    out.extend((st.key(j), st.event(j)) for j in range(2, 3 * st.steps, 3))
+                    out.extend((st.key(j), st.event(j)) for j in st.step_indices())
                 else:
                     out.append((st.key(2), st))
             out.sort(key=lambda p: p[0])
@@ -285,8 +303,8 @@ class History(Sequence[TraceEvent]):
         best: Key | None = None
         for st in self._entries.get((proc, group), ()):
             i = seq - st.seq
-            if 0 <= i <= st.steps and 3 * i < len(st):
-                key = st.key(3 * i)
+            if 0 <= i <= st.steps and st.entry_index(i) < len(st):
+                key = st.key(st.entry_index(i))
                 if key < before and (best is None or key > best):
                     best = key
         return best

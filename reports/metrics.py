@@ -177,7 +177,7 @@ def rounds_of(events: Sequence[TraceEvent]) -> list[RoundInfo]:
     blocks: list[tuple[Key, Stretch | TraceEvent]] = []
     for k, b in hist.step_blocks():
         if isinstance(b, Stretch) and formed.get(_round(b), k) > k:  # formed amid its steps
-            blocks += [(b.key(j), b.event(j)) for j in range(2, 3 * b.steps, 3)]
+            blocks += [(b.key(j), b.event(j)) for j in b.step_indices()]
         else:
             blocks.append((k, b))
     blocks.sort(key=lambda p: p[0])
@@ -210,7 +210,7 @@ def rounds_of(events: Sequence[TraceEvent]) -> list[RoundInfo]:
 
 def _round(st: Stretch) -> int:
     """The round of a stretch's steps, as :func:`rounds_of` reads a step's."""
-    return int(dict(st.ev.data.get("fields") or {}).get("round", -1))
+    return int((st.fields or {}).get("round", -1))
 
 
 def describe(obs: Observation) -> str:
@@ -291,7 +291,7 @@ def compute(
     rounds = rounds_of(events)
     done = events.of("job_done")
     steps_done = max([int(e.get("step", 0)) for e in events.recorded("step")]
-                     + [st.first + st.steps - 1 for st in events.stretches if st.steps],
+                     + [st.first + st.steps - 1 for st in events.stretches if st.step_events],
                      default=0)
     completed = any(int(e.get("step", 0)) >= total_steps for e in done)
     outcome: Outcome = "hung" if hung else ("completed" if completed else "failed")

@@ -94,7 +94,7 @@ def round_progress(events: Sequence[TraceEvent], ranks: dict[int, dict[str, int]
     hosts: dict[str, str] = {}
     for ev in merged(hist, hist.step_blocks()):
         if isinstance(ev, Stretch):
-            rnd = int(ev.ev.get("fields", {}).get("round", -1))
+            rnd = int((ev.fields or {}).get("round", -1))
             steps.setdefault(rnd, {}).setdefault(ev.proc, _Steps()).add_stretch(ev)
             hosts[ev.proc] = ev.ev.host
         elif ev.kind == "step":
@@ -131,7 +131,7 @@ class _Steps:
 
     def add_stretch(self, st: Stretch) -> None:
         self.parts.append(st)
-        self.count += st.steps
+        self.count += st.step_events
         self.reached = max(self.reached, st.first + st.steps - 1)
 
     def instants(self) -> list[tuple[float, int]]:

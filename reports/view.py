@@ -63,7 +63,8 @@ def build_view(events: Sequence[TraceEvent], summary: Mapping[str, Any]) -> RunV
     run_end = events.last("run_end")
     exit_codes = summary.get("exit_codes") or (run_end.get("exit_codes", {}) if run_end else {})
     steps_in_trace = max([int(ev.get("step", 0)) for ev in events.recorded("step")]
-                         + [st.first + st.steps - 1 for st in events.stretches if st.steps],
+                         + [st.first + st.steps - 1 for st in events.stretches
+                            if st.step_events],
                          default=0)
     total = int(summary.get("scenario", {}).get("workload", {}).get("steps", steps_in_trace))
     hung = bool(summary.get("hung", run_end is not None and run_end.get("outcome") == "hung"))
