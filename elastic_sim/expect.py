@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from elastic_sim.checks.verdict import CheckResult
+from elastic_sim.history import history
 from elastic_sim.reports.metrics import Metrics
 from elastic_sim.scenario import ExpectModel
 from elastic_sim.trace import TraceEvent
@@ -22,11 +24,11 @@ class ExpectationResult:
 
 def evaluate(
     expect: ExpectModel, m: Metrics, events: Sequence[TraceEvent] = (),
-    not_judged: Collection[str] = (),
+    not_judged: Collection[str] = (), checks: Sequence[CheckResult] | None = None,
 ) -> list[ExpectationResult]:
     """Every expectation the scenario states (``events``: the run's trace;
     ``not_judged``: checks the run's events cannot judge, left out of ``violated_checks``
-    on both sides)."""
+    on both sides; ``checks``: the run's check results, when already run)."""
     out = []
     if expect.outcome is not None:
         out.append(ExpectationResult("outcome", expect.outcome, m.outcome,
@@ -64,7 +66,7 @@ def evaluate(
         from elastic_sim.checks import run_checks
 
         maybe = set(expect.may_violate or ())
-        failed = sorted(c.name for c in run_checks(events)
+        failed = sorted(c.name for c in (run_checks(events) if checks is None else checks)
                         if not c.ok and c.name not in not_judged and c.name not in maybe)
         wanted = sorted(c for c in expect.violated_checks
                         if c not in not_judged and c not in maybe)
@@ -88,7 +90,7 @@ def _epoch_logs(
     wanted: list[dict[str, int | str]], events: Sequence[TraceEvent]
 ) -> ExpectationResult:
     """The epoch log lines: their count, and the named fields of each."""
-    logs = [e for e in events if e.kind == "epoch_log"]
+    logs = history(events).of("epoch_log")
     keys = sorted({k for w in wanted for k in w})
     actual = [{k: e.get(k) for k in keys} for e in logs]
     ok = len(logs) == len(wanted) and all(

@@ -221,7 +221,7 @@ def space_for(sc: Scenario, *, types: Sequence[str] = DEFAULT_TYPES, max_faults:
               triggers: bool = False) -> FaultSpace:
     """The schedules around ``sc``: its hosts, faults within its fault-free run time (with
     ``triggers``, also at that run's protocol events)."""
-    events: list[TraceEvent] = []
+    events: Sequence[TraceEvent] = []
     if horizon is None or triggers:
         events, _, base = simulate(with_faults(sc, [], seed=sc.seed, name=sc.name), sc.seed)
         if horizon is None:

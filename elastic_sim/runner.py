@@ -8,7 +8,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -20,9 +20,10 @@ from elastic_sim.errors import ScenarioError
 from elastic_sim.expect import ExpectationResult, evaluate
 from elastic_sim.faults.model import Fault
 from elastic_sim.guards import RunGuard, watchdog
+from elastic_sim.history import History
 from elastic_sim.reports.metrics import Metrics, compute
 from elastic_sim.scenario import Scenario, scenario_dict, workload_dict
-from elastic_sim.trace import TraceEvent, TraceWriter, encode, expand_stretches
+from elastic_sim.trace import TraceEvent, TraceWriter, encode
 from elastic_sim.world import NCCL, CollectiveModel, RunResult, World
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ class RunReport:
     checks: list[CheckResult]
     expectations: list[ExpectationResult]
     wall_s: float
-    events: list[TraceEvent] = field(repr=False, default_factory=list)
+    events: Sequence[TraceEvent] = field(repr=False, default_factory=list)
     contract: ContractVerdict | None = None
     """How the run stands against its protocol's contract."""
     report_files: list[Path] = field(default_factory=list)
@@ -169,15 +170,15 @@ def run_scenario(
     part = out_dir / "trace.jsonl.part"
     started = time.perf_counter()
     try:
-        metrics, result = _record(sc, world, faults, seed, mode, out_dir, part, events, progress,
-                                  sc.tie_seed if mode == "sim" else None, guard or RunGuard(),
-                                  launch, torchrun)
+        metrics, result, hist = _record(sc, world, faults, seed, mode, out_dir, part, events,
+                                        progress, sc.tie_seed if mode == "sim" else None,
+                                        guard or RunGuard(), launch, torchrun)
     except BaseException:
         part.unlink(missing_ok=True)  # nothing half-written
         raise
     part.replace(out_dir / "trace.jsonl")
     wall = time.perf_counter() - started
-    checks = run_checks(events)
+    checks = run_checks(hist)
     why: dict[str, str] = {}
     if mode == "torchrun":
         from elastic_sim.real.torchrun import Options, not_judged
@@ -186,8 +187,8 @@ def run_scenario(
         _mark_not_judged(checks, why)
     report = RunReport(
         scenario=sc, seed=seed, mode=mode, out_dir=out_dir, result=result, metrics=metrics,
-        checks=checks, expectations=evaluate(sc.expect, metrics, events, why), wall_s=wall,
-        events=events, contract=judge(events, checks),
+        checks=checks, expectations=evaluate(sc.expect, metrics, hist, why, checks),
+        wall_s=wall, events=hist, contract=judge(hist, checks),
     )
     summary = summary_json(report)
     _write_json(out_dir / "summary.json", summary)
@@ -195,7 +196,7 @@ def run_scenario(
         from elastic_sim.reports.render import write_reports
 
         try:
-            report.report_files = write_reports(out_dir, events, summary)
+            report.report_files = write_reports(out_dir, hist, summary)
         except Exception as exc:  # derived files: a full disk must not turn PASS into exit 2
             report.report_error = f"{type(exc).__name__}: {exc}"
     return report
@@ -223,7 +224,7 @@ def _mark_not_judged(checks: list[CheckResult], why: dict[str, str]) -> None:
 
 
 def simulate(sc: Scenario, seed: int, tie_seed: int | None = None,
-             guard: RunGuard | None = None) -> tuple[list[TraceEvent], Metrics, RunResult]:
+             guard: RunGuard | None = None) -> tuple[History, Metrics, RunResult]:
     """One sim run held in memory, writing no files: the events :func:`run_scenario` would
     write, for loops of many runs (explore, property tests). ``tie_seed`` (default: the
     scenario's, whose default is scheduling order) orders same-time events of different
@@ -232,9 +233,10 @@ def simulate(sc: Scenario, seed: int, tie_seed: int | None = None,
         tie_seed = sc.tie_seed
     events: list[TraceEvent] = []
     world = build_world(sc, seed, "sim")
-    metrics, result = _record(sc, world, sc.fault_objects(), seed, "sim", Path(os.devnull),
-                              None, events, None, tie_seed, guard or RunGuard())
-    return events, metrics, result
+    metrics, result, hist = _record(sc, world, sc.fault_objects(), seed, "sim",
+                                    Path(os.devnull), None, events, None, tie_seed,
+                                    guard or RunGuard())
+    return hist, metrics, result
 
 
 def _record(
@@ -242,9 +244,11 @@ def _record(
     part: Path | None, events: list[TraceEvent], progress: Callable[[str], None] | None,
     tie_seed: int | None, guard: RunGuard, launch: LaunchOptions | None = None,
     torchrun: TorchrunOptions | None = None,
-) -> tuple[Metrics, RunResult]:
-    """Run the runtime, writing every event to ``part`` and ``events``. With no ``part``
-    (an in-memory run nobody writes) events are neither encoded nor hashed."""
+) -> tuple[Metrics, RunResult, History]:
+    """Run the runtime, writing every event to ``part`` and ``events``; return the metrics,
+    the result and the events as a :class:`History` (training summaries are read as their
+    steps, made only for readers that need them one by one). With no ``part`` (an
+    in-memory run nobody writes) events are neither encoded nor hashed."""
     with contextlib.ExitStack() as stack:
         writer = None
         emit: Callable[[TraceEvent], None] = events.append
@@ -262,19 +266,19 @@ def _record(
         guard.restart()
         result = _run_runtime(world, faults, seed, mode, out_dir, emit, progress, tie_seed,
                               guard, launch, torchrun)
-        events[:] = expand_stretches(events)  # the sim's training summaries, step by step
         # A user's script under torchrun reports no steps: its job is done when torchrun is.
         steps = 0 if torchrun is not None and torchrun.script else sc.workload.steps
-        metrics = compute(events, steps, result.exit_codes, result.hung,
+        metrics = compute(History(events), steps, result.exit_codes, result.hung,
                           result.end_time, sc.workload.batch_size)
         end: dict[str, Any] = {"outcome": metrics.outcome,
                                "exit_codes": dict(sorted(result.exit_codes.items()))}
         if result.stopped:
             end["stopped"] = result.stopped
         emit(TraceEvent(result.end_time, "*", "elastic-sim", "run_end", end))
+        hist = History(events)
         result.trace_sha256 = writer.sha256 if writer else ""
-        result.trace_events = writer.count if writer else len(events)
-    return metrics, result
+        result.trace_events = writer.count if writer else hist.size
+    return metrics, result, hist
 
 
 def _tee(events: list[TraceEvent], writer: TraceWriter) -> Callable[[TraceEvent], None]:

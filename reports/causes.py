@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from elastic_sim.history import History, Key, history
 from elastic_sim.reports.spans import fault_starts
 from elastic_sim.trace import TraceEvent
 
@@ -106,9 +107,10 @@ def observations(events: Sequence[TraceEvent]) -> list[Observation]:
     world: dict[str, frozenset[str]] = {}
     """Each host's current round membership: a group's members that never joined it."""
     joined: dict[tuple[str, str], float] = {}
-    entered: dict[tuple[str, str, int], float] = {}
+    entered: dict[tuple[str, str, int], Key] = {}
     out = []
-    for ev in events:
+    hist = history(events)
+    for key, ev in zip(hist.keys, hist.plain, strict=True):  # a stretch's entries: below
         kind = ev.kind
         if kind == "rdzv_done":
             world[ev.host] = frozenset(str(h) for h in ev.get("members", []))
@@ -121,11 +123,12 @@ def observations(events: Sequence[TraceEvent]) -> list[Observation]:
         elif kind == "proc_exit":
             exited[ev.proc] = ev.t
         elif kind == "coll_enter":
-            entered[(ev.proc, str(ev.get("group")), int(ev.get("seq", -1)))] = ev.t
+            entered[(ev.proc, str(ev.get("group")), int(ev.get("seq", -1)))] = key
         elif kind in ("coll_fail", "group_failed"):
             group = str(ev.get("group"))
             since = (joined.get((ev.proc, group), ev.t) if kind == "group_failed" else
-                     entered.get((ev.proc, group, int(ev.get("seq", -1))), ev.t))
+                     _entered(hist, entered, (ev.proc, group, int(ev.get("seq", -1))), key,
+                              ev.t))
             obs = _collective_observation(ev, members.get(group, {}),
                                           world.get(ev.host, frozenset()), since)
             peer = ev.get("peer")
@@ -143,6 +146,14 @@ def observations(events: Sequence[TraceEvent]) -> list[Observation]:
             out.append(Observation(ev.t, ev.host, "silent", world.get(ev.host, frozenset())
                                    | {ev.host}, ev.t, ev))
     return out
+
+
+def _entered(hist: History, recorded: dict[tuple[str, str, int], Key],
+             which: tuple[str, str, int], before: Key, default: float) -> float:
+    """When ``which`` (process, group, seq) last entered that collective before ``before``:
+    a recorded ``coll_enter`` or a training stretch's."""
+    keys = [k for k in (recorded.get(which), hist.entry_before(*which, before)) if k]
+    return max(keys)[0] if keys else default
 
 
 STORE_GONE = re.compile(r"store (\S+?):\d+ is gone")

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from elastic_sim.history import Key, Stretch, history, merged
 from elastic_sim.reports.causes import Observation, detections, fault_hits
 from elastic_sim.reports.progress import (
     Rollback,
@@ -22,7 +23,7 @@ from elastic_sim.reports.progress import (
     rollbacks,
     round_progress,
 )
-from elastic_sim.trace import TraceEvent, expand_stretches
+from elastic_sim.trace import TraceEvent
 
 Outcome = Literal["completed", "failed", "hung"]
 
@@ -167,9 +168,29 @@ def _r(x: float | None) -> float | None:
 
 def rounds_of(events: Sequence[TraceEvent]) -> list[RoundInfo]:
     """Formed rounds in order of their number."""
+    hist = history(events)
+    formed: dict[int, Key] = {}
+    """Each round's first rdzv_done (a stretch of that round normally trains after it)."""
+    for key, rd in zip(hist.keys, hist.plain, strict=True):
+        if rd.kind == "rdzv_done":
+            formed.setdefault(int(rd.get("round")), key)
+    blocks: list[tuple[Key, Stretch | TraceEvent]] = []
+    for k, b in hist.step_blocks():
+        if isinstance(b, Stretch) and formed.get(_round(b), k) > k:  # formed amid its steps
+            blocks += [(b.key(j), b.event(j)) for j in b.step_indices()]
+        else:
+            blocks.append((k, b))
+    blocks.sort(key=lambda p: p[0])
     by_round: dict[int, RoundInfo] = {}
-    for ev in events:
-        if ev.kind == "rdzv_done":
+    for ev in merged(hist, blocks):
+        if isinstance(ev, Stretch):
+            info = by_round.get(_round(ev))
+            if info is not None:
+                if info.first_step_at is None:
+                    info.first_step_at = ev.times[2]
+                if ev.ev.host == info.members[0]:
+                    info.steps += ev.steps
+        elif ev.kind == "rdzv_done":
             rnd = int(ev.get("round"))
             info = by_round.get(rnd)
             if info is None:
@@ -185,6 +206,11 @@ def rounds_of(events: Sequence[TraceEvent]) -> list[RoundInfo]:
                 if ev.host == info.members[0]:
                     info.steps += 1
     return [by_round[k] for k in sorted(by_round)]
+
+
+def _round(st: Stretch) -> int:
+    """The round of a stretch's steps, as :func:`rounds_of` reads a step's."""
+    return int((st.fields or {}).get("round", -1))
 
 
 def describe(obs: Observation) -> str:
@@ -204,7 +230,7 @@ def recoveries_of(events: Sequence[TraceEvent], rounds: list[RoundInfo],
     ``end``: when a job that did not complete ended (None: it completed). A fault's
     recovery round is the first round formed after its detection that trained (a round
     that fell apart before its first step is part of the recovery, not its end)."""
-    hits = fault_hits(events)
+    hits = fault_hits(history(events).of("fault"))
     seen = detections(events, hits)
     training = [r for r in rounds if r.first_step_at is not None]
     out = []
@@ -217,7 +243,7 @@ def recoveries_of(events: Sequence[TraceEvent], rounds: list[RoundInfo],
             if nxt is not None:
                 rec.new_round = nxt.round
                 rec.rendezvous_at = nxt.formed_at
-                syncs = [e.t for e in events if e.kind == "sync" and e.get("round") == nxt.round]
+                syncs = [e.t for e in history(events).of("sync") if e.get("round") == nxt.round]
                 rec.synced_at = max(syncs) if syncs else None
                 rec.first_step_at = nxt.first_step_at
         out.append(rec)
@@ -259,16 +285,19 @@ def compute(
     events: Sequence[TraceEvent], total_steps: int, exit_codes: dict[str, int], hung: bool,
     end_time: float, batch_size: int = 1,
 ) -> Metrics:
-    """All metrics of one run (``train_steps`` summaries read as their steps)."""
-    events = expand_stretches(events)
+    """All metrics of one run (``train_steps`` summaries read as their steps, without
+    making them one by one)."""
+    events = history(events)
     rounds = rounds_of(events)
-    done = [e for e in events if e.kind == "job_done"]
-    steps_done = max((int(e.get("step", 0)) for e in events if e.kind == "step"), default=0)
+    done = events.of("job_done")
+    steps_done = max([int(e.get("step", 0)) for e in events.recorded("step")]
+                     + [st.first + st.steps - 1 for st in events.stretches if st.step_events],
+                     default=0)
     completed = any(int(e.get("step", 0)) >= total_steps for e in done)
     outcome: Outcome = "hung" if hung else ("completed" if completed else "failed")
     last_round = next((r for r in reversed(rounds) if r.steps > 0), rounds[-1] if rounds else None)
-    errors = [f"{e.host}: {e.get('error')}" for e in events if e.kind == "job_failed"]
-    finished = [e.t for e in events if e.kind in ("job_done", "job_failed")]
+    errors = [f"{e.host}: {e.get('error')}" for e in events.of("job_failed")]
+    finished = [e.t for e in events.of("job_done", "job_failed")]
     job_end = None if completed else (max(finished) if finished and not hung else end_time)
     recoveries, stalls, backs = recoveries_of(events, rounds, job_end)
     return Metrics(
@@ -300,11 +329,12 @@ def round_ends(
     """When each round ended: the first member leaving it for a later round, else the job's
     end (its last job_done, or the end of the run)."""
     first_join: dict[int, float] = {}
-    for ev in events:
+    events = history(events)
+    for ev in events.of("rdzv_join"):
         if ev.kind == "rdzv_join":
             rnd = int(ev.get("round", -1))
             first_join.setdefault(rnd, ev.t)
-    finished = [ev.t for ev in events if ev.kind in ("job_done", "job_failed")]
+    finished = [ev.t for ev in events.of("job_done", "job_failed")]
     job_end = max(finished) if finished else end_time
     out = {}
     for r in rounds:
@@ -390,12 +420,12 @@ class Restarts:
 def restarts_of(events: Sequence[TraceEvent], rounds: Sequence[RoundInfo]) -> Restarts:
     """Count re-formations, rollbacks and process restarts."""
     starts: dict[str, int] = {}
-    for ev in events:
-        if ev.kind == "proc_start":
-            starts[ev.proc] = starts.get(ev.proc, 0) + 1
+    events = history(events)
+    for ev in events.of("proc_start"):
+        starts[ev.proc] = starts.get(ev.proc, 0) + 1
     return Restarts(
         rendezvous=max(0, len(rounds) - 1),
-        rollbacks=sum(1 for ev in events if ev.kind == "restore"),
+        rollbacks=len(events.of("restore")),
         processes=sum(n - 1 for n in starts.values()),
     )
 

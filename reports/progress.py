@@ -22,6 +22,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from elastic_sim.history import Stretch, history, merged
 from elastic_sim.reports.causes import FaultHit
 from elastic_sim.trace import TraceEvent
 
@@ -87,13 +88,18 @@ def round_progress(events: Sequence[TraceEvent], ranks: dict[int, dict[str, int]
                    ) -> list[RoundProgress]:
     """Every round with steps, by round number. ``ranks``: each round's host ranks (its
     members)."""
-    steps: dict[int, dict[str, list[tuple[float, int]]]] = {}
+    hist = history(events)
+    steps: dict[int, dict[str, _Steps]] = {}
     syncs: dict[tuple[int, str], float] = {}
     hosts: dict[str, str] = {}
-    for ev in events:
-        if ev.kind == "step":
+    for ev in merged(hist, hist.step_blocks()):
+        if isinstance(ev, Stretch):
+            rnd = int((ev.fields or {}).get("round", -1))
+            steps.setdefault(rnd, {}).setdefault(ev.proc, _Steps()).add_stretch(ev)
+            hosts[ev.proc] = ev.ev.host
+        elif ev.kind == "step":
             rnd = int(ev.get("round", -1))
-            steps.setdefault(rnd, {}).setdefault(ev.proc, []).append((ev.t, int(ev.get("step"))))
+            steps.setdefault(rnd, {}).setdefault(ev.proc, _Steps()).add(ev.t, int(ev.get("step")))
             hosts[ev.proc] = ev.host
         elif ev.kind == "sync":
             syncs.setdefault((int(ev.get("round", -1)), ev.proc), ev.t)
@@ -101,12 +107,42 @@ def round_progress(events: Sequence[TraceEvent], ranks: dict[int, dict[str, int]
     for rnd in sorted(steps):
         by_proc = steps[rnd]
         rank = ranks.get(rnd, {})
-        lead = min(by_proc, key=lambda p: (-len(by_proc[p]), rank.get(hosts[p], 1 << 30), p))
-        reached = max(s for seq in by_proc.values() for _, s in seq)
-        out.append(RoundProgress(rnd, lead, by_proc[lead], syncs.get((rnd, lead)), reached,
-                                 frozenset(rank), _median(by_proc[lead])))
+        lead = min(by_proc, key=lambda p: (-by_proc[p].count, rank.get(hosts[p], 1 << 30), p))
+        reached = max(seq.reached for seq in by_proc.values())
+        mine = by_proc[lead].instants()
+        out.append(RoundProgress(rnd, lead, mine, syncs.get((rnd, lead)), reached,
+                                 frozenset(rank), _median(mine)))
     overall = _median([x for r in out for x in r.steps])
     return [r if r.period > 0 else replace(r, period=overall) for r in out]
+
+
+class _Steps:
+    """One process's steps in one round: recorded ones and stretches, in order."""
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[float, int] | Stretch] = []
+        self.count = 0
+        self.reached: int = -(1 << 62)
+
+    def add(self, t: float, step: int) -> None:
+        self.parts.append((t, step))
+        self.count += 1
+        self.reached = max(self.reached, step)
+
+    def add_stretch(self, st: Stretch) -> None:
+        self.parts.append(st)
+        self.count += st.step_events
+        self.reached = max(self.reached, st.first + st.steps - 1)
+
+    def instants(self) -> list[tuple[float, int]]:
+        """(time, step number) of every step, in order."""
+        out: list[tuple[float, int]] = []
+        for part in self.parts:
+            if isinstance(part, Stretch):
+                out.extend((t, part.first + i) for i, t in enumerate(part.step_times()))
+            else:
+                out.append(part)
+        return out
 
 
 def _median(steps: Sequence[tuple[float, int]]) -> float:
@@ -196,7 +232,7 @@ def rollbacks(runs: Sequence[RoundProgress], events: Sequence[TraceEvent],
         prev = r
     if not completed and prev is not None:
         last = prev.steps[-1][0]
-        restores = [ev for ev in events if ev.kind == "restore" and ev.t >= last]
+        restores = [ev for ev in history(events).of("restore") if ev.t >= last]
         if restores:
             low = min(int(ev.get("step", 0)) for ev in restores)
             if prev.reached > low:

@@ -10,11 +10,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from elastic_sim.history import History
 from elastic_sim.reports.html import render_html
 from elastic_sim.reports.perfetto import chrome_trace
 from elastic_sim.reports.plots import recovery_png, timeline_png, world_size_png
 from elastic_sim.reports.view import RunView, build_view, read_summary
-from elastic_sim.trace import TraceEvent, read_trace
+from elastic_sim.trace import TraceEvent, iter_trace
 
 REPORT_FILE = "report.html"
 PERFETTO_FILE = "trace.perfetto.json"
@@ -77,4 +78,4 @@ def render_run_dir(run_dir: Path) -> list[Path]:
         raise FileNotFoundError(f"{trace}: no trace (is {run_dir} a run directory?)")
     summary_path = run_dir / "summary.json"
     summary = read_summary(summary_path) if summary_path.is_file() else {}
-    return write_reports(run_dir, read_trace(trace), summary)
+    return write_reports(run_dir, History(iter_trace(trace)), summary)

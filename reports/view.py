@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from elastic_sim.history import history
 from elastic_sim.reports.metrics import (
     Goodput,
     Metrics,
@@ -58,9 +59,12 @@ def build_view(events: Sequence[TraceEvent], summary: Mapping[str, Any]) -> RunV
     """Fold a trace and its summary into a :class:`RunView`. A summary that lacks a field
     (an older run, a hand-made trace) falls back to what the trace records."""
     end = float(summary.get("metrics", {}).get("end_time") or end_time_of(events))
-    run_end = next((ev for ev in reversed(events) if ev.kind == "run_end"), None)
+    events = history(events)  # the expanded view, made once for every drawing
+    run_end = events.last("run_end")
     exit_codes = summary.get("exit_codes") or (run_end.get("exit_codes", {}) if run_end else {})
-    steps_in_trace = max((int(ev.get("step", 0)) for ev in events if ev.kind == "step"),
+    steps_in_trace = max([int(ev.get("step", 0)) for ev in events.recorded("step")]
+                         + [st.first + st.steps - 1 for st in events.stretches
+                            if st.step_events],
                          default=0)
     total = int(summary.get("scenario", {}).get("workload", {}).get("steps", steps_in_trace))
     hung = bool(summary.get("hung", run_end is not None and run_end.get("outcome") == "hung"))

@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 
 from elastic_sim.checks.verdict import CheckResult as CheckResult
 from elastic_sim.checks.verdict import Violation as Violation
-from elastic_sim.trace import TraceEvent, expand_stretches
+from elastic_sim.history import History, history
+from elastic_sim.trace import TraceEvent
 
 MAX_VIOLATIONS = 5
 """Violations kept per check: the first ones are the ones that matter."""
@@ -19,9 +20,8 @@ Check = Callable[[Sequence[TraceEvent]], CheckResult]
 
 def _by(events: Sequence[TraceEvent], kind: str, key: str) -> dict[object, list[TraceEvent]]:
     out: dict[object, list[TraceEvent]] = defaultdict(list)
-    for ev in events:
-        if ev.kind == kind:
-            out[ev.get(key)].append(ev)
+    for ev in history(events).of(kind):
+        out[ev.get(key)].append(ev)
     return out
 
 
@@ -85,7 +85,12 @@ def collective_sequence(events: Sequence[TraceEvent]) -> CheckResult:
     """All members of a group enter the same collectives in the same order."""
     res = CheckResult("collective_sequence", "every member enters the same collective sequence",
                       unit="groups")
-    for group, evs in _by(events, "coll_enter", "group").items():
+    hist = history(events)
+    agreed = _groups_in_agreement(hist)
+    if agreed is not None:
+        res.checked = agreed
+        return res
+    for group, evs in _by(hist, "coll_enter", "group").items():
         res.checked += 1
         by_seq: dict[int, TraceEvent] = {}
         for ev in evs:
@@ -102,6 +107,32 @@ def collective_sequence(events: Sequence[TraceEvent]) -> CheckResult:
                 )
                 break
     return res
+
+
+def _groups_in_agreement(hist: History) -> int | None:
+    """The number of groups entered, when no two entries of one collective (group, seq)
+    differ in op or size: a recorded ``coll_enter`` enters one, a training stretch
+    ``seq`` .. ``seq + n - 1``, all the same (nothing to compare step by step then).
+    None when two do, or a ``seq`` is not a number (each entry is read then)."""
+    spans: dict[object, list[tuple[int, int, tuple[object, object]]]] = defaultdict(list)
+    for ev in hist.recorded("coll_enter"):
+        seq = ev.get("seq")
+        if type(seq) is not int:
+            return None
+        spans[ev.get("group")].append((seq, seq + 1, (ev.get("op"), ev.get("nbytes"))))
+    for st in hist.stretches:
+        if len(st):
+            d = st.ev.data
+            spans[st.group].append((st.seq, st.seq + st.steps + st.open, (d["op"], d["nbytes"])))
+    for group in spans.values():
+        reach: list[tuple[tuple[object, object], int]] = []
+        """(op, size), and the end of the collectives entered as such so far (by seq)."""
+        for lo, hi, what in sorted(group, key=lambda e: e[0]):
+            if any(top > lo for other, top in reach if other != what):
+                return None
+            reach = [(o, t) for o, t in reach if o != what] + [
+                (what, max([hi, *(t for o, t in reach if o == what)]))]
+    return len(spans)
 
 
 def state_agreement(events: Sequence[TraceEvent]) -> CheckResult:
@@ -139,7 +170,7 @@ def committed_progress(events: Sequence[TraceEvent]) -> CheckResult:
     )
     last: dict[str, TraceEvent] = {}
     started: set[str] = set()
-    for ev in events:
+    for ev in history(events).of("proc_start", "commit", "restore", "sync"):
         if ev.kind == "proc_start" and ev.proc == f"{ev.host}/main":
             if ev.host in started:
                 last.pop(ev.host, None)  # a new incarnation (crash_restart) holds nothing yet
@@ -220,16 +251,17 @@ CHECKS: tuple[Check, ...] = (
 
 
 def run_checks(events: Sequence[TraceEvent]) -> list[CheckResult]:
-    """Every check over one trace (``train_steps`` summaries read as their steps);
+    """Every check over one trace (``train_steps`` summaries read as their steps, one
+    :class:`~elastic_sim.history.History` shared by the checks);
     violations capped at :data:`MAX_VIOLATIONS` each. Rounds of a restarted coordinator's
     new incarnation are told apart from the old one's
     (:func:`elastic_sim.checks.incarnations.incarnation_rounds`)."""
     from elastic_sim.checks.incarnations import incarnation_rounds
 
-    events = incarnation_rounds(expand_stretches(events))
+    hist = incarnation_rounds(history(events))
     out = []
     for check in CHECKS:
-        res = check(events)
+        res = check(hist)
         res.violations = res.violations[:MAX_VIOLATIONS]
         out.append(res)
     return out

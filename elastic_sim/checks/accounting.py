@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from elastic_sim.checks.facts import knobs_of, limits_of
 from elastic_sim.checks.verdict import CheckResult, Violation
+from elastic_sim.history import history
 from elastic_sim.trace import TraceEvent
 
 FAILURE_RESTARTS = ("FAILED", "UNHEALTHY")
@@ -29,7 +30,7 @@ def restart_accounting(events: Sequence[TraceEvent]) -> CheckResult:
     """Per agent: a failure restart not yet followed by a round."""
     absorbed: dict[object, TraceEvent] = {}
     """Round -> the failure restart that led to it."""
-    for ev in events:
+    for ev in history(events).plain:  # it reads no summarised kind
         if ev.kind == "agent_restart" and ev.get("reason") in FAILURE_RESTARTS:
             pending[ev.proc] = ev
         elif ev.kind == "rdzv_done" and ev.proc in pending:
@@ -84,8 +85,9 @@ def no_pointless_reconfiguration(events: Sequence[TraceEvent]) -> CheckResult:
     """Per kind: whether something failed since that world formed."""
     seen: set[object] = set()
     # Horovod's driver assigns the world (hvd_assign); its workers' rdzv_done repeat it.
-    kind = "hvd_assign" if any(e.kind == "hvd_assign" for e in events) else "rdzv_done"
-    for ev in events:
+    hist = history(events)
+    kind = "hvd_assign" if hist.of("hvd_assign") else "rdzv_done"
+    for ev in hist.plain:  # it reads no summarised kind
         if ev.kind in FAILURES or (ev.kind == "proc_exit" and ev.get("code") not in (0, None)
                                    and ev.get("reason") != "killed by SIGTERM") or (
                 ev.kind == "agent_restart" and ev.get("reason") in FAILURE_RESTARTS):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from elastic_sim.checks.verdict import CheckResult, Violation
+from elastic_sim.history import history
 from elastic_sim.trace import TraceEvent
 
 GUARDS = ("wall_limit", "memory_limit")
@@ -16,7 +17,7 @@ WITNESS_PROCS = 3
 
 
 def _stop(events: Sequence[TraceEvent]) -> TraceEvent | None:
-    return next((e for e in reversed(events) if e.kind == "run_stopped"), None)
+    return history(events).last("run_stopped")
 
 
 def time_advances(events: Sequence[TraceEvent]) -> CheckResult:
@@ -24,7 +25,7 @@ def time_advances(events: Sequence[TraceEvent]) -> CheckResult:
     run after :data:`sim.kernel.LIVELOCK_CALLS` callbacks at one time)."""
     res = CheckResult("time_advances", "virtual time advances (no busy loop at one instant)")
     stop = _stop(events)
-    if any(e.kind == "run_end" for e in events):
+    if history(events).of("run_end"):
         res.checked = 1
     if stop is None or stop.get("reason") != "livelock":
         return res
@@ -48,7 +49,7 @@ def within_run_guards(events: Sequence[TraceEvent]) -> CheckResult:
     res = CheckResult("within_run_guards", "the run ends within the wall-clock and memory "
                                            "guards")
     stop = _stop(events)
-    if any(e.kind == "run_end" for e in events):
+    if history(events).of("run_end"):
         res.checked = 1
     if stop is None or stop.get("reason") not in GUARDS:
         return res

@@ -4,10 +4,11 @@ dropped by discovery, not blacklisted after failing) and have restart budget lef
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from elastic_sim.checks.facts import Cluster, Limits, host_of, knobs_of, limits_of
+from elastic_sim.history import Key, history, merged
 from elastic_sim.trace import TraceEvent
 
 
@@ -91,13 +92,16 @@ class Capacity:
         return len(self.able(now)) >= self.limits.min_hosts
 
 
-def replay(events: Sequence[TraceEvent]) -> Iterator[tuple[TraceEvent, Capacity]]:
-    """Every event with the capacity as it stands once the event is taken into account;
-    nothing when the run's knobs are of no known protocol."""
+def replay(events: Sequence[TraceEvent], extra: Iterable[tuple[Key, TraceEvent]] = ()
+           ) -> Iterator[tuple[TraceEvent, Capacity]]:
+    """Every event but the ``coll_enter`` / ``coll_done`` / ``step`` events of training
+    summaries (the capacity reads none of them; ``extra``: keyed ones to put in their
+    place), with the capacity as it stands once the event is taken into account; nothing
+    when the run's knobs are of no known protocol."""
     limits = limits_of(knobs_of(events))
     if limits is None:
         return
     cap = Capacity(limits)
-    for ev in events:
+    for ev in merged(history(events), extra):
         cap.see(ev)
         yield ev, cap

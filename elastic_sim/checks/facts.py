@@ -19,6 +19,7 @@ from elastic_sim.faults.model import (
     OneWayPartition,
     Partition,
 )
+from elastic_sim.history import history
 from elastic_sim.trace import TraceEvent
 
 TERMINAL = ("job_done", "job_failed")
@@ -66,7 +67,7 @@ def cut_groups(ev: TraceEvent) -> list[list[str]] | None:
 
 def run_start(events: Sequence[TraceEvent]) -> TraceEvent | None:
     """The run's ``run_start`` event."""
-    return next((e for e in events if e.kind == "run_start"), None)
+    return history(events).first("run_start")
 
 
 def knobs_of(events: Sequence[TraceEvent]) -> Mapping[str, Any]:
@@ -241,7 +242,7 @@ class Cluster:
 
 def fault_events(events: Sequence[TraceEvent]) -> list[TraceEvent]:
     """Every fault start and heal, in order."""
-    return [e for e in events if e.kind == "fault" and e.get("phase") in ("start", "heal")]
+    return [e for e in history(events).of("fault") if e.get("phase") in ("start", "heal")]
 
 
 def last_quiet_point(events: Sequence[TraceEvent]) -> float:
@@ -253,4 +254,4 @@ def last_quiet_point(events: Sequence[TraceEvent]) -> float:
 
 def run_end(events: Sequence[TraceEvent]) -> TraceEvent | None:
     """The run's ``run_end`` event."""
-    return next((e for e in reversed(events) if e.kind == "run_end"), None)
+    return history(events).last("run_end")

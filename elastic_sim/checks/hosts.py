@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from elastic_sim.checks.capacity import Capacity, replay
 from elastic_sim.checks.facts import host_of, last_quiet_point
 from elastic_sim.checks.verdict import CheckResult, Violation
+from elastic_sim.history import History, Key, history
 from elastic_sim.trace import TraceEvent
 
 WORLD = ("rdzv_done", "hvd_assign")
@@ -36,26 +37,34 @@ def eventual_incorporation(events: Sequence[TraceEvent]) -> CheckResult:
     res = CheckResult("eventual_incorporation",
                       "once quiet, every available host that fits joins the world within the "
                       "settle time the knobs imply", unit="hosts")
-    quiet = last_quiet_point(events)
+    hist = history(events)
+    quiet = last_quiet_point(hist)
     arrived: dict[str, float] = {}
-    for ev in events:
+    for ev in hist.of("proc_start"):
         if ev.kind == "proc_start" and ev.proc == f"{ev.host}/main":
             arrived[ev.host] = ev.t
     since: dict[str, float] = {}
     """Host -> when it became available for good (dropped when it stops being)."""
-    due: list[tuple[float, str, float]] = []
-    """Heap of (judgement time, host, available since)."""
+    due: list[tuple[float, str, float, Key]] = []
+    """Heap of (judgement time, host, available since, key of the event that set it)."""
     world: TraceEvent | None = None
-    for ev, cap in replay(events):
+
+    def judge(cap: Capacity) -> None:
+        at, host, start, _ = heapq.heappop(due)
+        if since.get(host) == start:  # still available all along
+            res.checked += 1
+            del since[host]
+            arrived.pop(host, None)  # judged once
+            _judge(res, host, (start, at - start), world, cap.limits.max_hosts, hist)
+
+    cap: Capacity | None = None
+    for (ev, cap), key in zip(replay(hist), hist.keys, strict=False):
+        while due and _judged_before(hist, due[0], key):
+            judge(cap)  # a training step past the judgement time came first
         if ev.kind in ("job_done", "job_failed"):
             break  # the job ended: hosts not yet due are not judged
         while due and due[0][0] < ev.t:
-            at, host, start = heapq.heappop(due)
-            if since.get(host) == start:  # still available all along
-                res.checked += 1
-                del since[host]
-                arrived.pop(host, None)  # judged once
-                _judge(res, host, (start, at - start), world, cap.limits.max_hosts, events)
+            judge(cap)
         if ev.kind in AVAILABILITY:  # the quiet point and every arrival are among them
             able = set(cap.able(ev.t))
             for host in sorted(arrived):
@@ -63,7 +72,7 @@ def eventual_incorporation(events: Sequence[TraceEvent]) -> CheckResult:
                 if host in able and ev.t >= begin:
                     if host not in since:
                         since[host] = begin
-                        heapq.heappush(due, (begin + cap.limits.settle_s, host, begin))
+                        heapq.heappush(due, (begin + cap.limits.settle_s, host, begin, key))
                 else:
                     since.pop(host, None)
         if ev.kind in WORLD:
@@ -73,7 +82,18 @@ def eventual_incorporation(events: Sequence[TraceEvent]) -> CheckResult:
                 ev = TraceEvent(ev.t, ev.host, ev.proc, ev.kind, {
                     **ev.data, "members": list(united)})
             world = ev
+    else:
+        while cap is not None and due and _judged_before(hist, due[0], None):
+            judge(cap)
     return res
+
+
+def _judged_before(hist: History, due: tuple[float, str, float, Key], key: Key | None) -> bool:
+    """Whether an event after the one that set ``due``, past its judgement time, comes
+    before ``key`` (None: the end): a training step between two recorded events."""
+    at, _, _, pushed = due
+    nxt = hist.next_after(max(pushed, (at, len(hist.raw), 0)))
+    return nxt is not None and (key is None or nxt[0] < key)
 
 
 def _round(ev: TraceEvent) -> object:
@@ -93,7 +113,7 @@ def _judge(res: CheckResult, host: str, window: tuple[float, float],
         f"({start + settle:g} s) the world is {len(members)} hosts "
         f"({', '.join(members) or 'none'}) without it (max "
         f"{max_hosts if max_hosts is not None else 'unbounded'})",
-        [e for e in (world,) if e is not None] + [e for e in events if e.kind == "fault"][-1:]))
+        [e for e in (world,) if e is not None] + history(events).of("fault")[-1:]))
 
 
 def healthy_hosts_kept(events: Sequence[TraceEvent]) -> CheckResult:

@@ -4,12 +4,14 @@ cleanly (no process ends with an error, the exit barrier completes)."""
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 
 from elastic_sim.checks.capacity import Capacity, replay
 from elastic_sim.checks.facts import host_of, run_end
 from elastic_sim.checks.hosts import WORLD, _members
 from elastic_sim.checks.verdict import CheckResult, Violation
+from elastic_sim.history import history
 from elastic_sim.trace import TraceEvent
 
 
@@ -92,19 +94,27 @@ def clean_shutdown(events: Sequence[TraceEvent]) -> CheckResult:
     res = CheckResult("clean_shutdown",
                       "a completed job shuts down without errors and its exit barrier "
                       "completes", unit="processes")
-    end = run_end(events)
+    hist = history(events)
+    end = run_end(hist)
     if end is None or end.get("outcome") != "completed":
         return res
-    done_at = next((e.t for e in events if e.kind == "job_done"), None)
-    if done_at is None:
+    done = hist.first("job_done")
+    if done is None:
         return res
+    done_at = done.t
+    # The first event from the completion on decides who finishes; a training step's
+    # (which replay leaves out) is put in its place.
+    nxt = hist.next_after((done_at, -1, -1))
+    plain = bisect_left(hist.keys, (done_at, -1, -1))
+    first = [nxt] if hist.stretches and nxt is not None and (
+        plain == len(hist.keys) or nxt[0] != hist.keys[plain]) else []
     finishers: set[str] = set()
     procs: set[str] = set()
     barrier: dict[str, TraceEvent] = {}
     world: list[str] = []
     late: set[str] = set()
     workers: set[str] = set()
-    for ev, cap in replay(events):
+    for ev, cap in replay(hist, first):
         if ev.kind in WORLD and ev.t < done_at:
             world = _members(ev)
         if ev.kind == "group_ready":

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from elastic_sim.checks.verdict import CheckResult, Violation
+from elastic_sim.history import history
 from elastic_sim.trace import TraceEvent
 
 
@@ -25,13 +26,14 @@ def limits(events: Sequence[TraceEvent]) -> CheckResult:
     limits are the protocol's knobs, as ``run_start`` records them."""
     res = CheckResult("limits", "world sizes within [min, max]; restarts within "
                       "max_restarts; resets within reset_limit", unit="rounds and restarts")
-    start = next((e for e in events if e.kind == "run_start"), None)
+    hist = history(events)
+    start = hist.first("run_start")
     knobs: Mapping[str, Any] = (start.get("knobs") or {}) if start is not None else {}
     bounds = _bounds(knobs)
     max_restarts = knobs.get("max_restarts")
     reset_limit = knobs.get("reset_limit")
     restarts: dict[str, list[TraceEvent]] = {}
-    for ev in events:
+    for ev in hist.of("hvd_assign", "rdzv_done", "agent_restart"):
         if ev.kind == "hvd_assign" and isinstance(reset_limit, int):
             res.checked += 1
             rendezvous = ev.get("rendezvous")

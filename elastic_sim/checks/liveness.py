@@ -5,11 +5,13 @@ them."""
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 
 from elastic_sim.checks.capacity import replay
 from elastic_sim.checks.facts import PROGRESS, fault_events, run_end
 from elastic_sim.checks.verdict import CheckResult, Violation
+from elastic_sim.history import History, history
 from elastic_sim.trace import TraceEvent
 
 
@@ -19,12 +21,13 @@ def terminates(events: Sequence[TraceEvent]) -> CheckResult:
     by :mod:`checks.bounded` instead."""
     res = CheckResult("terminates", "the job ends (done or a clear error) instead of hanging",
                       unit="runs")
-    end = run_end(events)
+    hist = history(events)
+    end = run_end(hist)
     if end is None:
         return res
     res.checked = 1
-    if end.get("outcome") == "hung" and not any(e.kind == "run_stopped" for e in events):
-        last = next((e for e in reversed(events) if e.kind in PROGRESS or e.kind == "fault"),
+    if end.get("outcome") == "hung" and not hist.of("run_stopped"):
+        last = next((e for e in reversed(hist) if e.kind in PROGRESS or e.kind == "fault"),
                     None)
         res.violations.append(Violation(
             f"the run was still going at the time limit ({end.t:g} s) without ending",
@@ -40,15 +43,16 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
     res = CheckResult("progress_after_faults",
                       "progress, or an unavoidable end, within the knobs' bound after each "
                       "fault starts or heals", unit="fault events")
-    faults = fault_events(events)
-    end = run_end(events)
+    hist = history(events)
+    faults = fault_events(hist)
+    end = run_end(hist)
     if not faults:
         return res
     marks: list[tuple[float, bool]] = []
     """(time, justified) of every progress event and every failure (justified: the job
     could not go on when it failed)."""
     bound = None
-    for ev, cap in replay(events):
+    for ev, cap in replay(hist):
         bound = cap.limits.progress_s
         if ev.kind in PROGRESS:
             marks.append((ev.t, True))
@@ -62,10 +66,11 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
         if end is not None and end.t < horizon and end.get("outcome") == "hung":
             continue  # the time limit came first: not judged (terminates says it hung)
         res.checked += 1
-        ok = any(fault.t <= t <= horizon and just for t, just in marks)
+        ok = any(fault.t <= t <= horizon and just for t, just in marks) or _trained(
+            hist, fault.t, horizon)
         if ok or (completed and end is not None and end.t <= horizon):
             continue
-        nxt = next((e for e in events if e.t >= fault.t and e.kind in (*PROGRESS, "job_failed")),
+        nxt = next((e for e in hist if e.t >= fault.t and e.kind in (*PROGRESS, "job_failed")),
                    end)
         phase = "started" if fault.get("phase") == "start" else "healed"
         res.violations.append(Violation(
@@ -74,6 +79,16 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
             [e for e in (fault, nxt) if e is not None]))
         break
     return res
+
+
+def _trained(hist: History, a: float, b: float) -> bool:
+    """Whether a training stretch has a step in ``[a, b]``."""
+    for st in hist.spanning((a, -1, -1), (b, len(hist.raw), 0)):
+        times = st.step_times()
+        i = bisect_left(times, a)
+        if i < len(times) and times[i] <= b:
+            return True
+    return False
 
 
 CAUSES = ("fault", "hvd_discovery", "hvd_blacklist")
@@ -95,7 +110,7 @@ def no_restart_loop(events: Sequence[TraceEvent]) -> CheckResult:
     streak: dict[str, list[TraceEvent]] = {}
     explained: dict[str, bool] = {}
     flagged: set[str] = set()
-    for ev, cap in replay(events):
+    for ev, cap in replay(events, history(events).step_marks()):
         if ev.kind in PROGRESS:
             streak.pop(ev.proc, None)
         elif ev.kind in CAUSES or (ev.kind == "proc_start" and ev.proc == f"{ev.host}/main"):

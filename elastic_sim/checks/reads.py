@@ -16,7 +16,8 @@ import re
 from collections.abc import Sequence
 
 from elastic_sim.checks import CHECKS
-from elastic_sim.trace import TraceEvent
+from elastic_sim.history import SUMMARISED
+from elastic_sim.trace import STRETCH, TraceEvent
 
 TRACES = ("scale_down", "torchelastic/worker_crash", "horovod/hosts_added_and_removed")
 """Built-in scenarios whose traces drive the checks: one per protocol model."""
@@ -58,15 +59,19 @@ def check_reads(traces: Sequence[Sequence[TraceEvent]], vocabulary: Sequence[str
                 probed.append(dataclasses.replace(ev, kind=kind))
             check(probed)
         seen.update(_compared_in_source(inspect.getsource(check)))
+        if seen & set(SUMMARISED):  # read from train_steps summaries too (elastic_sim.history)
+            seen.add(STRETCH)
         out[check.__name__] = sorted(k for k in seen if k in known or k.endswith("*"))
     return out
 
 
 def _compared_in_source(src: str) -> set[str]:
     """String literals the source compares a ``kind`` with (``kind == "x"``, ``kind in
-    ("x", "y")``) or hands to a by-kind helper (``_by(events, "x", ...)``)."""
+    ("x", "y")``), hands to a by-kind helper (``_by(events, "x", ...)``) or asks a history
+    for (``hist.of("x", "y")``)."""
     found = set(re.findall(r"""(?:kind\s*[!=]=\s*|_by\(\w+,\s*)["'](\w+)["']""", src))
-    for group in re.findall(r"kind\s+(?:not\s+)?in\s+\(([^)]*)\)", src):
+    for group in re.findall(r"(?:kind\s+(?:not\s+)?in\s+|\.(?:of|recorded|first|last))"
+                            r"\(([^)]*)\)", src):
         found.update(re.findall(r"""["'](\w+)["']""", group))
     return found
 

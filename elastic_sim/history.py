@@ -1,0 +1,403 @@
+"""A run's trace as its readers see it: the events in order, with the ``train_steps``
+summaries of the sim's fast fidelity read as the steps they stand for, without making
+those steps one by one unless a reader asks for them.
+
+The *expanded view* is the trace every reader is defined over: each summary replaced by
+the ``coll_enter`` / ``coll_done`` / ``step`` events of its steps, in time order
+(:func:`elastic_sim.trace.expand_stretches`). A :class:`History` is that view as a
+sequence (built lazily, at most once), plus what lets a reader avoid it:
+
+- :attr:`History.plain`: every event that is not a summary, in the expanded view's order;
+  exact for a reader of other kinds than the summaries' (most checks);
+- :meth:`History.of`: the events of some kinds, in order (indexed once per kind; a
+  summarised kind makes only that kind's events);
+- :attr:`History.stretches`: the summaries, each a :class:`Stretch` that knows its events'
+  instants and makes any one of them on demand; :meth:`History.next_after` finds the first
+  event of the expanded view after a point without making the others.
+
+Every event has a *key* ``(t, r, j)``, its place in the expanded view: time, the index
+in the recorded trace of the event (or of the summary it came from) and its index within
+that summary's events (0 for a recorded event). The expanded view is its events sorted by
+key (the stable sort by time of :func:`~elastic_sim.trace.expand_stretches`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Iterator, Sequence
+from functools import lru_cache
+from typing import Any, TypeVar, overload
+
+from elastic_sim.trace import STRETCH, TraceEvent, expand_stretches
+
+Key = tuple[float, int, int]
+"""An event's place in the expanded view: (time, recorded index, index in its summary)."""
+SUMMARISED = ("coll_enter", "coll_done", "step")
+"""The kinds a ``train_steps`` summary stands for."""
+_PER_STEP = ("coll_enter", "coll_done", "step")
+_INF = math.inf
+T = TypeVar("T")
+
+
+@lru_cache(maxsize=4096)
+def _instants(start: float, sleep: float, cost: float, steps: int, open_: bool, per: int
+              ) -> tuple[float, ...]:
+    """The instants of a stretch's events (shared by its members): per step its entry
+    ``e = c + sleep`` and its end ``c = e + cost``, once more for a ``step`` event when
+    ``per`` is 3 (the fine run's own float sums from ``c = start``); then the open entry."""
+    out: list[float] = []
+    t = start
+    for _ in range(steps):
+        t = t + sleep
+        out.append(t)
+        t = t + cost
+        out.append(t)
+        if per == 3:
+            out.append(t)
+    if open_:
+        out.append(t + sleep)
+    return tuple(out)
+
+
+class Stretch:
+    """One ``train_steps`` summary (recorded at index ``r``) and the events it stands for:
+    event ``j`` is step ``j // per``'s ``coll_enter``, ``coll_done`` or ``step`` (``j %
+    per``; ``per`` is 2, no ``step`` events, for a member that traces no steps: its
+    ``fields`` are null), and the last, when ``open``, the next step's ``coll_enter``."""
+
+    __slots__ = ("ev", "fields", "first", "open", "per", "r", "seq", "steps", "times")
+
+    def __init__(self, r: int, ev: TraceEvent) -> None:
+        d = ev.data
+        self.r = r
+        self.ev = ev
+        self.steps = int(d["steps"])
+        self.open = bool(d.get("open"))
+        self.seq = int(d["seq"])
+        self.first = int(d["first"])
+        raw = d.get("fields", {})
+        self.fields: dict[str, Any] | None = None if raw is None else dict(raw)
+        """The fields of its step events (None: it has none)."""
+        self.per = 2 if self.fields is None else 3
+        self.times = _instants(float(d["start"]), float(d["sleep"]), float(d["cost"]),
+                               self.steps, self.open, self.per)
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    @property
+    def proc(self) -> str:
+        """The member's process."""
+        return self.ev.proc
+
+    @property
+    def group(self) -> object:
+        """The process group of its collectives."""
+        return self.ev.data["group"]
+
+    @property
+    def step_events(self) -> int:
+        """How many ``step`` events it stands for."""
+        return 0 if self.fields is None else self.steps
+
+    def step_index(self, i: int) -> int:
+        """The index of step ``i``'s ``step`` event."""
+        return self.per * i + 2
+
+    def entry_index(self, i: int) -> int:
+        """The index of the ``coll_enter`` of collective ``seq + i``."""
+        return self.per * i
+
+    def kind(self, j: int) -> str:
+        """The kind of event ``j``."""
+        return _PER_STEP[j % self.per]
+
+    def key(self, j: int) -> Key:
+        """Event ``j``'s place in the expanded view."""
+        return (self.times[j], self.r, j)
+
+    def first_key(self) -> Key:
+        """Its first event's key."""
+        return (self.times[0], self.r, 0)
+
+    def last_key(self) -> Key:
+        """Its last event's key."""
+        return (self.times[-1], self.r, len(self.times) - 1)
+
+    def after(self, q: Key) -> int:
+        """The index of its first event with a key above ``q`` (``len`` if none)."""
+        j = bisect_left(self.times, q[0])
+        while j < len(self.times) and self.key(j) <= q:
+            j += 1
+        return j
+
+    def event(self, j: int) -> TraceEvent:
+        """Event ``j``, as :func:`~elastic_sim.trace.expand_stretches` makes it."""
+        d, ev = self.ev.data, self.ev
+        i, which = divmod(j, self.per)
+        kind = _PER_STEP[which]
+        if kind == "step":
+            data = {**(self.fields or {}), "step": self.first + i}
+        elif kind == "coll_done":
+            data = {"group": d["group"], "seq": self.seq + i, "op": d["op"]}
+        else:
+            data = {"group": d["group"], "seq": self.seq + i, "op": d["op"],
+                    "nbytes": d["nbytes"]}
+        return TraceEvent(self.times[j], ev.host, ev.proc, kind, data)
+
+    def indices(self, kinds: Iterable[str]) -> range | list[int]:
+        """Indices of its events of these kinds, in order."""
+        wanted = [i for i, k in enumerate(_PER_STEP[:self.per]) if k in set(kinds)]
+        n = len(self.times)
+        if len(wanted) == self.per:
+            return range(n)
+        out = [self.per * i + w for i in range(self.steps) for w in wanted]
+        if self.open and 0 in wanted:
+            out.append(n - 1)
+        return out
+
+    def step_indices(self) -> range:
+        """Indices of its ``step`` events."""
+        return range(2, self.per * self.step_events, self.per)
+
+    def step_times(self) -> Sequence[float]:
+        """The instants of its ``step`` events."""
+        return self.times[2:self.per * self.step_events:self.per]
+
+
+class History(Sequence[TraceEvent]):
+    """A trace (summaries included), read as its expanded view; see the module."""
+
+    def __init__(self, events: Iterable[TraceEvent]) -> None:
+        self.raw: list[TraceEvent] = list(events)
+        self.stretches: list[Stretch] = []
+        plain: list[tuple[Key, TraceEvent]] = []
+        for r, ev in enumerate(self.raw):
+            if str.__eq__(ev.kind, STRETCH):  # the history's reading, not its reader's
+                self.stretches.append(Stretch(r, ev))
+            else:
+                plain.append(((ev.t, r, 0), ev))
+        in_order = all(a[0] <= b[0] for a, b in itertools.pairwise(plain))
+        self.ordered = bool(self.stretches) or in_order
+        """Whether keys give the expanded view's order (a trace with summaries is sorted by
+        time; one without is its recorded order, which may go back in time)."""
+        if not in_order and self.stretches:
+            plain.sort(key=lambda p: p[0])
+        self.keys: list[Key] = [k for k, _ in plain]
+        """The keys of :attr:`plain`."""
+        self.plain: list[TraceEvent] = [ev for _, ev in plain]
+        """Every recorded event but the summaries, in the expanded view's order."""
+        self._expanded: list[TraceEvent] | None = None if self.stretches else self.raw
+        self._by_kind: dict[str, list[int]] | None = None
+        self._of: dict[tuple[str, ...], list[TraceEvent]] = {}
+        self._spans: tuple[list[Stretch], list[Key], list[Key]] | None = None
+        self._by_proc: dict[str, list[Key]] | None = None
+        self._entries: dict[tuple[str, str], list[Stretch]] | None = None
+        self._blocks: list[tuple[Key, Stretch | TraceEvent]] | None = None
+
+    # -- the expanded view --------------------------------------------------------------
+
+    @property
+    def events(self) -> list[TraceEvent]:
+        """The expanded view (made on first use, once)."""
+        if self._expanded is None:
+            self._expanded = list(expand_stretches(self.raw))
+        return self._expanded
+
+    @overload
+    def __getitem__(self, i: int) -> TraceEvent: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[TraceEvent]: ...
+    def __getitem__(self, i: int | slice) -> TraceEvent | Sequence[TraceEvent]:
+        return self.events[i]
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    @property
+    def size(self) -> int:
+        """How many events the expanded view holds (without making it)."""
+        return len(self.plain) + sum(len(st) for st in self.stretches)
+
+    def __iter__(self) -> Iterator[TraceEvent]:
+        return iter(self.events)
+
+    def __reversed__(self) -> Iterator[TraceEvent]:
+        return reversed(self.events)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to a sequence of the same events (the expanded view), as a list is."""
+        if isinstance(other, History):
+            return self.events == other.events
+        return isinstance(other, Sequence) and not isinstance(other, str) and \
+            self.events == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    # -- by kind ------------------------------------------------------------------------
+
+    def recorded(self, *kinds: str) -> list[TraceEvent]:
+        """The recorded events of these kinds (none a summary stands for), in order."""
+        return self.of(*kinds) if not self.stretches or not set(kinds) & set(SUMMARISED) \
+            else [ev for ev in self.plain if ev.kind in kinds]
+
+    def of(self, *kinds: str) -> list[TraceEvent]:
+        """The events of these kinds, in the expanded view's order (summarised kinds made
+        from the summaries, only those asked for)."""
+        got = self._of.get(kinds)
+        if got is not None:
+            return got
+        if self.raw:  # ask the trace: a kind that records what it is compared with (checks.reads)
+            for kind in kinds:
+                _ = self.raw[0].kind == kind
+        if self._by_kind is None:
+            self._by_kind = {}
+            for i, ev in enumerate(self.plain):
+                self._by_kind.setdefault(str(ev.kind), []).append(i)
+        idx = sorted(i for k in dict.fromkeys(kinds) for i in self._by_kind.get(k, ()))
+        made = [k for k in SUMMARISED if k in kinds]
+        if made and self.stretches:
+            keyed = [(self.keys[i], self.plain[i]) for i in idx]
+            for st in self.stretches:
+                keyed.extend((st.key(j), st.event(j)) for j in st.indices(made))
+            keyed.sort(key=lambda p: p[0])
+            got = [ev for _, ev in keyed]
+        else:
+            got = [self.plain[i] for i in idx]
+        self._of[kinds] = got
+        return got
+
+    def step_blocks(self) -> list[tuple[Key, Stretch | TraceEvent]]:
+        """The steps of the stretches, in key order: each stretch as one block at its first
+        step, for a reader of one process's steps (no other event of the process comes
+        between them), or, for a stretch that another event of its process interrupts,
+        each step on its own. Found once."""
+        if self._blocks is None:
+            out: list[tuple[Key, Stretch | TraceEvent]] = []
+            for st in self.stretches:
+                if not st.step_events:
+                    continue
+                if self.interrupted(st, 2):
+                    out.extend((st.key(j), st.event(j)) for j in st.step_indices())
+                else:
+                    out.append((st.key(2), st))
+            out.sort(key=lambda p: p[0])
+            self._blocks = out
+        return self._blocks
+
+    def step_marks(self) -> list[tuple[Key, TraceEvent]]:
+        """:meth:`step_blocks` with each block as its first ``step``: for a reader to whom
+        a process's further steps add nothing until another event of that process."""
+        return [(k, b.event(2) if isinstance(b, Stretch) else b) for k, b in self.step_blocks()]
+
+    def entry_before(self, proc: str, group: str, seq: int, before: Key) -> Key | None:
+        """The key of the latest ``coll_enter`` of ``proc`` into ``group``'s collective
+        ``seq`` that a stretch made before ``before`` (None: none did)."""
+        if self._entries is None:
+            self._entries = {}
+            for st in self.stretches:
+                self._entries.setdefault((st.proc, str(st.group)), []).append(st)
+        best: Key | None = None
+        for st in self._entries.get((proc, group), ()):
+            i = seq - st.seq
+            if 0 <= i <= st.steps and st.entry_index(i) < len(st):
+                key = st.key(st.entry_index(i))
+                if key < before and (best is None or key > best):
+                    best = key
+        return best
+
+    def first(self, kind: str) -> TraceEvent | None:
+        """The first event of a kind."""
+        evs = self.of(kind)
+        return evs[0] if evs else None
+
+    def last(self, kind: str) -> TraceEvent | None:
+        """The last event of a kind."""
+        evs = self.of(kind)
+        return evs[-1] if evs else None
+
+    # -- places -------------------------------------------------------------------------
+
+    def _span_index(self) -> tuple[list[Stretch], list[Key], list[Key]]:
+        """Stretches by first key, their first keys, and the running maximum of their last
+        keys (to find the stretches that span a point)."""
+        if self._spans is None:
+            sts = sorted((st for st in self.stretches if len(st)), key=Stretch.first_key)
+            reach: list[Key] = []
+            top: Key = (-_INF, -1, -1)
+            for st in sts:
+                top = max(top, st.last_key())
+                reach.append(top)
+            self._spans = (sts, [st.first_key() for st in sts], reach)
+        return self._spans
+
+    def spanning(self, lo: Key, hi: Key) -> Iterator[Stretch]:
+        """The stretches with an event whose key lies in ``(lo, hi)`` (a superset: those
+        whose span meets it)."""
+        sts, starts, reach = self._span_index()
+        end = bisect_left(starts, hi)
+        i = end - 1
+        while i >= 0 and reach[i] > lo:
+            if sts[i].last_key() > lo:
+                yield sts[i]
+            i -= 1
+
+    def next_after(self, q: Key) -> tuple[Key, TraceEvent] | None:
+        """The first event of the expanded view with a key above ``q``, and its key."""
+        if not self.ordered:
+            for r, ev in enumerate(self.raw):
+                if (ev.t, r, 0) > q:
+                    return (ev.t, r, 0), ev
+            return None
+        best: tuple[Key, TraceEvent | Stretch, int] | None = None
+        i = bisect_right(self.keys, q)
+        if i < len(self.keys):
+            best = (self.keys[i], self.plain[i], 0)
+        sts, starts, _ = self._span_index()
+        nxt = bisect_right(starts, q)
+        if nxt < len(sts) and (best is None or starts[nxt] < best[0]):
+            best = (starts[nxt], sts[nxt], 0)
+        for st in self.spanning(q, best[0] if best else (_INF, 0, 0)):
+            j = st.after(q)
+            if j < len(st) and (best is None or st.key(j) < best[0]):
+                best = (st.key(j), st, j)
+        if best is None:
+            return None
+        key, src, j = best
+        return key, (src.event(j) if isinstance(src, Stretch) else src)
+
+    def first_from(self, t: float) -> TraceEvent | None:
+        """The first event of the expanded view at ``t`` or later."""
+        got = self.next_after((t, -1, -1))
+        return got[1] if got else None
+
+    def proc_keys(self, proc: str) -> list[Key]:
+        """The keys of a process's recorded events (summaries aside), in order."""
+        if self._by_proc is None:
+            self._by_proc = {}
+            for key, ev in zip(self.keys, self.plain, strict=True):
+                self._by_proc.setdefault(ev.proc, []).append(key)
+        return self._by_proc.get(proc, [])
+
+    def interrupted(self, st: Stretch, lo: int = 0) -> bool:
+        """Whether a recorded event of the stretch's own process lies among its events
+        (from event ``lo`` on): the sim never records one (the process is inside the
+        stretch), a hand-made trace may."""
+        keys = self.proc_keys(st.proc)
+        i = bisect_right(keys, st.key(lo))
+        return i < len(keys) and keys[i] < st.last_key()
+
+
+def history(events: Sequence[TraceEvent]) -> History:
+    """``events`` as a :class:`History` (itself when it is one)."""
+    return events if isinstance(events, History) else History(events)
+
+
+def merged(hist: History, extra: Iterable[tuple[Key, T]]) -> Iterator[TraceEvent | T]:
+    """:attr:`History.plain` with ``extra`` (keyed items in key order) merged in."""
+    plain: Iterable[tuple[Key, TraceEvent | T]] = zip(hist.keys, hist.plain, strict=True)
+    for _, item in heapq.merge(plain, extra, key=lambda p: p[0]):
+        yield item
