@@ -229,9 +229,8 @@ def _wait(work: Any) -> str | None:
 
 def _completed(loop: asyncio.AbstractEventLoop, done: asyncio.Future[str | None],
                future: Any) -> None:
-    """On Gloo's thread, when a work is done: its error (as text: a traceback would keep
-    the work, and with it the group's connections, alive) or None to ``done``, on the
-    loop."""
+    """On Gloo's thread, when a work is done: its error as text (as ``_wait`` gives it),
+    or None, to ``done`` on the loop."""
     try:
         future.value()
         error: str | None = None
