@@ -194,9 +194,11 @@ class GlooGroup(Group):
 
 def _receive_buffer(nbytes: int) -> memoryview:
     """A writable buffer for ``nbytes`` received bytes that nothing touches before the
-    transport writes into it: anonymous memory, mapped on first write by the kernel while
-    it copies the data in. (A bytearray is zeroed first: on a virtual machine that first
-    touch, page by page from user space, cost more than the whole 256 MB transfer.)"""
+    transport writes into it: private anonymous memory (as ``torch.empty`` of that size
+    gets from malloc), mapped on first write by the kernel while it copies the data in.
+    (A bytearray is zeroed first: on a virtual machine that first touch, page by page from
+    user space, cost more than the whole 256 MB transfer. ``mmap``'s default, shared
+    memory, faults and unmaps about 7 ms slower per 64 MB: 10% of a broadcast.)"""
     if nbytes == 0:
         return memoryview(b"")
     return memoryview(mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE))
