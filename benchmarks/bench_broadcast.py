@@ -4,9 +4,15 @@ the tree and chain broadcasts over the adapter's send/recv (``protocols/broadcas
 with the sim's alpha-beta prediction for each (``sim.collectives.broadcast_seconds``).
 
 Raw: the root broadcasts a tensor over its bytes, each receiver a fresh ``torch.empty``
-(a state sync lands in new memory). Adapter: ``TracedGroup.broadcast`` of bytes (receivers
-pass the placeholder ``broadcast_bytes`` passes). A figure is the slowest rank's time,
-best of ``--repeat``; ``ratio`` = raw / adapter (1.00: the adapter costs nothing). The
+(a state sync lands in new memory). Adapter: ``TracedGroup.broadcast`` of bytes; it
+returns the bytes in a fresh buffer of its own, as raw's ``torch.empty``. What each method
+is handed is made before the clock starts, alike: raw's root tensor, and the adapter's
+zero placeholder that receivers pass (the contract's "a buffer of the same length", never
+written: ``broadcast_bytes`` passes one too); a buffer either method receives into is
+made, and freed, inside its timed region. Each repeat runs the methods in a rotated order
+(raw first in one, last in another), so that no method always follows the same other one.
+A figure is the slowest rank's time, best of ``--repeat``; ``ratio`` = raw / adapter (1.00:
+the adapter costs nothing). The
 prediction uses the sim's alpha, a loopback latency of ``--latency`` and the bandwidth of
 the raw broadcast at world 2 of the same size (the one free parameter, fitted).
 
@@ -61,6 +67,7 @@ async def _time_size(group: Any, rank: int, n: int, repeat: int,
     from elastic_sim.protocols.broadcast import broadcast_bytes
 
     data = _payload(n) if rank == 0 else None
+    mine = data if data is not None else bytes(n)  # a receiver's placeholder, never written
     root_t = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data is not None else None
     last = (n - 1) % 256
 
@@ -70,7 +77,7 @@ async def _time_size(group: Any, rank: int, n: int, repeat: int,
         return int(t[-1]) == last
 
     async def adapter() -> bool:
-        got = await group.broadcast(data if data is not None else bytes(n), 0)
+        got = await group.broadcast(mine, 0)
         return len(got) == n and got[-1] == last
 
     async def algorithm(name: str) -> bool:
@@ -80,8 +87,8 @@ async def _time_size(group: Any, rank: int, n: int, repeat: int,
     methods: list[tuple[str, Any]] = [("raw", raw), ("adapter", adapter)]
     methods += [(a, (lambda a=a: algorithm(a))) for a in ALGORITHMS]
     cell: dict[str, float] = {}
-    for _ in range(repeat):
-        for name, fn in methods:
+    for r in range(repeat):
+        for name, fn in methods[r % len(methods):] + methods[:r % len(methods)]:
             dist.barrier()
             start = time.perf_counter()
             ok = await fn()

@@ -54,6 +54,8 @@ async def new_group(
 class NcclGroup(GlooGroup):
     """One member's handle on an NCCL group: data goes through its GPU."""
 
+    future_when_done = False
+
     def __init__(self, pg: Any, name: str, rank: int, size: int, blocking: Blocking,
                  device: Any) -> None:
         super().__init__(pg, name, rank, size, blocking)
