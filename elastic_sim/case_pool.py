@@ -6,21 +6,26 @@ after that a task is a range of case indices, and the worker draws each case its
 back only what the checks said. So no scenario or schedule is pickled per case, and the
 pool is kept busy: ranges are handed out ahead of the one being read, and outcomes come
 back in index order whatever the number of workers (the findings never depend on it).
-Shrinking runs schedules that are not drawn from an index; those travel as cases.
+A shrink is one task too: a case and the violations it showed, shrunk by one worker
+(:func:`~elastic_sim.shrinking.shrink_case`) while the others go on with the search or
+with other shrinks. Every task reports the seconds it ran, so a search can tell how
+busy its workers were.
 """
 
 from __future__ import annotations
 
 import itertools
+import time
 from collections import deque
 from collections.abc import Collection, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
 from typing import TYPE_CHECKING, Any
 
 from elastic_sim.faults.schedule import FaultSpace
 from elastic_sim.scenario import Scenario
+from elastic_sim.shrinking import Shrunk, shrink_case
 from elastic_sim.variation import Vary
 
 if TYPE_CHECKING:
@@ -62,31 +67,48 @@ def _init_worker(sc: Scenario, ignore: tuple[str, ...], search: Search | None) -
     _WORKER = (sc, ignore, search)
 
 
-def _run_cases(cases: list[Case]) -> list[Outcome]:
-    from elastic_sim.explore import run_case
-
-    assert _WORKER is not None
-    sc, ignore, _ = _WORKER
-    return [run_case(sc, c, ignore) for c in cases]
-
-
 def run_range(sc: Scenario, ignore: tuple[str, ...], s: Search, start: int,
-              stop: int) -> list[Verdict]:
-    """The verdicts of the search's cases ``start`` to ``stop - 1`` (a worker's task)."""
+              stop: int) -> tuple[list[Verdict], float]:
+    """The verdicts of the search's cases ``start`` to ``stop - 1`` (a worker's task), and
+    the seconds they took."""
     from elastic_sim.explore import make_case, run_case
 
+    began = time.perf_counter()
     out = []
     for i in range(start, stop):
         o = run_case(sc, make_case(s.seed, i, s.space, s.ties, s.varies), ignore)
         out.append(Verdict(i, o.signatures, o.messages, o.hung))
-    return out
+    return out, time.perf_counter() - began
 
 
-def _run_range(start: int, stop: int) -> list[Verdict]:
+def shrink_task(sc: Scenario, ignore: tuple[str, ...], case: Case,
+                targets: list[Signature]) -> tuple[list[Shrunk], float]:
+    """:func:`~elastic_sim.shrinking.shrink_case` (a worker's task), and the seconds it
+    took."""
+    began = time.perf_counter()
+    return shrink_case(sc, ignore, case, targets), time.perf_counter() - began
+
+
+def _run_range(start: int, stop: int) -> tuple[list[Verdict], float]:
     assert _WORKER is not None
     sc, ignore, s = _WORKER
     assert s is not None
     return run_range(sc, ignore, s, start, stop)
+
+
+def _shrink(case: Case, targets: list[Signature]) -> tuple[list[Shrunk], float]:
+    assert _WORKER is not None
+    sc, ignore, _ = _WORKER
+    return shrink_task(sc, ignore, case, targets)
+
+
+@dataclass
+class Busy:
+    """Seconds the workers spent running tasks, by kind (the rest of workers x wall time
+    they were starting, idle or waiting on this process)."""
+
+    search_s: float = 0.0
+    shrink_s: float = 0.0
 
 
 class CaseRunner:
@@ -98,6 +120,7 @@ class CaseRunner:
         self.workers = workers
         self.ignore = tuple(ignore)
         self.search = search
+        self.busy = Busy()
         self.pool: ProcessPoolExecutor | None = None
         if workers > 1:
             self.pool = ProcessPoolExecutor(
@@ -105,15 +128,23 @@ class CaseRunner:
                 initargs=(sc, self.ignore, search),
             )
 
-    def run(self, cases: list[Case]) -> list[Outcome]:
-        """Outcomes of ``cases`` (any schedules), in order."""
-        from elastic_sim.explore import run_case
-
+    def submit_shrink(self, case: Case, targets: list[Signature]) -> Any:
+        """Shrink ``targets``, violations ``case`` showed, as one task; a handle (with one
+        worker: shrunk here, now)."""
         if self.pool is None:
-            return [run_case(self.sc, c, self.ignore) for c in cases]
-        n = max(1, -(-len(cases) // (self.workers * 2)))
-        chunks = [cases[i:i + n] for i in range(0, len(cases), n)]
-        return [o for part in self.pool.map(_run_cases, chunks) for o in part]
+            return shrink_task(self.sc, self.ignore, case, targets)
+        return self.pool.submit(_shrink, case, targets)
+
+    def ready(self, handle: Any) -> bool:
+        """Whether a shrink task has finished (:meth:`shrunk` would not wait)."""
+        return not isinstance(handle, Future) or handle.done()
+
+    def shrunk(self, handle: Any) -> list[Shrunk]:
+        """What a shrink task found (waits for it)."""
+        result: tuple[list[Shrunk], float] = (handle.result() if isinstance(handle, Future)
+                                              else handle)
+        self.busy.shrink_s += result[1]
+        return result[0]
 
     def local(self) -> bool:
         """Whether cases run on this process (no workers elsewhere)."""
@@ -126,8 +157,9 @@ class CaseRunner:
 
     def verdicts(self, handle: Any) -> list[Verdict]:
         """What a handed-out range found (waits for it)."""
-        result: list[Verdict] = handle.result()
-        return result
+        result: tuple[list[Verdict], float] = handle.result()
+        self.busy.search_s += result[1]
+        return result[0]
 
     def drawn(self, budget: int | None) -> Iterator[Outcome]:
         """Outcomes of cases 0, 1, ... (``budget`` of them; None: until the caller stops)
@@ -140,8 +172,11 @@ class CaseRunner:
         indices = range(budget) if budget is not None else itertools.count()
         if self.local():
             for i in indices:
-                yield run_case(self.sc, make_case(s.seed, i, s.space, s.ties, s.varies),
+                began = time.perf_counter()
+                out = run_case(self.sc, make_case(s.seed, i, s.space, s.ties, s.varies),
                                self.ignore)
+                self.busy.search_s += time.perf_counter() - began
+                yield out
             return
         starts: Iterator[int] = (iter(range(0, budget, CHUNK)) if budget is not None
                                  else itertools.count(0, CHUNK))

@@ -6,7 +6,9 @@ schedule drawn from the stream ``<seed>/schedule/<i>`` with the sim seed drawn f
 ``<seed>/sim/<i>`` (and, with ``ties``, the tie seed that orders same-time events from
 ``<seed>/ties/<i>``), so adding workers changes the speed, never the findings. Violations are
 told apart by their :class:`Signature` (which check failed, and on which kinds of events);
-only the first case showing a signature is shrunk. Only the checks judge a case: the
+only the first case showing a signature is shrunk (:mod:`elastic_sim.shrinking`), as a
+task of its own while the search goes on; findings are taken in the order the search met
+them, whatever order the shrinks finish in. Only the checks judge a case: the
 scenario's expectations were written for its own schedule, not for generated ones.
 """
 
@@ -15,8 +17,9 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections import deque
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,17 +29,12 @@ from elastic_sim.checks.contracts import contract_for
 from elastic_sim.errors import ScenarioError
 from elastic_sim.faults.model import DISCOVERY_FAULTS, FAULT_TYPES, Fault
 from elastic_sim.faults.record import INJECTOR
-from elastic_sim.faults.schedule import (
-    DEFAULT_TYPES,
-    FaultSpace,
-    random_schedule,
-    schedule_size,
-    shrink_candidates,
-)
+from elastic_sim.faults.schedule import DEFAULT_TYPES, FaultSpace, random_schedule
 from elastic_sim.faults.triggers import EventTrigger
 from elastic_sim.outdir import safe_component
-from elastic_sim.runner import run_scenario, simulate
+from elastic_sim.runner import build_world, run_scenario, simulate
 from elastic_sim.scenario import Scenario, fault_dict, with_faults
+from elastic_sim.shrinking import Shrunk
 from elastic_sim.trace import TraceEvent
 from elastic_sim.variation import (
     Variation,
@@ -45,13 +43,12 @@ from elastic_sim.variation import (
     draw_variation,
     shaped,
 )
+from elastic_sim.world import RunResult, World
 
 RUNNER = "elastic-sim"
 """The ``proc`` of the runner's own events (run start and end)."""
 TRIGGER_LIMIT = 48
 """Most event triggers a space offers (spread over the fault-free run)."""
-MAX_SHRINK_RUNS = 400
-"""Runs one shrink may spend before it keeps the smallest schedule found so far."""
 
 
 @dataclass(frozen=True, order=True)
@@ -138,17 +135,29 @@ class Exploration:
     """Checks not reported (known violations)."""
     shrink_runs: int = 0
     """Runs spent shrinking (on top of ``cases``)."""
+    workers: int = 1
+    search_s: float = 0.0
+    """Seconds the workers spent running the search's cases (all workers together)."""
+    shrink_s: float = 0.0
+    """Seconds the workers spent shrinking (all workers together)."""
 
     @property
     def per_minute(self) -> float:
-        """Schedules explored per minute of wall time (shrinking included in the time)."""
+        """New schedules explored per minute of wall time (the wall time includes
+        shrinking: a shrink run is not a new schedule)."""
         return 60.0 * self.cases / self.wall_s if self.wall_s > 0 else 0.0
 
     @property
     def runs_per_minute(self) -> float:
-        """Simulated runs per minute of wall time, shrinking runs included."""
+        """Simulated runs per minute of wall time: new schedules and shrink runs."""
         runs = self.cases + self.shrink_runs
         return 60.0 * runs / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def idle_s(self) -> float:
+        """Worker-seconds not spent running cases: starting, waiting for a task, or (with
+        one worker) this process's own bookkeeping."""
+        return max(0.0, self.workers * self.wall_s - self.search_s - self.shrink_s)
 
 
 def signatures_of(checks: Sequence[CheckResult], ignore: Collection[str] = (),
@@ -177,16 +186,51 @@ def known_violations(sc: Scenario) -> tuple[str, ...]:
 
 def run_case(sc: Scenario, case: Case, ignore: Collection[str] = ()) -> Outcome:
     """Run one case in the sim (in memory) and check it (a variation the scenario rejects,
-    such as min above max, is no case: nothing to report)."""
+    such as min above max, is no case: nothing to report). The run is the one its
+    reproducer makes (:func:`~elastic_sim.scenario.with_faults`), without rebuilding the
+    scenario and its world for every case (:class:`_Worlds`)."""
     try:
-        sc = apply_variation(sc, case.variation)
+        events, result = case_run(sc, case)
     except ScenarioError:
         return Outcome(case, [], {}, False)
-    run = with_faults(sc, list(case.faults), seed=case.seed, name=sc.name,
-                      tie_seed=case.tie_seed)
-    events, _, result = simulate(run, case.seed)
     sigs = signatures_of(run_checks(events), ignore, events)
     return Outcome(case, sorted(sigs), sigs, result.hung)
+
+
+def case_run(sc: Scenario, case: Case) -> tuple[list[TraceEvent], RunResult]:
+    """The events and result of one case's sim run: those of its reproducer's run
+    (ScenarioError: the scenario rejects the case's variation)."""
+    sc, world = _WORLDS.get(sc, case.variation)
+    tie_seed = sc.tie_seed if case.tie_seed is None else case.tie_seed
+    events, _, result = simulate(sc, case.seed, tie_seed, faults=list(case.faults),
+                                 world=replace(world, args={**world.args, "seed": case.seed}))
+    return events, result
+
+
+class _Worlds:
+    """The varied scenario and its sim world (seed aside: a run sets its own), built once
+    for the last few (scenario, variation) pairs seen: a search's cases share them. Keyed
+    by the scenario object, held here so that its identity is not reused."""
+
+    SIZE = 8
+
+    def __init__(self) -> None:
+        self._built: dict[tuple[int, Variation], tuple[Scenario, Scenario, World]] = {}
+
+    def get(self, sc: Scenario, variation: Variation) -> tuple[Scenario, World]:
+        """``sc`` with ``variation`` applied and its world (ScenarioError: rejected)."""
+        key = (id(sc), variation)
+        hit = self._built.pop(key, None)
+        if hit is None:
+            varied = apply_variation(sc, variation)
+            hit = (sc, varied, build_world(varied, varied.seed, "sim"))
+        self._built[key] = hit  # the most recent last
+        while len(self._built) > self.SIZE:
+            del self._built[next(iter(self._built))]
+        return hit[1], hit[2]
+
+
+_WORLDS = _Worlds()
 
 
 def protocol_fault_types(sc: Scenario) -> tuple[str, ...]:
@@ -250,39 +294,6 @@ def make_case(seed: int, index: int, space: FaultSpace, ties: bool = False,
     return Case(index, faults, sim_seed, tie_seed, variation)
 
 
-# -- shrinking --------------------------------------------------------------------------
-
-
-def shrink(runner: CaseRunner, case: Case, target: Signature,
-           max_runs: int = MAX_SHRINK_RUNS) -> tuple[Case, int, Signature]:
-    """The simplest schedule found that still shows ``target``'s mechanism, how many runs
-    it took, and the signature it shows (``target``, or it with faults that did not matter
-    dropped: :meth:`Signature.admits`, re-checked on every step).
-
-    Greedy: take the first (simplest) candidate one step simpler that still fails, until
-    none does. Candidates are tried in batches but accepted in list order, so the result
-    does not depend on the number of workers."""
-    best, runs = case, 0
-    batch = max(1, runner.workers * 4)
-    improved = True
-    while improved and runs < max_runs:
-        improved = False
-        cands = [Case(case.index, c, case.seed, case.tie_seed, case.variation)
-                 for c in shrink_candidates(best.faults)]
-        for start in range(0, len(cands), batch):
-            part = cands[start:start + batch][: max_runs - runs]
-            if not part:
-                break
-            outs = runner.run(part)
-            runs += len(part)
-            hit = next(((o.case, sig) for o in outs for sig in o.signatures
-                        if target.admits(sig)), None)
-            if hit is not None and schedule_size(hit[0].faults) < schedule_size(best.faults):
-                (best, target), improved = hit, True
-                break
-    return best, runs, target
-
-
 # -- the search -------------------------------------------------------------------------
 
 Progress = Callable[[int, int], None]
@@ -323,40 +334,53 @@ def explore(
         workers = runner.workers
     else:
         runner = CaseRunner(sc, workers, res.ignored, search)
+    res.workers = workers
     started = time.perf_counter()
     seen: set[Signature] = set()
     reported: set[Signature] = set()
+    shrinking: deque[tuple[Outcome, list[Signature], Any]] = deque()
+
+    def take(wait: bool) -> None:
+        """Findings of the shrinks handed out, in the order the search met them."""
+        while shrinking and (wait or runner.ready(shrinking[0][2])):
+            out, sigs, handle = shrinking.popleft()
+            for sig, shrunk in zip(sigs, runner.shrunk(handle), strict=True):
+                finding = _finding(sc, out, sig, shrunk, out_dir, len(res.findings), reported)
+                res.shrink_runs += finding.shrink_runs
+                if finding.reported:
+                    res.findings.append(finding)
+
     try:
         for out in runner.drawn(budget):
             if time_s is not None and time.perf_counter() - started >= time_s:
                 break
             res.cases += 1
-            for sig in out.signatures:
-                if sig in seen:
-                    continue
-                seen.add(sig)
-                finding = _shrink_and_write(runner, sc, out, sig, out_dir,
-                                            len(res.findings), reported)
-                res.shrink_runs += finding.shrink_runs
-                if finding.reported:
-                    res.findings.append(finding)
+            new = [sig for sig in out.signatures if sig not in seen]
+            if new:
+                seen.update(new)
+                shrinking.append((out, new, runner.submit_shrink(out.case, new)))
+            take(wait=False)
             if progress:
                 progress(res.cases, len(res.findings))
+        take(wait=True)
+        if progress:
+            progress(res.cases, len(res.findings))
     finally:
         runner.close()
         res.wall_s = time.perf_counter() - started
+        res.search_s, res.shrink_s = runner.busy.search_s, runner.busy.shrink_s
     if out_dir is not None:
         write_summary(res, out_dir / "explore.json")
     return res
 
 
-def _shrink_and_write(runner: CaseRunner, sc: Scenario, out: Outcome, sig: Signature,
-                      out_dir: Path | None, n: int, reported: set[Signature]) -> Finding:
-    """Shrink one new mechanism; report it and write its reproducer unless it shrank into
+def _finding(sc: Scenario, out: Outcome, sig: Signature, shrunk: Shrunk,
+             out_dir: Path | None, n: int, reported: set[Signature]) -> Finding:
+    """One shrunk mechanism; reported, and its reproducer written, unless it shrank into
     one already reported (a duplicate)."""
-    small, runs, shown = shrink(runner, out.case, sig)
+    small, shown = shrunk.case, shrunk.signature
     finding = Finding(shown, out.messages[sig], out.case.index, out.case.faults,
-                      small.faults, small.seed, runs, small.tie_seed, small.variation)
+                      small.faults, small.seed, shrunk.runs, small.tie_seed, small.variation)
     contract = contract_for(sc.protocol.name) if sc.protocol.name else None
     if contract is not None and shown.check in contract.weak_spots:
         finding.standing = "weak_spot"
@@ -407,6 +431,10 @@ def exploration_json(res: Exploration) -> dict[str, Any]:
         "wall_s": round(res.wall_s, 3),
         "schedules_per_minute": round(res.per_minute, 1),
         "shrink_runs": res.shrink_runs,
+        "runs_per_minute": round(res.runs_per_minute, 1),
+        "workers": res.workers,
+        "worker_seconds": {"search": round(res.search_s, 3), "shrink": round(res.shrink_s, 3),
+                           "idle": round(res.idle_s, 3)},
         "ignored_checks": list(res.ignored),
         "space": {"hosts": list(res.space.hosts), "horizon": res.space.horizon,
                   "types": list(res.space.types), "max_faults": res.space.max_faults,

@@ -18,10 +18,11 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from elastic_sim.case_pool import CaseRunner, Search, Verdict, run_range
+from elastic_sim.case_pool import CaseRunner, Search, Verdict, run_range, shrink_task
 from elastic_sim.errors import ScenarioError
-from elastic_sim.explore import Case, Outcome, run_case
+from elastic_sim.explore import Case, Signature
 from elastic_sim.scenario import Scenario
+from elastic_sim.shrinking import Shrunk
 
 if TYPE_CHECKING:
     from elastic_sim.compare.collect import RunFigures
@@ -39,10 +40,6 @@ def _ray() -> Any:
         raise ScenarioError("--ray", "", "Ray is not installed; pip install "
                             "'elastic-sim[ray]'") from None
     return ray
-
-
-def _run_cases(sc: Scenario, ignore: tuple[str, ...], cases: list[Case]) -> list[Outcome]:
-    return [run_case(sc, c, ignore) for c in cases]
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -109,7 +106,7 @@ class RayCluster:
             except Exception as exc:  # ConnectionError, a bad address: the user's input
                 raise ScenarioError("--ray", "", f"cannot join the Ray cluster at "
                                     f"{address!r}: {exc}") from None
-        self.cases = ray.remote(max_retries=RETRIES)(_run_cases)
+        self.shrinks = ray.remote(max_retries=RETRIES)(shrink_task)
         self.ranges = ray.remote(max_retries=RETRIES)(run_range)
         self.seed = ray.remote(max_retries=RETRIES)(_run_seed)
         self.mode = ray.remote(max_retries=RETRIES)(_run_mode)
@@ -145,15 +142,24 @@ class RayCaseRunner(CaseRunner):
 
     def verdicts(self, handle: Any) -> list[Verdict]:
         """A range task's verdicts (waits for it)."""
-        result: list[Verdict] = self.cluster.ray.get(handle)
-        return result
+        result: tuple[list[Verdict], float] = self.cluster.ray.get(handle)
+        self.busy.search_s += result[1]
+        return result[0]
 
-    def run(self, cases: list[Case]) -> list[Outcome]:
-        """Outcomes of ``cases``, in order."""
-        n = max(1, -(-len(cases) // (self.workers * 2)))
-        refs = [self.cluster.cases.remote(self._sc, self.ignore, cases[i:i + n])
-                for i in range(0, len(cases), n)]
-        return [o for part in self.cluster.ray.get(refs) for o in part]
+    def submit_shrink(self, case: Case, targets: list[Signature]) -> Any:
+        """Shrink ``targets``, violations ``case`` showed, as one Ray task."""
+        return self.cluster.shrinks.remote(self._sc, self.ignore, case, targets)
+
+    def ready(self, handle: Any) -> bool:
+        """Whether a shrink task has finished."""
+        done, _ = self.cluster.ray.wait([handle], timeout=0)
+        return bool(done)
+
+    def shrunk(self, handle: Any) -> list[Shrunk]:
+        """A shrink task's results (waits for it)."""
+        result: tuple[list[Shrunk], float] = self.cluster.ray.get(handle)
+        self.busy.shrink_s += result[1]
+        return result[0]
 
     def close(self) -> None:
         """Disconnect from Ray."""

@@ -224,18 +224,21 @@ def _mark_not_judged(checks: list[CheckResult], why: dict[str, str]) -> None:
 
 
 def simulate(sc: Scenario, seed: int, tie_seed: int | None = None,
-             guard: RunGuard | None = None) -> tuple[History, Metrics, RunResult]:
+             guard: RunGuard | None = None, *, faults: list[Fault] | None = None,
+             world: World | None = None) -> tuple[History, Metrics, RunResult]:
     """One sim run held in memory, writing no files: the events :func:`run_scenario` would
     write, for loops of many runs (explore, property tests). ``tie_seed`` (default: the
     scenario's, whose default is scheduling order) orders same-time events of different
-    sources pseudo-randomly (sim.kernel). ``guard``: as for :func:`run_scenario`."""
+    sources pseudo-randomly (sim.kernel). ``guard``: as for :func:`run_scenario`.
+    ``faults`` (default: the scenario's) and ``world`` (default: built from ``sc`` and
+    ``seed``) spare a loop of runs of one scenario rebuilding it per run."""
     if tie_seed is None:
         tie_seed = sc.tie_seed
     events: list[TraceEvent] = []
-    world = build_world(sc, seed, "sim")
-    metrics, result, hist = _record(sc, world, sc.fault_objects(), seed, "sim",
-                                    Path(os.devnull), None, events, None, tie_seed,
-                                    guard or RunGuard())
+    world = build_world(sc, seed, "sim") if world is None else world
+    faults = sc.fault_objects() if faults is None else faults
+    metrics, result, hist = _record(sc, world, faults, seed, "sim", Path(os.devnull), None,
+                                    events, None, tie_seed, guard or RunGuard())
     return hist, metrics, result
 
 
