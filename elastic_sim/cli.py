@@ -441,15 +441,18 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
     check_place(out)  # not /, home, a file or around the current directory
     with Progress(TextColumn("exploring {task.description}"), BarColumn(),
                   MofNCompleteColumn(), TextColumn("{task.fields[found]} violations"),
-                  TimeElapsedColumn(), console=console, transient=True) as bar:
+                  TimeElapsedColumn(), console=console, transient=True,
+                  auto_refresh=False) as bar:  # no refresh thread: workers can fork
         task = bar.add_task(sc.name, total=args.budget, found=0)
         res = explore(sc, space, seed=args.seed, budget=args.budget, time_s=args.time_s,
                       workers=args.workers, out_dir=out, ignore=ignore, ties=args.ties,
                       varies=varies,
                       ray=args.ray,
                       progress=lambda done, found: bar.update(task, completed=done,
-                                                              found=found))
-    console.print(f"{res.cases} schedules in {res.wall_s:.1f} s ({res.per_minute:.0f}/min), "
+                                                              found=found, refresh=True))
+    console.print(f"{res.cases} schedules and {res.shrink_runs} shrink runs in "
+                  f"{res.wall_s:.1f} s ({res.per_minute:.0f} new schedules/min, "
+                  f"{res.runs_per_minute:.0f} runs/min), "
                   f"{len(res.findings)} distinct violations", markup=False)
     for f in res.findings:
         state = "reproduced" if f.reproduced else "NOT reproduced"

@@ -18,8 +18,8 @@ from elastic_sim.explore import (
     space_for,
 )
 from elastic_sim.faults.model import CrashHost, Fault, HangHost
-from elastic_sim.runner import simulate
 from elastic_sim.faults.schedule import shrink_candidates
+from elastic_sim.runner import simulate
 from elastic_sim.scenario import Scenario, with_faults
 from elastic_sim.shrinking import Memo, shrink, shrink_case
 from elastic_sim.testing import load, variant
@@ -134,3 +134,49 @@ def _signatures(sc: Scenario, case: Case) -> list[Signature]:
     from elastic_sim.explore import run_case
 
     return run_case(sc, case).signatures
+
+
+def test_workers_fork_only_while_no_other_thread_runs() -> None:
+    import sys
+    import threading
+
+    from elastic_sim.case_pool import start_method
+
+    if sys.platform != "linux":
+        assert start_method() == "spawn"
+        return
+    if threading.active_count() > 1:
+        pytest.skip("this test process runs other threads (a plugin's)")
+    assert start_method() == "fork"
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        assert start_method() == "spawn"
+    finally:
+        stop.set()
+        t.join()
+
+
+def test_the_cli_s_progress_bar_leaves_explore_s_workers_free_to_fork(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+    import threading
+
+    import elastic_sim.case_pool as pool
+    from elastic_sim.cli import main
+
+    if sys.platform != "linux" or threading.active_count() > 1:
+        pytest.skip("workers fork on Linux from a process with no other thread")
+    chosen: list[str] = []
+    real = pool.start_method
+
+    def spy() -> str:
+        chosen.append(real())
+        return chosen[-1]
+
+    monkeypatch.setattr(pool, "start_method", spy)
+    rc = main(["explore", str(SCENARIOS / "scale_down.yaml"), "--budget", "4",
+               "--workers", "2", "--out", str(tmp_path / "x"), "--faults", "crash"])
+    assert rc in (0, 1) and chosen == ["fork"]
