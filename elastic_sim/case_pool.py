@@ -19,11 +19,11 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing import get_context
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from elastic_sim.faults.schedule import FaultSpace
 from elastic_sim.scenario import Scenario
@@ -32,6 +32,8 @@ from elastic_sim.variation import Vary
 
 if TYPE_CHECKING:
     from elastic_sim.explore import Case, Outcome, Signature
+
+T = TypeVar("T")
 
 CHUNK = 8
 """Case indices per task: large enough that a task's pickling and wake-up are noise next
@@ -69,36 +71,59 @@ def _init_worker(sc: Scenario, ignore: tuple[str, ...], search: Search | None) -
     _WORKER = (sc, ignore, search)
 
 
-def run_range(sc: Scenario, ignore: tuple[str, ...], s: Search, start: int,
-              stop: int) -> tuple[list[Verdict], float]:
-    """The verdicts of the search's cases ``start`` to ``stop - 1`` (a worker's task), and
-    the seconds they took."""
+@dataclass
+class Spent:
+    """Seconds spent on tasks: wall-clock, and CPU time of the process that ran them (less
+    than wall-clock where other processes took the CPU)."""
+
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+
+    def add(self, other: Spent) -> None:
+        """Count ``other`` in."""
+        self.wall_s += other.wall_s
+        self.cpu_s += other.cpu_s
+
+
+def timed(fn: Callable[..., T], *args: Any) -> tuple[T, Spent]:
+    """``fn(*args)`` and the time it took."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    value = fn(*args)
+    return value, Spent(time.perf_counter() - wall, time.process_time() - cpu)
+
+
+def _verdicts(sc: Scenario, ignore: tuple[str, ...], s: Search, start: int,
+              stop: int) -> list[Verdict]:
     from elastic_sim.explore import make_case, run_case
 
-    began = time.perf_counter()
     out = []
     for i in range(start, stop):
         o = run_case(sc, make_case(s.seed, i, s.space, s.ties, s.varies), ignore)
         out.append(Verdict(i, o.signatures, o.messages, o.hung))
-    return out, time.perf_counter() - began
+    return out
+
+
+def run_range(sc: Scenario, ignore: tuple[str, ...], s: Search, start: int,
+              stop: int) -> tuple[list[Verdict], Spent]:
+    """The verdicts of the search's cases ``start`` to ``stop - 1`` (a worker's task), and
+    the time they took."""
+    return timed(_verdicts, sc, ignore, s, start, stop)
 
 
 def shrink_task(sc: Scenario, ignore: tuple[str, ...], case: Case,
-                targets: list[Signature]) -> tuple[list[Shrunk], float]:
-    """:func:`~elastic_sim.shrinking.shrink_case` (a worker's task), and the seconds it
-    took."""
-    began = time.perf_counter()
-    return shrink_case(sc, ignore, case, targets), time.perf_counter() - began
+                targets: list[Signature]) -> tuple[list[Shrunk], Spent]:
+    """:func:`~elastic_sim.shrinking.shrink_case` (a worker's task), and the time it took."""
+    return timed(shrink_case, sc, ignore, case, targets)
 
 
-def _run_range(start: int, stop: int) -> tuple[list[Verdict], float]:
+def _run_range(start: int, stop: int) -> tuple[list[Verdict], Spent]:
     assert _WORKER is not None
     sc, ignore, s = _WORKER
     assert s is not None
     return run_range(sc, ignore, s, start, stop)
 
 
-def _shrink(case: Case, targets: list[Signature]) -> tuple[list[Shrunk], float]:
+def _shrink(case: Case, targets: list[Signature]) -> tuple[list[Shrunk], Spent]:
     assert _WORKER is not None
     sc, ignore, _ = _WORKER
     return shrink_task(sc, ignore, case, targets)
@@ -117,11 +142,11 @@ def start_method() -> str:
 
 @dataclass
 class Busy:
-    """Seconds the workers spent running tasks, by kind (the rest of workers x wall time
+    """Time the workers spent running tasks, by kind (the rest of workers x wall time
     they were starting, idle or waiting on this process)."""
 
-    search_s: float = 0.0
-    shrink_s: float = 0.0
+    search: Spent = field(default_factory=Spent)
+    shrink: Spent = field(default_factory=Spent)
 
 
 class CaseRunner:
@@ -154,9 +179,9 @@ class CaseRunner:
 
     def shrunk(self, handle: Any) -> list[Shrunk]:
         """What a shrink task found (waits for it)."""
-        result: tuple[list[Shrunk], float] = (handle.result() if isinstance(handle, Future)
+        result: tuple[list[Shrunk], Spent] = (handle.result() if isinstance(handle, Future)
                                               else handle)
-        self.busy.shrink_s += result[1]
+        self.busy.shrink.add(result[1])
         return result[0]
 
     def local(self) -> bool:
@@ -170,8 +195,8 @@ class CaseRunner:
 
     def verdicts(self, handle: Any) -> list[Verdict]:
         """What a handed-out range found (waits for it)."""
-        result: tuple[list[Verdict], float] = handle.result()
-        self.busy.search_s += result[1]
+        result: tuple[list[Verdict], Spent] = handle.result()
+        self.busy.search.add(result[1])
         return result[0]
 
     def drawn(self, budget: int | None) -> Iterator[Outcome]:
@@ -185,10 +210,9 @@ class CaseRunner:
         indices = range(budget) if budget is not None else itertools.count()
         if self.local():
             for i in indices:
-                began = time.perf_counter()
-                out = run_case(self.sc, make_case(s.seed, i, s.space, s.ties, s.varies),
-                               self.ignore)
-                self.busy.search_s += time.perf_counter() - began
+                out, spent = timed(run_case, self.sc,
+                                   make_case(s.seed, i, s.space, s.ties, s.varies), self.ignore)
+                self.busy.search.add(spent)
                 yield out
             return
         starts: Iterator[int] = (iter(range(0, budget, CHUNK)) if budget is not None

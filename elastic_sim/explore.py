@@ -140,6 +140,9 @@ class Exploration:
     """Seconds the workers spent running the search's cases (all workers together)."""
     shrink_s: float = 0.0
     """Seconds the workers spent shrinking (all workers together)."""
+    cpu_s: float = 0.0
+    """CPU seconds the workers' processes spent on cases and shrinks (below
+    ``search_s + shrink_s`` where other processes took the CPU)."""
 
     @property
     def per_minute(self) -> float:
@@ -368,7 +371,9 @@ def explore(
     finally:
         runner.close()
         res.wall_s = time.perf_counter() - started
-        res.search_s, res.shrink_s = runner.busy.search_s, runner.busy.shrink_s
+        busy = runner.busy
+        res.search_s, res.shrink_s = busy.search.wall_s, busy.shrink.wall_s
+        res.cpu_s = busy.search.cpu_s + busy.shrink.cpu_s
     if out_dir is not None:
         write_summary(res, out_dir / "explore.json")
     return res
@@ -434,7 +439,7 @@ def exploration_json(res: Exploration) -> dict[str, Any]:
         "runs_per_minute": round(res.runs_per_minute, 1),
         "workers": res.workers,
         "worker_seconds": {"search": round(res.search_s, 3), "shrink": round(res.shrink_s, 3),
-                           "idle": round(res.idle_s, 3)},
+                           "idle": round(res.idle_s, 3), "cpu": round(res.cpu_s, 3)},
         "ignored_checks": list(res.ignored),
         "space": {"hosts": list(res.space.hosts), "horizon": res.space.horizon,
                   "types": list(res.space.types), "max_faults": res.space.max_faults,

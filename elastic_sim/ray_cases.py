@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from elastic_sim.case_pool import CaseRunner, Search, Verdict, run_range, shrink_task
+from elastic_sim.case_pool import CaseRunner, Search, Spent, Verdict, run_range, shrink_task
 from elastic_sim.errors import ScenarioError
 from elastic_sim.explore import Case, Signature
 from elastic_sim.scenario import Scenario
@@ -142,8 +142,8 @@ class RayCaseRunner(CaseRunner):
 
     def verdicts(self, handle: Any) -> list[Verdict]:
         """A range task's verdicts (waits for it)."""
-        result: tuple[list[Verdict], float] = self.cluster.ray.get(handle)
-        self.busy.search_s += result[1]
+        result: tuple[list[Verdict], Spent] = self.cluster.ray.get(handle)
+        self.busy.search.add(result[1])
         return result[0]
 
     def submit_shrink(self, case: Case, targets: list[Signature]) -> Any:
@@ -157,8 +157,8 @@ class RayCaseRunner(CaseRunner):
 
     def shrunk(self, handle: Any) -> list[Shrunk]:
         """A shrink task's results (waits for it)."""
-        result: tuple[list[Shrunk], float] = self.cluster.ray.get(handle)
-        self.busy.shrink_s += result[1]
+        result: tuple[list[Shrunk], Spent] = self.cluster.ray.get(handle)
+        self.busy.shrink.add(result[1])
         return result[0]
 
     def close(self) -> None:

@@ -110,7 +110,7 @@ def test_findings_and_shrink_runs_are_the_same_with_one_and_two_workers() -> Non
     def found(workers: int) -> list[tuple[str, int, list[str], int, int]]:
         res = explore(sc, space, seed=3, budget=16, workers=workers)
         assert res.cases == 16 and res.search_s > 0
-        assert res.shrink_s > 0 and res.shrink_runs == sum(f.shrink_runs for f in res.findings)
+        assert res.shrink_s > 0 and res.shrink_runs >= sum(f.shrink_runs for f in res.findings)
         return [(str(f.signature), f.found_at, [repr(x) for x in f.faults], f.seed,
                  f.shrink_runs) for f in res.findings]
 
