@@ -2,7 +2,7 @@
 
 Each worker gets the scenario, the search's seed and its fault space once, when it starts;
 after that a task is a range of case indices, and the worker draws each case itself
-(:func:`~elastic_sim.explore.make_case` is a pure function of seed and index) and sends
+(:func:`~elastic_sim.cases.make_case` is a pure function of seed and index) and sends
 back only what the checks said. So no scenario or schedule is pickled per case, and the
 pool is kept busy: ranges are handed out ahead of the one being read, and outcomes come
 back in index order whatever the number of workers (the findings never depend on it).
@@ -23,15 +23,13 @@ from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import get_context
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
+from elastic_sim.cases import Case, Outcome, Signature, make_case, run_case
 from elastic_sim.faults.schedule import FaultSpace
 from elastic_sim.scenario import Scenario
 from elastic_sim.shrinking import Shrunk, shrink_case
 from elastic_sim.variation import Vary
-
-if TYPE_CHECKING:
-    from elastic_sim.explore import Case, Outcome, Signature
 
 T = TypeVar("T")
 
@@ -94,8 +92,6 @@ def timed(fn: Callable[..., T], *args: Any) -> tuple[T, Spent]:
 
 def _verdicts(sc: Scenario, ignore: tuple[str, ...], s: Search, start: int,
               stop: int) -> list[Verdict]:
-    from elastic_sim.explore import make_case, run_case
-
     out = []
     for i in range(start, stop):
         o = run_case(sc, make_case(s.seed, i, s.space, s.ties, s.varies), ignore)
@@ -202,8 +198,6 @@ class CaseRunner:
     def drawn(self, budget: int | None) -> Iterator[Outcome]:
         """Outcomes of cases 0, 1, ... (``budget`` of them; None: until the caller stops)
         of the search this runner was made for, in index order."""
-        from elastic_sim.explore import Outcome, make_case, run_case
-
         s = self.search
         if s is None:
             raise ValueError("this runner was made without a search")

@@ -5,7 +5,8 @@ A search is a pure function of (scenario, search seed, number of cases): case ``
 schedule drawn from the stream ``<seed>/schedule/<i>`` with the sim seed drawn from
 ``<seed>/sim/<i>`` (and, with ``ties``, the tie seed that orders same-time events from
 ``<seed>/ties/<i>``), so adding workers changes the speed, never the findings. Violations are
-told apart by their :class:`Signature` (which check failed, and on which kinds of events);
+told apart by their :class:`~elastic_sim.cases.Signature` (which check failed, and on which
+kinds of events; a case and its run: :mod:`elastic_sim.cases`);
 only the first case showing a signature is shrunk (:mod:`elastic_sim.shrinking`), as a
 task of its own while the search goes on; findings are taken in the order the search met
 them, whatever order the shrinks finish in. Only the checks judge a case: the
@@ -15,86 +16,51 @@ scenario's expectations were written for its own schedule, not for generated one
 from __future__ import annotations
 
 import json
-import random
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from elastic_sim.case_pool import CaseRunner, Search
-from elastic_sim.checks import CheckResult, run_checks
+from elastic_sim.cases import Case, Outcome, Signature, case_run, make_case, run_case, signatures_of
 from elastic_sim.checks.contracts import contract_for
-from elastic_sim.errors import ScenarioError
 from elastic_sim.faults.model import DISCOVERY_FAULTS, FAULT_TYPES, Fault
 from elastic_sim.faults.record import INJECTOR
-from elastic_sim.faults.schedule import DEFAULT_TYPES, FaultSpace, random_schedule
+from elastic_sim.faults.schedule import DEFAULT_TYPES, FaultSpace
 from elastic_sim.faults.triggers import EventTrigger
 from elastic_sim.outdir import safe_component
-from elastic_sim.runner import build_world, run_scenario, simulate
+from elastic_sim.runner import run_scenario, simulate
 from elastic_sim.scenario import Scenario, fault_dict, with_faults
 from elastic_sim.shrinking import Shrunk
 from elastic_sim.trace import TraceEvent
-from elastic_sim.variation import (
-    Variation,
-    Vary,
-    apply_variation,
-    draw_variation,
-    shaped,
-)
-from elastic_sim.world import RunResult, World
+from elastic_sim.variation import Variation, Vary, apply_variation
+
+__all__ = [
+    "Case",
+    "Exploration",
+    "Finding",
+    "Outcome",
+    "Signature",
+    "case_run",
+    "event_triggers",
+    "exploration_json",
+    "explore",
+    "known_violations",
+    "make_case",
+    "protocol_fault_types",
+    "run_case",
+    "signatures_of",
+    "space_for",
+    "write_reproducer",
+    "write_summary",
+]
 
 RUNNER = "elastic-sim"
 """The ``proc`` of the runner's own events (run start and end)."""
 TRIGGER_LIMIT = 48
 """Most event triggers a space offers (spread over the fault-free run)."""
-
-
-@dataclass(frozen=True, order=True)
-class Signature:
-    """What tells two violations apart, its mechanism: the check, the kinds of its witness
-    events, and the fault types that had fired by its last witness event (so one
-    frequent mechanism does not hide another that breaks the same check, and a shrink
-    step that swaps the fault behind it is not taken)."""
-
-    check: str
-    where: str
-    faults: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.check}@{self.where}" + (f"[{self.faults}]" if self.faults else "")
-
-    def admits(self, other: Signature) -> bool:
-        """Whether ``other`` is this mechanism with fewer faults behind it: the same check
-        on the same kinds of witness events, behind some of the same fault types (a shrink
-        step may drop a fault that did not matter, never swap in another)."""
-        mine = set(self.faults.split(",")) - {""}
-        theirs = set(other.faults.split(",")) - {""}
-        return ((self.check, self.where) == (other.check, other.where)
-                and theirs <= mine and (bool(theirs) or not mine))
-
-
-@dataclass(frozen=True)
-class Case:
-    """One generated run: a fault schedule, a sim seed and a tie seed (None: FIFO ties)."""
-
-    index: int
-    faults: tuple[Fault, ...]
-    seed: int
-    tie_seed: int | None = None
-    variation: Variation = ()
-    """Knob and cluster values drawn for it (:mod:`elastic_sim.variation`)."""
-
-
-@dataclass
-class Outcome:
-    """What the checks said about one case."""
-
-    case: Case
-    signatures: list[Signature]
-    messages: dict[Signature, str]
-    hung: bool
 
 
 @dataclass
@@ -163,77 +129,10 @@ class Exploration:
         return max(0.0, self.workers * self.wall_s - self.search_s - self.shrink_s)
 
 
-def signatures_of(checks: Sequence[CheckResult], ignore: Collection[str] = (),
-                  events: Sequence[TraceEvent] = ()) -> dict[Signature, str]:
-    """Every distinct violation signature of one run, with its first message (checks named
-    in ``ignore`` left out); ``events``, the run's trace, name the faults behind each."""
-    fired = [(e.t, str(e.data.get("type"))) for e in events
-             if e.kind == "fault" and e.data.get("phase") == "start"]
-    out: dict[Signature, str] = {}
-    for c in checks:
-        if c.name in ignore:
-            continue
-        for v in c.violations:
-            last = max((ev.t for ev in v.witness), default=float("inf"))
-            behind = ",".join(sorted({kind for t, kind in fired if t <= last}))
-            sig = Signature(c.name, ",".join(ev.kind for ev in v.witness), behind)
-            out.setdefault(sig, v.message)
-    return out
-
-
 def known_violations(sc: Scenario) -> tuple[str, ...]:
     """Checks the scenario says the modelled system breaks anyway (upstream's own bugs):
     a search does not report them again."""
     return sc.expect.known_violations()
-
-
-def run_case(sc: Scenario, case: Case, ignore: Collection[str] = ()) -> Outcome:
-    """Run one case in the sim (in memory) and check it (a variation the scenario rejects,
-    such as min above max, is no case: nothing to report). The run is the one its
-    reproducer makes (:func:`~elastic_sim.scenario.with_faults`), without rebuilding the
-    scenario and its world for every case (:class:`_Worlds`)."""
-    try:
-        events, result = case_run(sc, case)
-    except ScenarioError:
-        return Outcome(case, [], {}, False)
-    sigs = signatures_of(run_checks(events), ignore, events)
-    return Outcome(case, sorted(sigs), sigs, result.hung)
-
-
-def case_run(sc: Scenario, case: Case) -> tuple[list[TraceEvent], RunResult]:
-    """The events and result of one case's sim run: those of its reproducer's run
-    (ScenarioError: the scenario rejects the case's variation)."""
-    sc, world = _WORLDS.get(sc, case.variation)
-    tie_seed = sc.tie_seed if case.tie_seed is None else case.tie_seed
-    events, _, result = simulate(sc, case.seed, tie_seed, faults=list(case.faults),
-                                 world=replace(world, args={**world.args, "seed": case.seed}))
-    return events, result
-
-
-class _Worlds:
-    """The varied scenario and its sim world (seed aside: a run sets its own), built once
-    for the last few (scenario, variation) pairs seen: a search's cases share them. Keyed
-    by the scenario object, held here so that its identity is not reused."""
-
-    SIZE = 8
-
-    def __init__(self) -> None:
-        self._built: dict[tuple[int, Variation], tuple[Scenario, Scenario, World]] = {}
-
-    def get(self, sc: Scenario, variation: Variation) -> tuple[Scenario, World]:
-        """``sc`` with ``variation`` applied and its world (ScenarioError: rejected)."""
-        key = (id(sc), variation)
-        hit = self._built.pop(key, None)
-        if hit is None:
-            varied = apply_variation(sc, variation)
-            hit = (sc, varied, build_world(varied, varied.seed, "sim"))
-        self._built[key] = hit  # the most recent last
-        while len(self._built) > self.SIZE:
-            del self._built[next(iter(self._built))]
-        return hit[1], hit[2]
-
-
-_WORLDS = _Worlds()
 
 
 def protocol_fault_types(sc: Scenario) -> tuple[str, ...]:
@@ -284,17 +183,6 @@ def space_for(sc: Scenario, *, types: Sequence[str] = DEFAULT_TYPES, max_faults:
         store_host=sc.store_host,
         triggers=event_triggers(events, horizon) if triggers else (),
     )
-
-
-def make_case(seed: int, index: int, space: FaultSpace, ties: bool = False,
-              varies: Sequence[Vary] = ()) -> Case:
-    """Case ``index`` of the search with seed ``seed`` (with ``ties``: a tie seed too;
-    with ``varies``: knob and cluster values too)."""
-    variation = draw_variation(f"{seed}/vary/{index}", varies) if varies else ()
-    faults = random_schedule(f"{seed}/schedule/{index}", shaped(space, variation))
-    sim_seed = random.Random(f"{seed}/sim/{index}").randrange(2**32)
-    tie_seed = random.Random(f"{seed}/ties/{index}").randrange(2**32) if ties else None
-    return Case(index, faults, sim_seed, tie_seed, variation)
 
 
 # -- the search -------------------------------------------------------------------------

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from elastic_sim.case_pool import CaseRunner, Search, Spent, Verdict, run_range, shrink_task
+from elastic_sim.cases import Case, Signature
 from elastic_sim.errors import ScenarioError
-from elastic_sim.explore import Case, Signature
 from elastic_sim.scenario import Scenario
 from elastic_sim.shrinking import Shrunk
 

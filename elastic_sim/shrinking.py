@@ -14,14 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from elastic_sim.cases import Case, Outcome, Signature, run_case
 from elastic_sim.faults.model import Fault
 from elastic_sim.faults.schedule import schedule_size, shrink_candidates
 from elastic_sim.scenario import Scenario
-
-if TYPE_CHECKING:
-    from elastic_sim.explore import Case, Outcome, Signature
 
 MAX_SHRINK_RUNS = 400
 """Candidates one shrink may try before it keeps the smallest schedule found so far."""
@@ -60,10 +57,8 @@ class Memo:
 def shrink(memo: Memo, case: Case, target: Signature,
            max_runs: int = MAX_SHRINK_RUNS) -> Shrunk:
     """The simplest schedule found from ``case`` that still shows ``target``'s mechanism
-    (:meth:`~elastic_sim.explore.Signature.admits`, re-checked on every step); at most
+    (:meth:`~elastic_sim.cases.Signature.admits`, re-checked on every step); at most
     ``max_runs`` candidates tried."""
-    from elastic_sim.explore import Case
-
     best, tried, before = case, 0, memo.runs
     improved = True
     while improved and tried < max_runs:
@@ -85,7 +80,5 @@ def shrink(memo: Memo, case: Case, target: Signature,
 def shrink_case(sc: Scenario, ignore: Collection[str], case: Case,
                 targets: Sequence[Signature]) -> list[Shrunk]:
     """Each of ``targets`` (violations ``case`` showed) shrunk, in order, sharing one memo."""
-    from elastic_sim.explore import run_case
-
     memo = Memo(lambda c: run_case(sc, c, ignore))
     return [shrink(memo, case, t) for t in targets]
