@@ -12,6 +12,7 @@ from elastic_sim.checks import CheckResult, run_checks
 from elastic_sim.errors import ScenarioError
 from elastic_sim.faults.model import Fault
 from elastic_sim.faults.schedule import FaultSpace, random_schedule
+from elastic_sim.history import History
 from elastic_sim.runner import build_world, simulate
 from elastic_sim.scenario import Scenario
 from elastic_sim.trace import TraceEvent
@@ -96,7 +97,7 @@ def run_case(sc: Scenario, case: Case, ignore: Collection[str] = ()) -> Outcome:
     return Outcome(case, sorted(sigs), sigs, result.hung)
 
 
-def case_run(sc: Scenario, case: Case) -> tuple[list[TraceEvent], RunResult]:
+def case_run(sc: Scenario, case: Case) -> tuple[History, RunResult]:
     """The events and result of one case's sim run: those of its reproducer's run
     (ScenarioError: the scenario rejects the case's variation)."""
     sc, world = _WORLDS.get(sc, case.variation)
