@@ -28,38 +28,22 @@ import itertools
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
-from functools import lru_cache
 from typing import Any, TypeVar, overload
 
-from elastic_sim.trace import STRETCH, TraceEvent, expand_stretches
+from elastic_sim.trace import (
+    STRETCH,
+    SUMMARISED,
+    TraceEvent,
+    expand_stretches,
+    summary_event,
+    summary_fields,
+    summary_instants,
+)
 
 Key = tuple[float, int, int]
 """An event's place in the expanded view: (time, recorded index, index in its summary)."""
-SUMMARISED = ("coll_enter", "coll_done", "step")
-"""The kinds a ``train_steps`` summary stands for."""
-_PER_STEP = ("coll_enter", "coll_done", "step")
 _INF = math.inf
 T = TypeVar("T")
-
-
-@lru_cache(maxsize=4096)
-def _instants(start: float, sleep: float, cost: float, steps: int, open_: bool, per: int
-              ) -> tuple[float, ...]:
-    """The instants of a stretch's events (shared by its members): per step its entry
-    ``e = c + sleep`` and its end ``c = e + cost``, once more for a ``step`` event when
-    ``per`` is 3 (the fine run's own float sums from ``c = start``); then the open entry."""
-    out: list[float] = []
-    t = start
-    for _ in range(steps):
-        t = t + sleep
-        out.append(t)
-        t = t + cost
-        out.append(t)
-        if per == 3:
-            out.append(t)
-    if open_:
-        out.append(t + sleep)
-    return tuple(out)
 
 
 class Stretch:
@@ -78,12 +62,10 @@ class Stretch:
         self.open = bool(d.get("open"))
         self.seq = int(d["seq"])
         self.first = int(d["first"])
-        raw = d.get("fields", {})
-        self.fields: dict[str, Any] | None = None if raw is None else dict(raw)
+        self.fields: dict[str, Any] | None = summary_fields(ev)
         """The fields of its step events (None: it has none)."""
         self.per = 2 if self.fields is None else 3
-        self.times = _instants(float(d["start"]), float(d["sleep"]), float(d["cost"]),
-                               self.steps, self.open, self.per)
+        self.times = summary_instants(ev, self.per)
 
     def __len__(self) -> int:
         return len(self.times)
@@ -113,7 +95,7 @@ class Stretch:
 
     def kind(self, j: int) -> str:
         """The kind of event ``j``."""
-        return _PER_STEP[j % self.per]
+        return SUMMARISED[j % self.per]
 
     def key(self, j: int) -> Key:
         """Event ``j``'s place in the expanded view."""
@@ -136,21 +118,11 @@ class Stretch:
 
     def event(self, j: int) -> TraceEvent:
         """Event ``j``, as :func:`~elastic_sim.trace.expand_stretches` makes it."""
-        d, ev = self.ev.data, self.ev
-        i, which = divmod(j, self.per)
-        kind = _PER_STEP[which]
-        if kind == "step":
-            data = {**(self.fields or {}), "step": self.first + i}
-        elif kind == "coll_done":
-            data = {"group": d["group"], "seq": self.seq + i, "op": d["op"]}
-        else:
-            data = {"group": d["group"], "seq": self.seq + i, "op": d["op"],
-                    "nbytes": d["nbytes"]}
-        return TraceEvent(self.times[j], ev.host, ev.proc, kind, data)
+        return summary_event(self.ev, j, self.times[j], self.per, self.fields)
 
     def indices(self, kinds: Iterable[str]) -> range | list[int]:
         """Indices of its events of these kinds, in order."""
-        wanted = [i for i, k in enumerate(_PER_STEP[:self.per]) if k in set(kinds)]
+        wanted = [i for i, k in enumerate(SUMMARISED[:self.per]) if k in set(kinds)]
         n = len(self.times)
         if len(wanted) == self.per:
             return range(n)

@@ -17,6 +17,7 @@ import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -142,14 +143,65 @@ STRETCH = "train_steps"
 fidelity, :mod:`sim.stretch`)."""
 
 
+SUMMARISED = ("coll_enter", "coll_done", "step")
+"""The kinds a ``train_steps`` summary stands for, in the order of a step's events."""
+
+
+@lru_cache(maxsize=4096)
+def _instants(start: float, sleep: float, cost: float, steps: int, open_: bool, per: int
+              ) -> tuple[float, ...]:
+    out: list[float] = []
+    t = start
+    for _ in range(steps):
+        t = t + sleep
+        out.append(t)
+        t = t + cost
+        out.append(t)
+        if per == 3:
+            out.append(t)
+    if open_:
+        out.append(t + sleep)
+    return tuple(out)
+
+
+def summary_fields(ev: TraceEvent) -> dict[str, Any] | None:
+    """A summary's ``step`` event fields (None: the member traces no step events)."""
+    raw = ev.data.get("fields", {})
+    return None if raw is None else dict(raw)
+
+
+def summary_instants(ev: TraceEvent, per: int) -> tuple[float, ...]:
+    """The instants of a summary's events, ``per`` (3, or 2 without ``step`` events) per
+    step, then the open entry: step i's entry ``e = c + sleep`` and end ``c = e + cost``
+    from ``c = start``, the fine run's own float sums (shared by a stretch's members)."""
+    d = ev.data
+    return _instants(float(d["start"]), float(d["sleep"]), float(d["cost"]), int(d["steps"]),
+                     bool(d.get("open")), per)
+
+
+def summary_event(ev: TraceEvent, j: int, t: float, per: int,
+                  fields: Mapping[str, Any] | None) -> TraceEvent:
+    """Event ``j`` (at ``t``) of summary ``ev``: step ``j // per``'s ``coll_enter``,
+    ``coll_done`` or ``step``; past the last step, the open entry of the next."""
+    d = ev.data
+    i, which = divmod(j, per)
+    kind = SUMMARISED[which]
+    data: dict[str, Any]
+    if kind == "step":
+        data = {**(fields or {}), "step": int(d["first"]) + i}
+    elif kind == "coll_done":
+        data = {"group": d["group"], "seq": int(d["seq"]) + i, "op": d["op"]}
+    else:
+        data = {"group": d["group"], "seq": int(d["seq"]) + i, "op": d["op"],
+                "nbytes": d["nbytes"]}
+    return TraceEvent(t, ev.host, ev.proc, kind, data)
+
+
 def expand_stretches(events: Sequence[TraceEvent]) -> Sequence[TraceEvent]:
     """``events`` with each ``train_steps`` summary replaced by the events the fine-grained
     run traces for those steps (per step: ``coll_enter`` at the end of its compute,
     ``coll_done`` and ``step`` when its allreduce ends; then, if ``open``, the next step's
-    ``coll_enter``), in time order; ``events`` itself when it holds no summary.
-
-    Step i's instants are the fine run's own float sums: ``e = c + sleep``,
-    ``c = e + cost`` from ``c = start``."""
+    ``coll_enter``), in time order; ``events`` itself when it holds no summary."""
     if not any(ev.kind == STRETCH for ev in events):
         return events
     out: list[TraceEvent] = []
@@ -157,26 +209,10 @@ def expand_stretches(events: Sequence[TraceEvent]) -> Sequence[TraceEvent]:
         if ev.kind != STRETCH:
             out.append(ev)
             continue
-        d = ev.data
-        group, op, nbytes, seq = d["group"], d["op"], d["nbytes"], int(d["seq"])
-        sleep, cost, first = float(d["sleep"]), float(d["cost"]), int(d["first"])
-        raw = d.get("fields", {})
-        fields = None if raw is None else dict(raw)  # None: the member traces no steps
-        host, proc = ev.host, ev.proc
-        t = float(d["start"])
-        for i in range(int(d["steps"])):
-            t = t + sleep
-            out.append(TraceEvent(t, host, proc, "coll_enter",
-                                  {"group": group, "seq": seq + i, "op": op, "nbytes": nbytes}))
-            t = t + cost
-            out.append(TraceEvent(t, host, proc, "coll_done",
-                                  {"group": group, "seq": seq + i, "op": op}))
-            if fields is not None:
-                out.append(TraceEvent(t, host, proc, "step", {**fields, "step": first + i}))
-        if d.get("open"):
-            out.append(TraceEvent(t + sleep, host, proc, "coll_enter",
-                                  {"group": group, "seq": seq + int(d["steps"]), "op": op,
-                                   "nbytes": nbytes}))
+        fields = summary_fields(ev)
+        per = 2 if fields is None else 3
+        times = summary_instants(ev, per)
+        out.extend(summary_event(ev, j, t, per, fields) for j, t in enumerate(times))
     out.sort(key=lambda e: e.t)
     return out
 

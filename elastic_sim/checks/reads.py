@@ -16,8 +16,7 @@ import re
 from collections.abc import Sequence
 
 from elastic_sim.checks import CHECKS
-from elastic_sim.history import SUMMARISED
-from elastic_sim.trace import STRETCH, TraceEvent
+from elastic_sim.trace import STRETCH, SUMMARISED, TraceEvent
 
 TRACES = ("scale_down", "torchelastic/worker_crash", "horovod/hosts_added_and_removed")
 """Built-in scenarios whose traces drive the checks: one per protocol model."""
