@@ -175,12 +175,11 @@ class Ticks:
         if horizon == math.inf:
             self._arm(math.inf, math.inf)
             return
-        rate = 1.0 + self.proc.host.clock.drift  # HostClock.monotonic, inline
-        since = self.proc.start_time
+        monotonic, since = self.proc.host.clock.monotonic, self.proc.start_time
         prev, at = self._t, self._next
         d = self._delay()
         n = 0
-        while rate * (at - since) < horizon and n < MAX_SKIP:
+        while monotonic(at, since) < horizon and n < MAX_SKIP:
             prev, at = at, at + d
             n += 1
         self._arm(at, self._t if prev == self._t else prev)

@@ -53,13 +53,18 @@ class Capacity:
             self.blacklisted[str(ev.get("target"))] = (float(end) if isinstance(end, (int, float))
                                                        else None)
 
+    @property
+    def struck(self) -> bool:
+        """Whether a fault has struck any host yet (before, no failure needs a restart)."""
+        return bool(self.cluster.faulted)
+
     def budget_left(self, host: str) -> bool:
         """Whether the job could absorb one more failure on this host. Before any fault
         there is no failure to absorb: every host can go on whatever its budget (with
         torchrun's default ``max_restarts`` 0 a host would otherwise never count, and a
         fault-free job that died with every host healthy would pass as unavoidable)."""
         budget = self.limits.restart_budget
-        if budget is None or not self.cluster.faulted:
+        if budget is None or not self.struck:
             return True
         if self.limits.budget_per_host:
             return self.remaining.get(host, budget) > 0

@@ -18,7 +18,7 @@ from elastic_sim.trace import TraceEvent
 def _why_enough(cap: Capacity, now: float) -> str:
     able = cap.able(now)
     hosts, were = ("host", "was") if len(able) == 1 else ("hosts", "were")
-    budget = ("had restart budget left" if cap.cluster.faulted
+    budget = ("had restart budget left" if cap.struck
               else "no fault had struck yet (nothing to spend a restart on)")
     return (f"{len(able)} {hosts} ({', '.join(able)}) {were} alive, reachable and {budget}, "
             f"at least the minimum {cap.limits.min_hosts}")
