@@ -79,10 +79,13 @@ def one(events: list[TraceEvent], kind: str, proc: str | None = None) -> TraceEv
 
 def test_hosts_exchange_messages_and_report_exits(tmp_path: Path) -> None:
     faults = [
-        CrashHost(id="late", at=1.0, host="h1"),
+        # h1 exits about 0.3 s after it starts at 0.5 s, h0 lingers to about 3.3 s: the crash
+        # at 2.0 s finds h1 gone with a second to spare either side (at 1.0 s a CI run's
+        # load once kept h1 alive past it)
+        CrashHost(id="late", at=2.0, host="h1"),
         CrashProcess(id="ghost", at=0.5, proc="h1/nobody"),
     ]
-    w = world("pingpong", 2, linger=1.5)
+    w = world("pingpong", 2, linger=2.5)
     w = replace(w, hosts=(HostSpec("h0"), HostSpec("h1", start_at=0.5, clock_offset=100.0)))
     result, events = run(tmp_path, w, faults)
 
