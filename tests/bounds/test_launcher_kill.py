@@ -1,7 +1,8 @@
 """SIGKILL of the real-mode launcher itself (no chance to clean up), at start-up, mid-run,
 during a recovery and while a partition is in force: within 10 s nothing of the run is
 left: no process, network namespace (nor its nftables table), listening socket, temporary
-file, or warden. Serialize with ``flock /tmp/es-real.lock``."""
+file, or warden. Marked ``real``: one at a time with the other real tests
+(tests/conftest.py)."""
 
 from __future__ import annotations
 
