@@ -275,6 +275,21 @@ def test_a_member_frozen_when_its_round_completes_counts_as_dead() -> None:
     assert members_alive_at_completion(healed).ok
 
 
+def test_a_frozen_member_whose_hang_id_another_fault_closed_is_still_reported() -> None:
+    # a hand-written trace reusing a fault id: a partition's heal closes the id "f" while
+    # the hang under that id still freezes b (the check once raised StopIteration here)
+    h = good_history()
+    i = next(i for i, e in enumerate(h) if e.kind == "rdzv_done" and e.get("round") == 1)
+    h[i:i] = [ev(2.9, "b", "fault", id="f", type="hang", target="b", phase="start"),
+              ev(2.92, "a", "fault", id="f", type="partition", groups=[["a"], ["b"]],
+                 phase="start"),
+              ev(2.94, "a", "fault", id="f", type="partition", groups=[["a"], ["b"]],
+                 phase="heal")]
+    res = members_alive_at_completion(h)
+    assert not res.ok and "b was frozen (hung) then" in res.violations[0].message
+    assert [e.kind for e in res.violations[0].witness] == ["rdzv_done"]
+
+
 def test_closing_the_rendezvous_after_an_unavoidable_failure_is_fine() -> None:
     h = [e for e in good_history() if e.t < 4.0]
     h += [ev(4.0, "b", "proc_exit", code=-9, reason="host crashed"),
