@@ -70,8 +70,9 @@ def signatures_of(checks: Sequence[CheckResult], ignore: Collection[str] = (),
                   events: Sequence[TraceEvent] = ()) -> dict[Signature, str]:
     """Every distinct violation signature of one run, with its first message (checks named
     in ``ignore`` left out); ``events``, the run's trace, name the faults behind each."""
-    fired = [(e.t, str(e.data.get("type"))) for e in events
-             if e.kind == "fault" and e.data.get("phase") == "start"]
+    faults = events.of("fault") if isinstance(events, History) else \
+        [e for e in events if e.kind == "fault"]  # (a History need not expand its summaries)
+    fired = [(e.t, str(e.data.get("type"))) for e in faults if e.data.get("phase") == "start"]
     out: dict[Signature, str] = {}
     for c in checks:
         if c.name in ignore:
@@ -84,16 +85,18 @@ def signatures_of(checks: Sequence[CheckResult], ignore: Collection[str] = (),
     return out
 
 
-def run_case(sc: Scenario, case: Case, ignore: Collection[str] = ()) -> Outcome:
+def run_case(sc: Scenario, case: Case, ignore: Collection[str] = (),
+             only: Collection[str] | None = None) -> Outcome:
     """Run one case in the sim (in memory) and check it (a variation the scenario rejects,
-    such as min above max, is no case: nothing to report). The run is the one its
+    such as min above max, is no case: nothing to report); ``only``: just the checks so
+    named (a shrink looks for one check's violations). The run is the one its
     reproducer makes (:func:`~elastic_sim.scenario.with_faults`), without rebuilding the
     scenario and its world for every case (:class:`_Worlds`)."""
     try:
         events, result = case_run(sc, case)
     except ScenarioError:
         return Outcome(case, [], {}, False)
-    sigs = signatures_of(run_checks(events), ignore, events)
+    sigs = signatures_of(run_checks(events, only), ignore, events)
     return Outcome(case, sorted(sigs), sigs, result.hung)
 
 

@@ -4,7 +4,7 @@ with the few events that witness it (Jepsen's checker discipline)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from elastic_sim.checks.verdict import CheckResult as CheckResult
 from elastic_sim.checks.verdict import Violation as Violation
@@ -250,17 +250,20 @@ CHECKS: tuple[Check, ...] = (
 """Every check, safety first, then liveness."""
 
 
-def run_checks(events: Sequence[TraceEvent]) -> list[CheckResult]:
+def run_checks(events: Sequence[TraceEvent], only: Collection[str] | None = None
+               ) -> list[CheckResult]:
     """Every check over one trace (``train_steps`` summaries read as their steps, one
-    :class:`~elastic_sim.history.History` shared by the checks);
-    violations capped at :data:`MAX_VIOLATIONS` each. Rounds of a restarted coordinator's
-    new incarnation are told apart from the old one's
+    :class:`~elastic_sim.history.History` shared by the checks), or those named in
+    ``only``; violations capped at :data:`MAX_VIOLATIONS` each. Rounds of a restarted
+    coordinator's new incarnation are told apart from the old one's
     (:func:`elastic_sim.checks.incarnations.incarnation_rounds`)."""
     from elastic_sim.checks.incarnations import incarnation_rounds
 
     hist = incarnation_rounds(history(events))
     out = []
     for check in CHECKS:
+        if only is not None and check.__name__ not in only:
+            continue
         res = check(hist)
         res.violations = res.violations[:MAX_VIOLATIONS]
         out.append(res)

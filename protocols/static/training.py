@@ -7,6 +7,7 @@ allreduce sums are exact in any order and every member computes identical floats
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import struct
 from dataclasses import dataclass
@@ -51,16 +52,39 @@ def initial_state(host: str, seed: int, nparams: int) -> TrainState:
 
 
 def gradients(step: int, rank: int, nparams: int) -> list[float]:
-    """This rank's gradient at ``step``: small integers, exact under any summation order."""
-    return [float((step * 7 + rank * 3 + i) % 5 - 2) for i in range(nparams)]
+    """This rank's gradient at ``step``: small integers, exact under any summation order.
+    Parameter i's is ``(7 step + 3 rank + i) mod 5 - 2``: it depends on ``(7 step + 3 rank)
+    mod 5`` alone, so the five rows per size are made once (a simulation computes one per
+    member per step)."""
+    return list(_gradient_row((step * 7 + rank * 3) % 5, nparams))
+
+
+@functools.lru_cache(maxsize=64)
+def _gradient_row(phase: int, nparams: int) -> tuple[float, ...]:
+    return tuple(float((phase + i) % 5 - 2) for i in range(nparams))
 
 
 def apply_step(state: TrainState, summed: list[float], world_size: int) -> TrainState:
-    """One optimiser step with the allreduced gradient sum."""
-    params = tuple(
-        p - LEARNING_RATE * g / world_size for p, g in zip(state.params, summed, strict=True)
-    )
-    return TrainState(state.step + 1, params)
+    """One optimiser step with the allreduced gradient sum. Every member of a group takes
+    the same step from the same state (that is what the sync is for), so a simulation asks
+    for each step once per member: the last few steps are remembered (a pure function:
+    the same floats, computed once)."""
+    key = (state, tuple(summed), world_size)
+    got = _STEPS.get(key)
+    if got is None:
+        params = tuple(
+            p - LEARNING_RATE * g / world_size
+            for p, g in zip(state.params, summed, strict=True)
+        )
+        got = TrainState(state.step + 1, params)
+        if len(_STEPS) >= _STEPS_KEPT:
+            _STEPS.clear()
+        _STEPS[key] = got
+    return got
+
+
+_STEPS: dict[tuple[TrainState, tuple[float, ...], int], TrainState] = {}
+_STEPS_KEPT = 4096
 
 
 def choose_root(committed_steps: list[float]) -> int:
