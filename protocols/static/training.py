@@ -68,7 +68,9 @@ def apply_step(state: TrainState, summed: list[float], world_size: int) -> Train
     """One optimiser step with the allreduced gradient sum. Every member of a group takes
     the same step from the same state (that is what the sync is for), so a simulation asks
     for each step once per member: the last few steps are remembered (a pure function:
-    the same floats, computed once)."""
+    the same floats, computed once). The memo compares floats by value, which would merge
+    a -0.0 with a 0.0; neither a state nor a sum here holds -0.0 (sums of integers start
+    from +0.0, and ``x - x`` is +0.0), so no two different steps share a key."""
     key = (state, tuple(summed), world_size)
     got = _STEPS.get(key)
     if got is None:
