@@ -51,3 +51,27 @@ def test_members_with_the_same_state_and_sum_stay_identical() -> None:
     assert apply_step(s, summed, 3) == apply_step(s, summed, 3)
     assert apply_step(s, summed, 3).step == 1
     assert apply_step(s, summed, 3).params != s.params
+
+
+def test_gradient_rows_and_remembered_steps_equal_the_formulas() -> None:
+    # the rows are cached by (7 step + 3 rank) mod 5 and updates are remembered: both
+    # must give exactly what the formulas give, for any step, rank, size and world
+    for step in range(40):
+        for rank in range(9):
+            for n in (0, 1, 4, 9, 33):
+                want = [float((step * 7 + rank * 3 + i) % 5 - 2) for i in range(n)]
+                assert gradients(step, rank, n) == want
+    s = TrainState(3, (0.5, 0.25, 0.125))
+    for world in (1, 2, 3, 7):
+        summed = [float(v) for v in (world, -2 * world, 1)]
+        for _ in range(2):  # computed, then remembered
+            got = apply_step(s, summed, world)
+            assert got.step == 4
+            assert got.params == tuple(p - (1 / 16) * g / world
+                                       for p, g in zip(s.params, summed, strict=True))
+    other = apply_step(TrainState(3, (0.5, 0.25, 0.0625)), [1.0, 1.0, 1.0], 3)
+    assert other.params != apply_step(s, [1.0, 1.0, 1.0], 3).params
+    assert apply_step(s, [1.0, 1.0, 1.0], 2).params != apply_step(s, [1.0, 1.0, 1.0], 3).params
+    got = gradients(5, 1, 4)
+    got.append(9.0)  # a caller's list is its own: the remembered row is unchanged
+    assert gradients(5, 1, 4) == [float((5 * 7 + 3 + i) % 5 - 2) for i in range(4)]
