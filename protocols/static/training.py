@@ -71,22 +71,15 @@ def apply_step(state: TrainState, summed: list[float], world_size: int) -> Train
     the same floats, computed once). The memo compares floats by value, which would merge
     a -0.0 with a 0.0; neither a state nor a sum here holds -0.0 (sums of integers start
     from +0.0, and ``x - x`` is +0.0), so no two different steps share a key."""
-    key = (state, tuple(summed), world_size)
-    got = _STEPS.get(key)
-    if got is None:
-        params = tuple(
-            p - LEARNING_RATE * g / world_size
-            for p, g in zip(state.params, summed, strict=True)
-        )
-        got = TrainState(state.step + 1, params)
-        if len(_STEPS) >= _STEPS_KEPT:
-            _STEPS.clear()
-        _STEPS[key] = got
-    return got
+    return _step(state, tuple(summed), world_size)
 
 
-_STEPS: dict[tuple[TrainState, tuple[float, ...], int], TrainState] = {}
-_STEPS_KEPT = 4096
+@functools.lru_cache(maxsize=4096)
+def _step(state: TrainState, summed: tuple[float, ...], world_size: int) -> TrainState:
+    params = tuple(
+        p - LEARNING_RATE * g / world_size for p, g in zip(state.params, summed, strict=True)
+    )
+    return TrainState(state.step + 1, params)
 
 
 def choose_root(committed_steps: list[float]) -> int:
