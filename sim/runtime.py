@@ -231,19 +231,43 @@ _PLAIN = (str, int, bool, type(None))
 _INF = float("inf")
 
 
+class _NotPlain(Exception):
+    """A value the fast copy leaves to JSON (a non-str key, a non-finite float, ...)."""
+
+
+def _plain(v: Any) -> Any:
+    """``v`` as it comes out of JSON, for the common shapes: str keys, lists and tuples
+    (lists after), str/int/bool/None and finite floats (``repr`` gives them back exactly);
+    anything else raises :class:`_NotPlain`."""
+    t = type(v)
+    if t in _PLAIN or (t is float and -_INF < v < _INF):
+        return v
+    if t is list or t is tuple:
+        return [_plain(x) for x in v]
+    if t is dict:
+        out = {}
+        for k, x in v.items():
+            if type(k) is not str:
+                raise _NotPlain
+            out[k] = _plain(x)
+        return out
+    raise _NotPlain
+
+
 def _json_copy(body: Mapping[str, JSON], allow_nan: bool = True) -> dict[str, JSON]:
-    """A copy of ``body`` as it comes out of JSON; TypeError/ValueError if it cannot."""
+    """A copy of ``body`` as it comes out of JSON; TypeError/ValueError if it cannot.
+    Plain bodies (str keys, lists, tuples, finite numbers, str, bool, None) are copied
+    directly; the rest (keys JSON would turn into strings, NaN, other types) go through
+    JSON itself."""
     if type(body) is dict:
-        for k, v in body.items():
-            if type(k) is not str or not (
-                type(v) in _PLAIN or (type(v) is float and -_INF < v < _INF)
-            ):
-                break
-        else:
-            return dict(body)  # flat and plain: JSON would give back the same
+        try:
+            out: dict[str, JSON] = _plain(body)
+            return out
+        except (_NotPlain, RecursionError):  # (a cycle: JSON says so, a ValueError)
+            pass
     if not isinstance(body, Mapping):
         raise TypeError(f"a JSON object is expected, not {type(body).__name__}")
-    out: dict[str, JSON] = json.loads(json.dumps(body, allow_nan=allow_nan))
+    out = json.loads(json.dumps(body, allow_nan=allow_nan))
     return out
 
 

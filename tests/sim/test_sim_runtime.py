@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from elastic_sim.faults.model import CrashHost, CrashProcess, HangHost
 from elastic_sim.protocols.api import Cancelled, OperationTimeout, Runtime
@@ -363,3 +366,48 @@ def test_a_started_process_runs_its_entry_only_after_its_start_up() -> None:
     assert of(ev, "child", "h0/w2") == [] and of(ev, "graceful", "h0/w2") == []
     assert one(ev, "codes").data == {"w1": 5, "w2": -15}
     assert res.exit_codes["h0/main"] == 0
+
+
+_json_leaf = (st.none() | st.booleans() | st.integers() | st.text(max_size=3)
+              | st.floats(allow_nan=True, allow_infinity=True))
+_json_key = st.text(max_size=3) | st.integers(-3, 3) | st.booleans() | st.none()
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(_json_key, st.recursive(
+    _json_leaf, lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner)
+    | st.dictionaries(_json_key, inner, max_size=3), max_leaves=12), max_size=4),
+    st.booleans())
+def test_a_copied_body_is_exactly_what_json_gives_back(body: dict[Any, Any],
+                                                       allow_nan: bool) -> None:
+    """Messages and trace fields are copied as JSON would give them back: the fast copy of
+    plain bodies and JSON itself agree on every value and type (tuples become lists,
+    non-str keys strings, -0.0 stays -0.0), and on what they refuse."""
+    from elastic_sim.sim.runtime import _json_copy
+
+    def exact(v: Any) -> Any:  # a comparable form that tells 1 from 1.0 and -0.0 from 0.0
+        if isinstance(v, dict):
+            return ("d", [(k, exact(x)) for k, x in v.items()])
+        if isinstance(v, list):
+            return ("l", [exact(x) for x in v])
+        return (type(v).__name__, repr(v))
+
+    try:
+        want: Any = json.loads(json.dumps(body, allow_nan=allow_nan))
+    except ValueError as exc:
+        with pytest.raises(type(exc)):
+            _json_copy(body, allow_nan)
+        return
+    got = _json_copy(body, allow_nan)
+    assert exact(got) == exact(want)
+    if all(type(k) is str for k in body):  # a copy: no list or dict of the body is shared
+        assert all(got[k] is not v for k, v in body.items() if isinstance(v, (list, dict)))
+
+
+def test_a_body_that_contains_itself_is_refused_as_json_refuses_it() -> None:
+    from elastic_sim.sim.runtime import _json_copy
+
+    loop: list[Any] = [1]
+    loop.append(loop)
+    with pytest.raises(ValueError, match="Circular reference"):
+        _json_copy({"x": loop})
