@@ -161,10 +161,27 @@ def count(out: Path, tmp: Path, launcher: int) -> Leftovers:
     return Leftovers(procs, spaces, listening, temp, wardens)
 
 
+def left_after(out: Path, tmp: Path, launcher: int, grace: float = 10.0) -> Leftovers:
+    """What the run left once it is all gone, or ``grace`` seconds from now at the latest:
+    counted every quarter second, and an empty count counted again half a second later
+    (nothing of a run that is all gone can start anything again)."""
+    deadline = time.monotonic() + grace
+    while True:
+        left = count(out, tmp, launcher)
+        if left.total == 0:
+            time.sleep(0.5)
+            left = count(out, tmp, launcher)
+            if left.total == 0:
+                return left
+        if time.monotonic() >= deadline:
+            return left
+        time.sleep(0.25)
+
+
 def kill_once(scenario: Path, phase: str, i: int, base: Path, grace: float = 10.0
               ) -> tuple[bool, Leftovers]:
     """One run, its launcher SIGKILLed in ``phase``; (whether the phase was reached, what
-    was left ``grace`` seconds later)."""
+    was left when it was all gone or ``grace`` seconds later: :func:`left_after`)."""
     out, tmp = base / f"{phase}-{i}", base / f"tmp-{phase}-{i}"
     tmp.mkdir(parents=True)
     proc = start(scenario, out, tmp)
@@ -174,5 +191,4 @@ def kill_once(scenario: Path, phase: str, i: int, base: Path, grace: float = 10.
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
         proc.wait()
-    time.sleep(grace)
-    return reached, count(out, tmp, proc.pid)
+    return reached, left_after(out, tmp, proc.pid, grace)
