@@ -159,8 +159,7 @@ def validate_knobs(info: ProtocolInfo, raw: Mapping[str, Any]) -> dict[str, Any]
     Raises ValueError('<knob>: <message>') on the first problem."""
     if info.knobs is None:  # a protocol without a knobs class takes them as given
         return {str(k): v for k, v in raw.items()}
-    fields = {f.name: f for f in dataclasses.fields(info.knobs)}
-    hints = typing.get_type_hints(info.knobs, include_extras=True)
+    fields = _fields(info.knobs)
     for key in raw:
         if key not in fields:
             raise ValueError(
@@ -168,15 +167,15 @@ def validate_knobs(info: ProtocolInfo, raw: Mapping[str, Any]) -> dict[str, Any]
                 + ", ".join(sorted(fields))
             )
     out: dict[str, Any] = {}
+    defaults = None
     for name in fields:
         if name not in raw:
-            out[name] = _plain(getattr(info.knobs(), name))
+            if defaults is None:
+                defaults = info.knobs()
+            out[name] = _plain(getattr(defaults, name))
             continue
         try:
-            hint = hints[name]
-            config = None if dataclasses.is_dataclass(hint) else _FINITE
-            value = pydantic.TypeAdapter(hint, config=config).validate_python(
-                raw[name], strict=False)
+            value = _adapter(info.knobs, name).validate_python(raw[name], strict=False)
         except pydantic.ValidationError as exc:
             err = exc.errors()[0]
             where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
@@ -185,6 +184,29 @@ def validate_knobs(info: ProtocolInfo, raw: Mapping[str, Any]) -> dict[str, Any]
             raise ValueError(f"{name}{where}: {err['msg']}{note} (got {got!r})") from None
         out[name] = _plain(value)
     return out
+
+
+_FIELDS: dict[type[Any], tuple[str, ...]] = {}
+_ADAPTERS: dict[tuple[type[Any], str], pydantic.TypeAdapter[Any]] = {}
+
+
+def _fields(knobs: type[Any]) -> tuple[str, ...]:
+    """The knob names of a knobs dataclass, in declaration order."""
+    names = _FIELDS.get(knobs)
+    if names is None:
+        names = _FIELDS[knobs] = tuple(f.name for f in dataclasses.fields(knobs))
+    return names
+
+
+def _adapter(knobs: type[Any], name: str) -> pydantic.TypeAdapter[Any]:
+    """The validator of one knob, built once per (knobs class, knob): building a
+    TypeAdapter costs far more than validating with it, and a world is built per run."""
+    adapter = _ADAPTERS.get((knobs, name))
+    if adapter is None:
+        hint = typing.get_type_hints(knobs, include_extras=True)[name]
+        config = None if dataclasses.is_dataclass(hint) else _FINITE
+        adapter = _ADAPTERS[(knobs, name)] = pydantic.TypeAdapter(hint, config=config)
+    return adapter
 
 
 def _plain(value: Any) -> Any:
