@@ -226,11 +226,11 @@ class StretchBook:
     def _sums(self, st: _Stretch, k: int) -> list[list[float]]:
         """Each step's allreduce result (in rank order, as the fine run sums)."""
         out = []
+        first, rest = st.arrivals[0], st.arrivals[1:]
         for i in range(k):
-            total = [float(v) for v in st.arrivals[0].grads(i)]
-            for a in st.arrivals[1:]:
-                for j, x in enumerate(a.grads(i)):
-                    total[j] += float(x)
+            total = [float(v) for v in first.grads(i)]
+            for a in rest:  # (a float plus a number converts it as float() does)
+                total = [t + x for t, x in zip(total, a.grads(i), strict=True)]
             out.append(total)
         return out
 
