@@ -1,0 +1,188 @@
+"""Process groups, one per membership epoch: what a runtime implements (:class:`Group`) and
+what protocols hold (:class:`TracedGroup`), whose collectives are traced and numbered the
+same way in both runtimes."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from elastic_sim.protocols.api.concurrency import T, Task
+from elastic_sim.protocols.api.errors import CollectiveError
+from elastic_sim.protocols.api.message import JSON
+
+if TYPE_CHECKING:  # the runtime builds TracedGroups: importing it here would be a cycle
+    from elastic_sim.protocols.api.runtime import Runtime
+
+Received = bytes | bytearray | memoryview
+"""Bytes a member receives from a broadcast or a recv: a runtime may hand over the buffer
+the transport filled (a bytearray, a memoryview) instead of copying it into bytes."""
+Sendable = bytes | bytearray | memoryview
+"""Bytes a member sends: a view of a larger buffer travels without a copy."""
+
+
+class Group(abc.ABC):
+    """A process group of one membership epoch (Gloo semantics).
+
+    A collective completes only when every member has entered the same one (matched by
+    the group's sequence number); it raises :class:`CollectiveFailed` when a member died
+    (each survivor notices after its own detection latency) and :class:`CollectiveTimeout`
+    when a member hangs or is cut off. Payloads are bytes and float lists so the sim needs
+    no torch; the real runtime moves them as tensors. What a member receives is a buffer
+    (:data:`Received`: the real runtime hands over the memory Gloo filled, a memoryview):
+    read it as bytes-like (``bytes(got)`` where ``bytes`` methods are needed).
+    """
+
+    name: str
+    rank: int
+    size: int
+
+    @abc.abstractmethod
+    async def _allreduce(self, values: list[float]) -> list[float]:
+        """Element-wise sum over members."""
+
+    @abc.abstractmethod
+    async def _broadcast(self, data: bytes, root: int) -> Received:
+        """Root's ``data`` to everyone; every member passes a buffer of the same length."""
+
+    @abc.abstractmethod
+    async def _barrier(self) -> None:
+        """Return when every member has entered."""
+
+    @abc.abstractmethod
+    async def _send(self, dst: int, data: Sendable) -> None:
+        """Point-to-point send to rank ``dst``."""
+
+    @abc.abstractmethod
+    async def _recv(self, src: int, nbytes: int) -> Received:
+        """Point-to-point receive of exactly ``nbytes`` from rank ``src``."""
+
+    @abc.abstractmethod
+    def abort(self) -> None:
+        """Fail every pending and future collective of this member with CollectiveFailed."""
+
+
+def blamed(exc: CollectiveError) -> dict[str, int]:
+    """The trace field naming the peer a collective failure blamed (none if unknown)."""
+    peer = getattr(exc, "peer", None)
+    return {} if peer is None else {"peer": int(peer)}
+
+
+@dataclass
+class StretchResult:
+    """What a runtime's fast ``train`` (:meth:`TracedGroup.train`) hands back: the sums of
+    the steps it ran (``apply`` them in order), then, if steps remain, either the next
+    step's allreduce already entered (``entry``: await its result) or its compute done
+    (``slept``), or neither (go on step by step)."""
+
+    sums: list[list[float]] = field(default_factory=list)
+    entry: Awaitable[list[float]] | None = None
+    slept: bool = False
+
+
+class TracedGroup:
+    """What protocols hold: a :class:`Group` whose collectives are traced identically in
+    both runtimes (``coll_enter`` / ``coll_done`` / ``coll_fail``) and numbered."""
+
+    def __init__(self, rt: Runtime, inner: Group) -> None:
+        self._rt = rt
+        self._inner = inner
+        self.name = inner.name
+        self.rank = inner.rank
+        self.size = inner.size
+        self.seq = 0
+
+    async def _traced(self, op: str, nbytes: int, aw: Awaitable[T], entered: bool = False
+                      ) -> T:
+        seq = self.seq
+        self.seq += 1
+        if not entered:  # else its coll_enter is in a train_steps summary
+            self._rt.record("coll_enter", group=self.name, seq=seq, op=op, nbytes=nbytes)
+        try:
+            out = await aw
+        except CollectiveError as exc:
+            self._rt.record("coll_fail", group=self.name, seq=seq, op=op,
+                            error=type(exc).__name__, **blamed(exc))
+            raise
+        self._rt.record("coll_done", group=self.name, seq=seq, op=op)
+        return out
+
+    async def allreduce(self, values: Sequence[float]) -> list[float]:
+        """Element-wise sum over members."""
+        vals = list(values)
+        return await self._traced("allreduce", 8 * len(vals), self._inner._allreduce(vals))
+
+    async def train(self, count: int, step_time: float, grads: Callable[[int], list[float]],
+                    apply: Callable[[int, list[float]], None], first: int, *,
+                    trace_step: bool = True, **fields: JSON) -> None:
+        """``count`` training steps, each ``sleep(step_time)`` (the compute) then an
+        allreduce of ``grads(i)``, then ``apply(i, summed)`` and a ``step`` event
+        (``fields`` and ``step=first + i``; none where ``trace_step`` is False: a member
+        whose steps another member traces). :class:`CollectiveError` after ``apply`` of the
+        steps done. Every member calls it with the same ``count`` and ``step_time``.
+
+        This is the loop below in every runtime, except that the sim at its default
+        fidelity (``fast``) runs a lockstep stretch of the members as one event and traces
+        it as one ``train_steps`` summary (:mod:`sim.stretch`), with the same times and
+        results, splitting it where anything touches the run."""
+        fast = getattr(self._inner, "_train", None)
+        step_fields = fields if trace_step else None
+        if fast is None:
+            await self.steps(0, count, step_time, grads, apply, first, step_fields)
+            return
+        out: StretchResult = await fast(count, step_time, grads, first, step_fields)
+        for i, summed in enumerate(out.sums):
+            apply(i, summed)
+        k = len(out.sums)
+        self.seq += k
+        slept = False
+        if out.entry is not None:  # inside step k's allreduce (its coll_enter is traced)
+            summed = await self._traced("allreduce", 8 * len(grads(k)), out.entry, True)
+            apply(k, summed)
+            if step_fields is not None:
+                self._rt.record("step", **step_fields, step=first + k)
+            k += 1
+        elif out.slept:  # step k's compute is done
+            slept = True
+        await self.steps(k, count, step_time, grads, apply, first, step_fields, slept)
+
+    async def steps(self, start: int, count: int, step_time: float,
+                    grads: Callable[[int], list[float]],
+                    apply: Callable[[int, list[float]], None], first: int,
+                    fields: Mapping[str, JSON] | None, slept: bool = False) -> None:
+        """Steps ``start..count-1`` of :meth:`train` one by one (``slept``: the first
+        step's compute is already done; ``fields`` None: no ``step`` events)."""
+        for i in range(start, count):
+            if not slept:
+                await self._rt.sleep(step_time)
+            slept = False
+            summed = await self.allreduce(grads(i))
+            apply(i, summed)
+            if fields is not None:
+                self._rt.record("step", **fields, step=first + i)
+
+    async def broadcast(self, data: bytes, root: int) -> Received:
+        """Root's bytes to all; every member passes a buffer of the same length."""
+        return await self._traced("broadcast", len(data), self._inner._broadcast(data, root))
+
+    async def barrier(self) -> None:
+        """Return when every member has entered."""
+        await self._traced("barrier", 0, self._inner._barrier())
+
+    async def send(self, dst: int, data: Sendable) -> None:
+        """Point-to-point send (not numbered: only the two ends take part)."""
+        await self._inner._send(dst, data)
+
+    def spawn(self, coro: Coroutine[Any, Any, T], name: str = "") -> Task[T]:
+        """Run ``coro`` as a task of this member's process (a send overlapping a recv)."""
+        return self._rt.spawn(coro, name)
+
+    async def recv(self, src: int, nbytes: int) -> Received:
+        """Point-to-point receive of exactly ``nbytes``."""
+        return await self._inner._recv(src, nbytes)
+
+    def abort(self) -> None:
+        """Fail this member's pending and future collectives."""
+        self._inner.abort()
