@@ -6,6 +6,7 @@ arrived."""
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Sequence
 
 from elastic_sim.checks.capacity import Capacity, replay
@@ -125,11 +126,11 @@ def healthy_hosts_kept(events: Sequence[TraceEvent]) -> CheckResult:
                       "no healthy host blacklisted or evicted; barriers trip only when their "
                       "distinct parties arrived",
                       unit="reconfigurations, blacklistings and barriers")
-    entered: dict[object, dict[str, TraceEvent]] = {}
-    tripped: set[object] = set()
+    barriers = _Barriers(res, _clock_uncertainty(events))
     last_world: TraceEvent | None = None
     joined: dict[str, float] = {}
     for ev, cap in replay(events):
+        barriers.settle(ev.t)
         if ev.kind == "rdzv_join":
             joined[ev.host] = ev.t
         if ev.kind in WORLD and (last_world is None or _round(ev) != _round(last_world)):
@@ -146,18 +147,10 @@ def healthy_hosts_kept(events: Sequence[TraceEvent]) -> CheckResult:
                     f"{target} was blacklisted at {ev.t:g} s though no fault hit it and none "
                     "of its workers was made to fail", [ev]))
         elif ev.kind == "exit_barrier_enter":
-            entered.setdefault(ev.get("round"), {}).setdefault(ev.host, ev)
-        elif ev.kind == "exit_barrier_done" and ev.get("round") not in tripped:
-            rnd = ev.get("round")
-            tripped.add(rnd)
-            res.checked += 1
-            parties = entered.get(rnd, {})
-            size = next((e.get("world_size") for e in parties.values()), None)
-            if isinstance(size, int) and len(parties) < size:
-                res.violations.append(Violation(
-                    f"the exit barrier of round {rnd} tripped with {len(parties)} of its "
-                    f"{size} hosts in it ({', '.join(sorted(parties))})",
-                    [*parties.values(), ev]))
+            barriers.enter(ev)
+        elif ev.kind == "exit_barrier_done":
+            barriers.done(ev)
+    barriers.settle(math.inf)
     return res
 
 
@@ -175,3 +168,79 @@ def _evictions(res: CheckResult, before: TraceEvent, after: TraceEvent, cap: Cap
             res.violations.append(Violation(
                 f"{host} was left out of the world formed at {after.t:g} s though it had "
                 "asked to join, never failed and could go on", [before, after]))
+
+
+def _clock_uncertainty(events: Sequence[TraceEvent]) -> dict[str, float]:
+    """Each host's clock uncertainty, in seconds, where a real cluster run measured one
+    (``clock_sync``); none in the sim or on one machine, where the trace's order is the
+    order things happened in."""
+    out: dict[str, float] = {}
+    for ev in events:
+        if ev.kind == "clock_sync":
+            for host in ev.get("hosts") or []:
+                out[str(host)] = float(ev.get("uncertainty") or 0.0)
+        elif ev.kind not in ("run_start", "clock_sync"):
+            break  # clock_sync events come first, before anything runs
+    return out
+
+
+class _Barrier:
+    """A round's exit barrier, once it tripped: the hosts in it when it did."""
+
+    def __init__(self, done: TraceEvent, parties: dict[str, TraceEvent], until: float) -> None:
+        self.done = done
+        self.parties = dict(parties)
+        self.until = until
+        """Until when an entry stamped later may still have come first (clock uncertainty)."""
+
+
+class _Barriers:
+    """The exit barriers of a run: a barrier trips only once as many distinct hosts as its
+    round's world size entered it. Entries before its first ``exit_barrier_done`` in the
+    trace count; in a real cluster run, so does an entry stamped after it by no more than
+    the two hosts' clock uncertainties together (their true order is unknown then)."""
+
+    def __init__(self, res: CheckResult, uncertainty: dict[str, float]) -> None:
+        self.res = res
+        self.u = uncertainty
+        self.most = max(uncertainty.values(), default=0.0)
+        self.entered: dict[object, dict[str, TraceEvent]] = {}
+        self.open: dict[object, _Barrier] = {}
+        self.judged: set[object] = set()
+
+    def enter(self, ev: TraceEvent) -> None:
+        """A host entered a round's barrier."""
+        rnd = ev.get("round")
+        self.entered.setdefault(rnd, {}).setdefault(ev.host, ev)
+        b = self.open.get(rnd)
+        if b is not None and ev.t <= b.done.t + self.u.get(ev.host, 0.0) + \
+                self.u.get(b.done.host, 0.0):
+            b.parties.setdefault(ev.host, ev)
+
+    def done(self, ev: TraceEvent) -> None:
+        """A member left a round's barrier: the first one is when it tripped."""
+        rnd = ev.get("round")
+        if rnd in self.judged or rnd in self.open:
+            return
+        b = _Barrier(ev, self.entered.get(rnd, {}), ev.t + self.most + self.u.get(ev.host, 0.0))
+        if b.until <= ev.t:  # no clock uncertainty: judged at once, on the trace's order
+            self._judge(rnd, b)
+        else:
+            self.open[rnd] = b
+
+    def settle(self, now: float) -> None:
+        """Judge the barriers that no later entry can join any more (``now``: the time the
+        trace has reached; inf at its end)."""
+        for rnd in [r for r, b in self.open.items() if b.until < now]:
+            self._judge(rnd, self.open.pop(rnd))
+
+    def _judge(self, rnd: object, b: _Barrier) -> None:
+        self.judged.add(rnd)
+        self.res.checked += 1
+        parties = b.parties
+        size = next((e.get("world_size") for e in parties.values()), None)
+        if isinstance(size, int) and len(parties) < size:
+            self.res.violations.append(Violation(
+                f"the exit barrier of round {rnd} tripped with {len(parties)} of its "
+                f"{size} hosts in it ({', '.join(sorted(parties))})",
+                [*parties.values(), b.done]))

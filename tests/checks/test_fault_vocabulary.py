@@ -115,3 +115,42 @@ def test_a_fault_after_the_completion_exempts_its_host_even_after_an_earlier_fau
     assert clean_shutdown(h).ok
     h[-4] = fault(5.0, "link", ["h1", "h2"])  # no fault on h0 at the completion: judged
     assert not clean_shutdown(h).ok
+
+
+def _barrier(gap: float, sync: dict[str, float] | None) -> list[TraceEvent]:
+    """Round 0's exit barrier as a real cluster run traced it (stop 23's CI): h2 and h1
+    enter, h1 leaves it, and h0's entry is stamped ``gap`` s after that; ``sync``: each
+    host's clock uncertainty (clock_sync events), or none (the sim, one machine)."""
+    start = ev(0.0, "*", "run_start", "elastic-sim", coordinator="h0", protocol="torchelastic",
+               knobs={"min_nodes": 2, "max_nodes": 3, "max_restarts": 3})
+    syncs = [TraceEvent(0.0, "*", "coordinator", "clock_sync",
+                        {"node": i, "hosts": [h], "offset": 0.0, "uncertainty": u})
+             for i, (h, u) in enumerate((sync or {}).items())]
+    done = 32.496992
+    return [start, *syncs, *(ev(0.0, h, "proc_start") for h in ("h0", "h1", "h2")),
+            ev(32.476256, "h2", "exit_barrier_enter", round=0, world_size=3),
+            ev(32.485176, "h1", "exit_barrier_enter", round=0, world_size=3),
+            ev(done, "h1", "exit_barrier_done", round=0),
+            ev(done + gap, "h0", "exit_barrier_enter", round=0, world_size=3),
+            ev(done + gap + 0.004, "h0", "exit_barrier_done", round=0),
+            ev(40.0, "*", "run_end", "elastic-sim", outcome="completed")]
+
+
+def test_an_exit_barrier_entry_within_the_clocks_uncertainty_may_have_come_first() -> None:
+    """In a real cluster run each host's clock is known only within its clock_sync
+    uncertainty: an entry stamped after the barrier tripped by less than the two hosts'
+    uncertainties together may have come first, and is no evidence that it tripped early.
+    Beyond that, and wherever no clock was uncertain (the sim's trace order is the order
+    things happened in), the barrier tripped with too few hosts."""
+    clocks = {"h0": 0.002048, "h1": 5.2e-05, "h2": 5.2e-05}
+    res = healthy_hosts_kept(_barrier(0.000619, clocks))
+    assert res.ok and res.checked == 1, res.violations
+    late = healthy_hosts_kept(_barrier(0.0025, clocks))
+    assert not late.ok
+    assert late.violations[0].message == (
+        "the exit barrier of round 0 tripped with 2 of its 3 hosts in it (h1, h2)")
+    assert [e.kind for e in late.violations[0].witness] == [
+        "exit_barrier_enter", "exit_barrier_enter", "exit_barrier_done"]
+    same = healthy_hosts_kept(_barrier(0.000619, None))
+    assert not same.ok and "2 of its 3 hosts" in same.violations[0].message
+    assert not healthy_hosts_kept(_barrier(0.0, None)).ok  # same instant, after: still late
