@@ -260,6 +260,13 @@ def _json_copy(body: Mapping[str, JSON], allow_nan: bool = True) -> dict[str, JS
     directly; the rest (keys JSON would turn into strings, NaN, other types) go through
     JSON itself."""
     if type(body) is dict:
+        for k, v in body.items():
+            if type(k) is not str or not (
+                type(v) in _PLAIN or (type(v) is float and -_INF < v < _INF)
+            ):
+                break
+        else:
+            return dict(body)  # flat and plain (most trace events): no call per field
         try:
             out: dict[str, JSON] = _plain(body)
             return out

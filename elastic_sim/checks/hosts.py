@@ -179,7 +179,7 @@ def _clock_uncertainty(events: Sequence[TraceEvent]) -> dict[str, float]:
         if ev.kind == "clock_sync":
             for host in ev.get("hosts") or []:
                 out[str(host)] = float(ev.get("uncertainty") or 0.0)
-        elif ev.kind not in ("run_start", "clock_sync"):
+        elif ev.kind != "run_start":
             break  # clock_sync events come first, before anything runs
     return out
 
