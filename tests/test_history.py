@@ -187,3 +187,24 @@ def test_history_answers_as_the_expanded_view(path: str, seed: int) -> None:
         t = rng.choice(expanded).t + rng.choice((0.0, -1e-9, 1e-9))
         got = hist.first_from(t)
         assert got == next((e for e in expanded if e.t >= t), None)
+
+
+@pytest.mark.parametrize("path", ["scenarios/scale_down.yaml",
+                                  "scenarios/torchelastic/worker_crash.yaml",
+                                  "scenarios/horovod/hosts_added_and_removed.yaml"])
+def test_judging_a_passing_run_never_expands_its_summaries(path: str) -> None:
+    """The checks, the contract and the metrics read a passing run's training summaries
+    natively: the step-by-step view (a few events per step per worker, most of a long
+    run's judging time) is never made. A check that walks the whole trace to find one
+    early event would make it (stop 23's clock_sync scan did)."""
+    sc = load_scenario(ROOT / path)
+    hist, _, result = simulate(sc, sc.seed)
+    native = History(hist.raw)
+    assert native.stretches
+    checks = run_checks(native)
+    assert all(c.ok for c in checks), [c.name for c in checks if not c.ok]
+    judge(native, checks)
+    body = History(hist.raw[:-1])
+    compute(body, sc.workload.steps, result.exit_codes, result.hung, result.end_time,
+            sc.workload.batch_size)
+    assert native._expanded is None and body._expanded is None

@@ -175,7 +175,7 @@ def _clock_uncertainty(events: Sequence[TraceEvent]) -> dict[str, float]:
     (``clock_sync``); none in the sim or on one machine, where the trace's order is the
     order things happened in."""
     out: dict[str, float] = {}
-    for ev in events:
+    for ev in history(events).plain:  # (not the expanded view: it need not be made)
         if ev.kind == "clock_sync":
             for host in ev.get("hosts") or []:
                 out[str(host)] = float(ev.get("uncertainty") or 0.0)
