@@ -69,7 +69,10 @@ class SimGroup(Group):
             raise CollectiveFailed(f"group {self.name}: {self._m.abort_reason}")
 
     async def _train(self, count: int, step_time: float, grads: Callable[[int], list[float]],
-                     first: int, fields: Mapping[str, JSON] | None) -> StretchResult:
+                     first: int, fields: Mapping[str, JSON] | None,
+                     marks: tuple[int, ...] = (),
+                     reached: Callable[[int, list[list[float]]], None] | None = None
+                     ) -> StretchResult:
         """:meth:`protocols.api.TracedGroup.train`'s fast path (:mod:`sim.stretch`)."""
         self._check()
         book = self._engine.stretches
@@ -77,7 +80,8 @@ class SimGroup(Group):
             return StretchResult()
         proc = self._m.proc
         sleep_s = step_time * proc.host.slowdown + book.wake_latency if step_time > 0.0 else 0.0
-        out: StretchResult = await book.arrive(self._m, count, sleep_s, grads, first, fields)
+        out: StretchResult = await book.arrive(self._m, count, sleep_s, grads, first, fields,
+                                               marks, reached)
         return out
 
     async def _allreduce(self, values: list[float]) -> list[float]:

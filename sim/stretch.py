@@ -10,6 +10,14 @@ fine-grained chain of timers makes), schedules one event at ``c_count``, and tra
 ``train_steps`` summary per member (:func:`elastic_sim.trace.expand_stretches` turns it
 back into the ``coll_enter``/``coll_done``/``step`` events the fine run has).
 
+A ``train`` may name *marks*: steps after which each member does something that touches
+no other member and awaits nothing (a torchelastic worker sends its checkpoint to its
+agent). The stretch runs on through them: at a mark's instant ``c_i`` (one event) it traces
+each member's summary of the steps since the last mark, as a stretch ending there would,
+hands each member those steps' sums and lets it act (:meth:`Arrival.reached`), in rank
+order, as the members' tasks would resume then. The trace is the one a stretch per mark
+would make.
+
 What could touch a stretch is a fault (each fault's start and heal), a process killed,
 signalled, stopped or a host paused, crashed or resumed: every one of them calls
 :meth:`StretchBook.split_all` first, which ends each running stretch at that instant ``t``
@@ -41,15 +49,21 @@ if TYPE_CHECKING:
 
 KIND = "train_steps"
 
+Reached = Callable[[int, list[list[float]]], None]
+"""A member's mark hook: ``reached(i, sums)``, the sums of its steps since the last mark
+(or the start) up to mark ``i``, which it applies before it acts."""
+
 
 class Arrival(Pending[StretchResult]):
     """One member's entry into a ``train``: awaited for its :class:`StretchResult`."""
 
-    __slots__ = ("count", "fields", "first", "grads", "member", "nvalues", "sleep_s", "t")
+    __slots__ = ("count", "fields", "first", "grads", "marks", "member", "nvalues", "reached",
+                 "sleep_s", "t")
 
     def __init__(self, kernel: Kernel, member: Member, count: int, sleep_s: float,
                  grads: Callable[[int], list[float]], first: int,
-                 fields: Mapping[str, JSON] | None) -> None:
+                 fields: Mapping[str, JSON] | None, marks: tuple[int, ...] = (),
+                 reached: Reached | None = None) -> None:
         super().__init__(kernel)
         self.member = member
         self.count = count
@@ -57,6 +71,9 @@ class Arrival(Pending[StretchResult]):
         self.grads = grads
         self.first = first
         self.fields = fields
+        self.marks = marks if reached is not None else ()
+        """Steps (ascending) after which ``reached`` is called."""
+        self.reached = reached
         self.t = kernel.now
         self.nvalues = len(grads(0))
 
@@ -72,6 +89,11 @@ class _Stretch:
         self.count = a0.count
         self.seq0 = a0.member.seq
         self.nbytes = 8 * a0.nvalues
+        self.lo = 0
+        """The first step not yet summarised (and handed over): the last mark's plus one."""
+        self.marks = [i for i in a0.marks if i < self.count - 1]
+        """The marks the stretch acts on itself (the last step's is the member's own, once
+        the stretch ends)."""
         self.enter: list[float] = []
         self.done: list[float] = []
         t = self.start
@@ -81,6 +103,7 @@ class _Stretch:
             t = t + cost
             self.done.append(t)
         self.call: Call | None = None
+        self.mark_call: Call | None = None
 
 
 class StretchBook:
@@ -100,9 +123,10 @@ class StretchBook:
     # -- arriving ----------------------------------------------------------------------
 
     def arrive(self, m: Member, count: int, sleep_s: float, grads: Callable[[int], list[float]],
-               first: int, fields: Mapping[str, JSON] | None) -> Arrival:
+               first: int, fields: Mapping[str, JSON] | None, marks: tuple[int, ...] = (),
+               reached: Reached | None = None) -> Arrival:
         """``m`` enters a ``train`` of ``count`` steps; await the result."""
-        a = Arrival(self.k, m, count, sleep_s, grads, first, fields)
+        a = Arrival(self.k, m, count, sleep_s, grads, first, fields, marks, reached)
         g = m.group
         key = (id(g), m.seq)
         if not self.enabled or count < 1 or key in self._closed:
@@ -141,6 +165,7 @@ class StretchBook:
             p = m.proc
             if (a.t != a0.t or a.count != a0.count or a.sleep_s != a0.sleep_s
                     or a.nvalues != a0.nvalues or m.seq != a0.member.seq or m.dead
+                    or a.marks != a0.marks
                     or m.aborted or not p.alive or not p.runnable or p.wedged
                     or m.pending or self.engine.injected.get(p.host.name)):
                 return False
@@ -153,7 +178,28 @@ class StretchBook:
             return
         st = _Stretch(g, arrivals, self.engine._cost(g, "allreduce", 8 * arrivals[0].nvalues))
         st.call = self.k.call_exactly(st.done[-1], self._complete, st)
+        self._next_mark(st)
         self.active.append(st)
+
+    def _next_mark(self, st: _Stretch) -> None:
+        """Schedule the stretch's next mark at its step's end (one pending at a time)."""
+        st.mark_call = None
+        while st.marks and st.marks[0] < st.lo:
+            st.marks.pop(0)
+        if st.marks:
+            i = st.marks.pop(0)
+            st.mark_call = self.k.call_exactly(st.done[i], self._mark, st, i)
+
+    def _mark(self, st: _Stretch, i: int) -> None:
+        """Mark ``i``'s step ended now: summarise the steps since the last mark, hand each
+        member their sums and let it act (in rank order), and run on."""
+        self._record(st, i + 1, False)
+        sums = self._sums(st, i + 1)
+        st.lo = i + 1
+        for a in st.arrivals:
+            assert a.reached is not None
+            a.reached(i, [list(s) for s in sums])
+        self._next_mark(st)
 
     # -- ending ------------------------------------------------------------------------
 
@@ -168,32 +214,41 @@ class StretchBook:
         now = self.k.now
         for st in list(self.active):
             self.active.remove(st)
-            if st.call is not None:
-                st.call.cancel()
-            k = bisect_left(st.done, now)  # steps done strictly before now
+            self._cancel(st)
+            # steps done strictly before now, or up to a mark taken at this very instant
+            k = max(bisect_left(st.done, now), st.lo)
             self._end(st, k, now > st.enter[k])
+
+    @staticmethod
+    def _cancel(st: _Stretch) -> None:
+        for call in (st.call, st.mark_call):
+            if call is not None:
+                call.cancel()
 
     def finish(self) -> None:
         """The run ends now: summarise the steps each stretch has done by now."""
         now = self.k.now
         for st in self.active:
-            if st.call is not None:
-                st.call.cancel()
-            k = bisect_left(st.done, now)
+            self._cancel(st)
+            k = max(bisect_left(st.done, now), st.lo)
             self._record(st, k, k < st.count and now > st.enter[k])
         self.active = []
 
     def _record(self, st: _Stretch, k: int, entered: bool) -> None:
-        if k == 0 and not entered:
+        """Each member's summary of steps ``lo..k-1`` (and, ``entered``, step k's entry),
+        as a stretch begun at the last mark would trace it."""
+        lo = st.lo
+        if k == lo and not entered:
             return
+        start = st.start if lo == 0 else st.done[lo - 1]
         for a in st.arrivals:
             p = a.member.proc
             if p.alive:
                 self.k.trace(p.host.name, p.name, KIND, {
-                    "group": st.group.name, "seq": st.seq0, "op": "allreduce",
-                    "nbytes": st.nbytes, "steps": k, "open": entered, "first": a.first,
-                    "start": st.start, "sleep": st.sleep_s, "cost": st.cost,
-                    "fields": None if a.fields is None else dict(a.fields)})
+                    "group": st.group.name, "seq": st.seq0 + lo, "op": "allreduce",
+                    "nbytes": st.nbytes, "steps": k - lo, "open": entered,
+                    "first": a.first + lo, "start": start, "sleep": st.sleep_s,
+                    "cost": st.cost, "fields": None if a.fields is None else dict(a.fields)})
 
     def _end(self, st: _Stretch, k: int, entered: bool | None) -> None:
         """Settle every member: ``k`` steps done; then (None) all done: wake now, as a
@@ -202,6 +257,7 @@ class StretchBook:
         the task when it ends, fails or times out, as the fine run's entry would."""
         self._record(st, k, bool(entered))
         sums = self._sums(st, k)
+        st.lo = k
         for a in st.arrivals:
             a.member.seq = st.seq0 + k
         wake: list[Waiter] = []
@@ -224,10 +280,11 @@ class StretchBook:
             self.k.soon(wake_all, wake)
 
     def _sums(self, st: _Stretch, k: int) -> list[list[float]]:
-        """Each step's allreduce result (in rank order, as the fine run sums)."""
+        """Each step's allreduce result (in rank order, as the fine run sums), of steps
+        ``lo..k-1`` (those not handed over at a mark yet)."""
         out = []
         first, rest = st.arrivals[0], st.arrivals[1:]
-        for i in range(k):
+        for i in range(st.lo, k):
             total = [float(v) for v in first.grads(i)]
             for a in rest:  # (a float plus a number converts it as float() does)
                 total = [t + x for t, x in zip(total, a.grads(i), strict=True)]

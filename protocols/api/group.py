@@ -5,7 +5,7 @@ same way in both runtimes."""
 from __future__ import annotations
 
 import abc
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -116,44 +116,90 @@ class TracedGroup:
 
     async def train(self, count: int, step_time: float, grads: Callable[[int], list[float]],
                     apply: Callable[[int, list[float]], None], first: int, *,
-                    trace_step: bool = True, **fields: JSON) -> None:
+                    trace_step: bool = True, marks: Sequence[int] = (),
+                    at_mark: Callable[[int], None] | None = None, **fields: JSON) -> None:
         """``count`` training steps, each ``sleep(step_time)`` (the compute) then an
         allreduce of ``grads(i)``, then ``apply(i, summed)`` and a ``step`` event
         (``fields`` and ``step=first + i``; none where ``trace_step`` is False: a member
-        whose steps another member traces). :class:`CollectiveError` after ``apply`` of the
-        steps done. Every member calls it with the same ``count`` and ``step_time``.
+        whose steps another member traces), then, for ``i`` in ``marks``, ``at_mark(i)``:
+        what the member does at that step's end that touches no other member and awaits
+        nothing (a torchelastic worker sends its agent a checkpoint). :class:`CollectiveError`
+        after ``apply`` of the steps done. Every member calls it with the same ``count``,
+        ``step_time`` and ``marks``.
 
         This is the loop below in every runtime, except that the sim at its default
         fidelity (``fast``) runs a lockstep stretch of the members as one event and traces
-        it as one ``train_steps`` summary (:mod:`sim.stretch`), with the same times and
-        results, splitting it where anything touches the run."""
+        it as one ``train_steps`` summary per mark (:mod:`sim.stretch`), with the same
+        times and results, splitting it where anything touches the run."""
         fast = getattr(self._inner, "_train", None)
         step_fields = fields if trace_step else None
-        if fast is None:
-            await self.steps(0, count, step_time, grads, apply, first, step_fields)
-            return
-        out: StretchResult = await fast(count, step_time, grads, first, step_fields)
-        for i, summed in enumerate(out.sums):
-            apply(i, summed)
-        k = len(out.sums)
-        self.seq += k
-        slept = False
-        if out.entry is not None:  # inside step k's allreduce (its coll_enter is traced)
-            summed = await self._traced("allreduce", 8 * len(grads(k)), out.entry, True)
+        marked = tuple(sorted(set(marks))) if at_mark is not None else ()
+        due = frozenset(marked)
+        k = 0  # steps applied
+        while k < count:
+            slept = False
+            if fast is not None:
+                k, slept = await self._stretch(fast, k, count, step_time, grads, apply, first,
+                                               step_fields, marked, at_mark)
+                if k >= count:
+                    break
+                # split or not taken: step by step up to the next mark (a stretch may
+                # start again after it, as a train from there would)
+                end = next((m + 1 for m in marked if m >= k), count)
+            else:
+                end = count
+            await self.steps(k, end, step_time, grads, apply, first, step_fields, slept,
+                             due, at_mark)
+            k = end
+
+    async def _stretch(self, fast: Any, k0: int, count: int, step_time: float,
+                       grads: Callable[[int], list[float]],
+                       apply: Callable[[int, list[float]], None], first: int,
+                       fields: Mapping[str, JSON] | None, marked: tuple[int, ...],
+                       at_mark: Callable[[int], None] | None) -> tuple[int, bool]:
+        """Steps ``k0..`` through the runtime's fast path: the next step not applied, and
+        whether its compute is done already."""
+        k = k0
+
+        def reached(i: int, sums: list[list[float]]) -> None:
+            """The runtime ran on through mark ``k0 + i``: apply the steps to it, act."""
+            nonlocal k
+            for summed in sums:
+                apply(k, summed)
+                k += 1
+            assert at_mark is not None and k == k0 + i + 1
+            at_mark(k0 + i)
+
+        rel = tuple(m - k0 for m in marked if m >= k0)
+        out: StretchResult = await fast(count - k0, step_time, lambda i: grads(k0 + i),
+                                        first + k0, fields, rel, reached if rel else None)
+        due = frozenset(marked)
+        for summed in out.sums:  # the steps since the last mark (the last step's included)
             apply(k, summed)
-            if step_fields is not None:
-                self._rt.record("step", **step_fields, step=first + k)
+            if k in due and at_mark is not None:
+                at_mark(k)
             k += 1
-        elif out.slept:  # step k's compute is done
-            slept = True
-        await self.steps(k, count, step_time, grads, apply, first, step_fields, slept)
+        self.seq += k - k0
+        if out.entry is None:
+            return k, out.slept
+        # inside step k's allreduce (its coll_enter is traced)
+        summed = await self._traced("allreduce", 8 * len(grads(k)), out.entry, True)
+        apply(k, summed)
+        if fields is not None:
+            self._rt.record("step", **fields, step=first + k)
+        if k in due and at_mark is not None:
+            at_mark(k)
+        return k + 1, False
 
     async def steps(self, start: int, count: int, step_time: float,
                     grads: Callable[[int], list[float]],
                     apply: Callable[[int, list[float]], None], first: int,
-                    fields: Mapping[str, JSON] | None, slept: bool = False) -> None:
+                    fields: Mapping[str, JSON] | None, slept: bool = False,
+                    marks: Collection[int] = (), at_mark: Callable[[int], None] | None = None
+                    ) -> None:
         """Steps ``start..count-1`` of :meth:`train` one by one (``slept``: the first
         step's compute is already done; ``fields`` None: no ``step`` events)."""
+        due = frozenset(marks) if at_mark is not None else frozenset()
         for i in range(start, count):
             if not slept:
                 await self._rt.sleep(step_time)
@@ -162,6 +208,9 @@ class TracedGroup:
             apply(i, summed)
             if fields is not None:
                 self._rt.record("step", **fields, step=first + i)
+            if i in due:
+                assert at_mark is not None
+                at_mark(i)
 
     async def broadcast(self, data: bytes, root: int) -> Received:
         """Root's bytes to all; every member passes a buffer of the same length."""

@@ -55,14 +55,17 @@ async def worker_main(rt: Runtime, args: Mapping[str, Any]) -> int:
         nonlocal state
         state = apply_step(state, summed, world)
 
-    while state.step < work.steps:
-        # up to the next checkpoint: one allreduce per step (TracedGroup.train)
-        base = state.step
-        todo = min(work.commit_every - state.step % work.commit_every, work.steps - state.step)
-        await group.train(todo, work.step_time, grads, apply, base + 1, round=rnd)
-        if state.step % work.commit_every == 0 or state.step == work.steps:
-            rt.send(agent, {"kind": "checkpoint", "step": state.step,
-                            "params": list(state.params), "digest": state.digest()})
+    def checkpoint(i: int) -> None:
+        rt.send(agent, {"kind": "checkpoint", "step": state.step,
+                        "params": list(state.params), "digest": state.digest()})
+
+    # one allreduce per step (TracedGroup.train); a checkpoint every commit_every steps and
+    # at the last, sent at the end of its step: nothing else happens between the steps
+    todo = max(work.steps - base, 0)
+    marks = [i for i in range(todo)
+             if (base + i + 1) % work.commit_every == 0 or base + i + 1 == work.steps]
+    await group.train(todo, work.step_time, grads, apply, base + 1, marks=marks,
+                      at_mark=checkpoint, round=rnd)
     return 0
 
 

@@ -146,6 +146,69 @@ def test_a_fault_splits_a_stretch_where_the_fine_run_stands(fault: dict[str, Any
     _same(sc, sc.seed)
 
 
+def _mark_instants() -> list[float]:
+    """Fault times around a checkpoint mark (a step whose end a torchelastic worker sends
+    its checkpoint at, while the stretch runs on): just before its step ends, at that
+    instant, just after, and in the next step's compute."""
+    sc = _scale_down({"id": "f", "at": 1000.0, "type": "crash", "host": "h2"})
+    events, _, _ = simulate(_with(sc, "fine"), sc.seed)
+    mark = min(e.t for e in events if e.kind == "commit" and e.t > 9.0)
+    enter = min(e.t for e in events if e.kind == "coll_enter" and e.t > mark)
+    return [mark - 1e-9, mark, mark + 1e-9, (mark + enter) / 2]
+
+
+MARK_PHASES = _mark_instants()
+MARK_FAULTS = [
+    {"type": "crash", "host": "h2"},
+    {"type": "crash", "host": "h0"},
+    {"type": "hang", "host": "h1", "duration": 2.0},
+    {"type": "partition", "groups": [["h0", "h1"], ["h2"]], "duration": 3.0},
+    {"type": "signal", "host": "h1", "signal": "TERM", "to": "workers"},
+    {"type": "straggler", "host": "h1", "factor": 3.0, "duration": 2.0},
+]
+
+
+@pytest.mark.parametrize("at", MARK_PHASES)
+@pytest.mark.parametrize("fault", MARK_FAULTS,
+                         ids=lambda f: f"{f['type']}-{f.get('host', '')}")
+def test_a_fault_at_a_checkpoint_mark_splits_where_the_fine_run_stands(
+        fault: dict[str, Any], at: float) -> None:
+    """A stretch runs on through the steps a worker checkpoints at; a fault at that very
+    instant (before or after the checkpoint went out), just before or just after it,
+    leaves every member and every checkpoint where the step-by-step run has them."""
+    sc = _scale_down({"id": "f", "at": at, **fault})
+    _same(sc, sc.seed)
+
+
+def test_a_stretch_runs_on_through_checkpoints(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fault-free, a torchelastic round's training is one stretch per round from its
+    first step to its last (its 12 checkpoints are marks inside it), and its trace is
+    the one a stretch per checkpoint interval gives: one summary per member per
+    interval, each checkpoint's commit after the steps it saves."""
+    from elastic_sim.sim.stretch import StretchBook
+
+    arrivals: list[int] = []
+    real = StretchBook.arrive
+
+    def counted(self: StretchBook, *args: Any, **kw: Any) -> Any:
+        arrivals.append(args[1])
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(StretchBook, "arrive", counted)
+    sc = _with(load_scenario(ROOT / "scenarios/torchelastic/scale_down.yaml"), "fast")
+    sc = sc.model_copy(update={"faults": []})
+    raw = _raw(sc, sc.seed)
+    assert arrivals == [120, 120, 120]  # one train of all 120 steps per worker
+    summaries = [e for e in raw if e.kind == STRETCH]
+    assert [e.data["steps"] for e in summaries] == [10] * 36
+    commits = [e for e in raw if e.kind == "commit"]
+    assert [e.data["step"] for e in commits] == [s for s in range(10, 121, 10) for _ in range(3)]
+    for c in commits:  # recorded after the summary that ends with the step it saves
+        last = max(i for i, e in enumerate(raw) if e.kind == STRETCH and e.host == c.host
+                   and int(e.data["first"]) + int(e.data["steps"]) - 1 == c.data["step"])
+        assert last < raw.index(c)
+
+
 def test_fast_summarises_fault_free_training() -> None:
     """The fast run does use stretches: scale_down's 120 steps on 3 hosts are a few
     dozen summaries instead of three events per step per worker."""
