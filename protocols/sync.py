@@ -186,12 +186,11 @@ async def _await_with_timeout(
     if timeout is None:
         return await fut
 
-    async def _expire() -> None:
-        await rt.sleep(timeout)
+    def _expire() -> None:
         if not fut.done():
             fut.set_exception(OperationTimeout(f"no result within {timeout}s"))
 
-    timer = rt.spawn(_expire(), "timeout")
+    timer = rt.after(timeout, _expire)
     try:
         return await fut
     except OperationTimeout:
@@ -201,5 +200,4 @@ async def _await_with_timeout(
             pass
         raise
     finally:
-        if not timer.done():
-            timer.cancel()
+        timer.cancel()

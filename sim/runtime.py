@@ -28,10 +28,11 @@ from elastic_sim.protocols.api import (
     Store,
     StoreConnectionError,
     Task,
+    Timer,
 )
 from elastic_sim.sim.host import SimProc, SimProcess, json_copy
 from elastic_sim.sim.store import SimStore
-from elastic_sim.sim.tasks import SimFuture, Sleep
+from elastic_sim.sim.tasks import Alarm, SimFuture, Sleep
 from elastic_sim.sim.ticks import Ticks
 
 if TYPE_CHECKING:
@@ -112,6 +113,18 @@ class SimRuntime(Runtime):
     def spawn(self, coro: Coroutine[Any, Any, T], name: str = "") -> Task[T]:
         """Run ``coro`` as a task of this process, from the current time."""
         return self._proc.spawn(coro, name or "task")
+
+    def after(self, seconds: float, fn: Callable[[], None]) -> Timer:
+        """:meth:`Runtime.after` as one kernel callback (:class:`~sim.tasks.Alarm`), due
+        when a task sleeping ``seconds`` from now would wake; none in a process that is
+        exiting, which starts no task."""
+        proc = self._proc
+        if seconds > 0.0:
+            seconds = seconds * proc.host.slowdown + self._wake_latency
+        alarm = Alarm(self._k, proc, seconds, fn)
+        if not proc.alive or proc.exiting:
+            alarm.cancel()
+        return alarm
 
     # -- messages ----------------------------------------------------------------------
 

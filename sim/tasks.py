@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, Generic, NoReturn, Protocol, TypeVar
 
-from elastic_sim.protocols.api import Cancelled, Future, Task
+from elastic_sim.protocols.api import Cancelled, Future, Task, Timer
 from elastic_sim.sim.kernel import Kernel
 
 T = TypeVar("T")
@@ -404,3 +404,33 @@ class Sleep:
     def __await__(self) -> Generator[Any, Any, None]:
         """Suspend the awaiting task for ``delay`` seconds."""
         yield self
+
+
+class Alarm(Timer):
+    """:meth:`Runtime.after` in the sim: one kernel callback at the instant a task sleeping
+    the same time would wake, where that task would have called; no task (its start, its
+    wake-up, its cancellation: three events a timeout need not cost). Like that task it
+    does nothing once its process died, and it is held while the process is stopped."""
+
+    __slots__ = ("_call", "_fn", "_over", "_owner")
+
+    def __init__(self, kernel: Kernel, owner: Owner, delay: float,
+                 fn: Callable[[], None]) -> None:
+        self._owner = owner
+        self._fn = fn
+        self._over = False
+        self._call = kernel.call_later(delay, self._ring)
+
+    def _ring(self) -> None:
+        if self._over or not self._owner.alive:
+            return
+        if not self._owner.runnable:
+            self._owner.defer(self._ring)
+            return
+        self._over = True
+        self._fn()
+
+    def cancel(self) -> None:
+        """Stop it from running (nothing, once it ran)."""
+        self._over = True
+        self._call.cancel()

@@ -15,7 +15,7 @@ its modules are one concept each:
 
 - :mod:`~protocols.api.errors`: the errors, part of the contract because elastic protocols
   live in their error paths;
-- :mod:`~protocols.api.concurrency`: :class:`Future` and :class:`Task`;
+- :mod:`~protocols.api.concurrency`: :class:`Future`, :class:`Task` and :class:`Timer`;
 - :mod:`~protocols.api.message`: :data:`JSON` and :class:`Message`;
 - :mod:`~protocols.api.store`: the key-value store with c10d TCPStore semantics;
 - :mod:`~protocols.api.group`: process groups, one per membership epoch, traced alike;
@@ -26,7 +26,7 @@ its modules are one concept each:
 
 from __future__ import annotations
 
-from elastic_sim.protocols.api.concurrency import Future, T, Task
+from elastic_sim.protocols.api.concurrency import Future, T, Task, Timer
 from elastic_sim.protocols.api.errors import (
     Cancelled,
     CollectiveError,
@@ -95,6 +95,7 @@ __all__ = [
     "StretchResult",
     "T",
     "Task",
+    "Timer",
     "TracedGroup",
     "blamed",
     "exit_status",

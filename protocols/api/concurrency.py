@@ -55,3 +55,23 @@ class Task(abc.ABC, Generic[T]):
     @abc.abstractmethod
     def __await__(self) -> Generator[Any, Any, T]:
         """Wait for the task; return its result or raise its error (Cancelled included)."""
+
+
+class Timer(abc.ABC):
+    """A callback due later in one process (:meth:`Runtime.after`)."""
+
+    @abc.abstractmethod
+    def cancel(self) -> None:
+        """Stop it from running (nothing, once it ran)."""
+
+
+class TaskTimer(Timer):
+    """:meth:`Runtime.after` as a task that sleeps, then calls (any runtime can)."""
+
+    def __init__(self, task: Task[None]) -> None:
+        self._task = task
+
+    def cancel(self) -> None:
+        """Cancel the sleeping task (nothing, once it finished)."""
+        if not self._task.done():
+            self._task.cancel()

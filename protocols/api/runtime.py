@@ -10,7 +10,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from elastic_sim.protocols.api.concurrency import Future, T, Task
+from elastic_sim.protocols.api.concurrency import Future, T, Task, TaskTimer, Timer
 from elastic_sim.protocols.api.errors import CollectiveError, OperationTimeout
 from elastic_sim.protocols.api.group import Group, TracedGroup, blamed
 from elastic_sim.protocols.api.message import JSON, Message
@@ -112,6 +112,13 @@ class Runtime(abc.ABC):
     @abc.abstractmethod
     def spawn(self, coro: Coroutine[Any, Any, T], name: str = "") -> Task[T]:
         """Run ``coro`` concurrently in this process; it dies with the process."""
+
+    def after(self, seconds: float, fn: Callable[[], None]) -> Timer:
+        """Call ``fn()`` in this process once ``seconds`` have passed as :meth:`sleep`
+        measures them (a task that sleeps, then calls: late on a straggler, held while
+        the process is stopped, never once it died); a timeout's timer. A runtime may do
+        the same without a task."""
+        return TaskTimer(self.spawn(self._timer(seconds, fn), "timeout"))
 
     async def wait_for(self, aw: Coroutine[Any, Any, T], timeout: float | None) -> T:
         """Run ``aw`` with a deadline: cancel it and raise :class:`OperationTimeout` after
