@@ -13,7 +13,7 @@ from elastic_sim.errors import ScenarioError
 from elastic_sim.faults.model import Fault
 from elastic_sim.faults.schedule import FaultSpace, random_schedule
 from elastic_sim.history import History
-from elastic_sim.runner import build_world, simulate
+from elastic_sim.runner import build_world, simulate_trace
 from elastic_sim.scenario import Scenario
 from elastic_sim.trace import TraceEvent
 from elastic_sim.variation import Variation, Vary, apply_variation, draw_variation, shaped
@@ -105,8 +105,8 @@ def case_run(sc: Scenario, case: Case) -> tuple[History, RunResult]:
     (ScenarioError: the scenario rejects the case's variation)."""
     sc, world = _WORLDS.get(sc, case.variation)
     tie_seed = sc.tie_seed if case.tie_seed is None else case.tie_seed
-    events, _, result = simulate(sc, case.seed, tie_seed, faults=list(case.faults),
-                                 world=replace(world, args={**world.args, "seed": case.seed}))
+    events, result = simulate_trace(sc, case.seed, tie_seed, faults=list(case.faults),
+                                    world=replace(world, args={**world.args, "seed": case.seed}))
     return events, result
 
 

@@ -21,7 +21,7 @@ from elastic_sim.expect import ExpectationResult, evaluate
 from elastic_sim.faults.model import Fault
 from elastic_sim.guards import RunGuard, watchdog
 from elastic_sim.history import History
-from elastic_sim.reports.metrics import Metrics, compute
+from elastic_sim.reports.metrics import Metrics, compute, outcome_of
 from elastic_sim.scenario import Scenario, scenario_dict, workload_dict
 from elastic_sim.trace import TraceEvent, TraceWriter, encode
 from elastic_sim.world import NCCL, CollectiveModel, RunResult, World
@@ -176,6 +176,7 @@ def run_scenario(
     except BaseException:
         part.unlink(missing_ok=True)  # nothing half-written
         raise
+    assert metrics is not None
     part.replace(out_dir / "trace.jsonl")
     wall = time.perf_counter() - started
     checks = run_checks(hist)
@@ -239,15 +240,32 @@ def simulate(sc: Scenario, seed: int, tie_seed: int | None = None,
     faults = sc.fault_objects() if faults is None else faults
     metrics, result, hist = _record(sc, world, faults, seed, "sim", Path(os.devnull), None,
                                     events, None, tie_seed, guard or RunGuard())
+    assert metrics is not None
     return hist, metrics, result
+
+
+def simulate_trace(sc: Scenario, seed: int, tie_seed: int | None = None, *,
+                   faults: list[Fault] | None = None, world: World | None = None
+                   ) -> tuple[History, RunResult]:
+    """:func:`simulate` without the metrics (the run's outcome, in its ``run_end``, is
+    all that is worked out of it): the same events, for loops that only judge a run's
+    trace (explore's cases and shrinks)."""
+    if tie_seed is None:
+        tie_seed = sc.tie_seed
+    events: list[TraceEvent] = []
+    world = build_world(sc, seed, "sim") if world is None else world
+    faults = sc.fault_objects() if faults is None else faults
+    _, result, hist = _record(sc, world, faults, seed, "sim", Path(os.devnull), None, events,
+                              None, tie_seed, RunGuard(), metrics_wanted=False)
+    return hist, result
 
 
 def _record(
     sc: Scenario, world: World, faults: list[Fault], seed: int, mode: Mode, out_dir: Path,
     part: Path | None, events: list[TraceEvent], progress: Callable[[str], None] | None,
     tie_seed: int | None, guard: RunGuard, launch: LaunchOptions | None = None,
-    torchrun: TorchrunOptions | None = None,
-) -> tuple[Metrics, RunResult, History]:
+    torchrun: TorchrunOptions | None = None, metrics_wanted: bool = True,
+) -> tuple[Metrics | None, RunResult, History]:
     """Run the runtime, writing every event to ``part`` and ``events``; return the metrics,
     the result and the events as a :class:`History` (training summaries are read as their
     steps, made only for readers that need them one by one). With no ``part`` (an
@@ -272,8 +290,10 @@ def _record(
         # A user's script under torchrun reports no steps: its job is done when torchrun is.
         steps = 0 if torchrun is not None and torchrun.script else sc.workload.steps
         metrics = compute(History(events), steps, result.exit_codes, result.hung,
-                          result.end_time, sc.workload.batch_size)
-        end: dict[str, Any] = {"outcome": metrics.outcome,
+                          result.end_time, sc.workload.batch_size) if metrics_wanted else None
+        outcome = metrics.outcome if metrics is not None else outcome_of(
+            [ev for ev in events if ev.kind == "job_done"], steps, result.hung)
+        end: dict[str, Any] = {"outcome": outcome,
                                "exit_codes": dict(sorted(result.exit_codes.items()))}
         if result.stopped:
             end["stopped"] = result.stopped

@@ -281,6 +281,15 @@ def _world_before(rb: Rollback, rounds: Sequence[RoundInfo]) -> int:
     return max(before, key=lambda r: r.round).world_size if before else 0
 
 
+def outcome_of(done: Iterable[TraceEvent], total_steps: int, hung: bool) -> Outcome:
+    """How the run ended: ``hung`` (still going at its end), ``completed`` (a ``job_done``
+    of the last step among ``done``) or ``failed``."""
+    if hung:
+        return "hung"
+    return "completed" if any(int(e.get("step", 0)) >= total_steps for e in done) \
+        else "failed"
+
+
 def compute(
     events: Sequence[TraceEvent], total_steps: int, exit_codes: dict[str, int], hung: bool,
     end_time: float, batch_size: int = 1,
@@ -293,7 +302,7 @@ def compute(
     steps_done = max([int(e.get("step", 0)) for e in events.recorded("step")]
                      + [st.first + st.steps - 1 for st in events.stretches if st.step_events],
                      default=0)
-    completed = any(int(e.get("step", 0)) >= total_steps for e in done)
+    completed = outcome_of(done, total_steps, False) == "completed"
     outcome: Outcome = "hung" if hung else ("completed" if completed else "failed")
     last_round = next((r for r in reversed(rounds) if r.steps > 0), rounds[-1] if rounds else None)
     errors = [f"{e.host}: {e.get('error')}" for e in events.of("job_failed")]
