@@ -196,9 +196,18 @@ class StretchBook:
         self._record(st, i + 1, False)
         sums = self._sums(st, i + 1)
         st.lo = i + 1
-        for a in st.arrivals:
+        failed: dict[int, Exception] = {}
+        for n, a in enumerate(st.arrivals):
             assert a.reached is not None
-            a.reached(i, [list(s) for s in sums])
+            try:
+                a.reached(i, [list(s) for s in sums])
+            except Exception as exc:  # raised in that member's train, as its task would
+                failed[n] = exc
+        if failed:  # the others go on step by step, as the failed one's fate touches them
+            self.active.remove(st)
+            self._cancel(st)
+            self._end(st, i + 1, False, failed)
+            return
         self._next_mark(st)
 
     # -- ending ------------------------------------------------------------------------
@@ -250,20 +259,27 @@ class StretchBook:
                     "first": a.first + lo, "start": start, "sleep": st.sleep_s,
                     "cost": st.cost, "fields": None if a.fields is None else dict(a.fields)})
 
-    def _end(self, st: _Stretch, k: int, entered: bool | None) -> None:
+    def _end(self, st: _Stretch, k: int, entered: bool | None,
+             failed: Mapping[int, Exception] | None = None) -> None:
         """Settle every member: ``k`` steps done; then (None) all done: wake now, as a
         collective's end does; (False) in step k's compute: wake at its end, as the
         sleep's timer would; (True) inside step k's allreduce: the backdated entry wakes
-        the task when it ends, fails or times out, as the fine run's entry would."""
+        the task when it ends, fails or times out, as the fine run's entry would.
+        ``failed`` (by arrival index): members whose mark raised, woken now with it."""
         self._record(st, k, bool(entered))
         sums = self._sums(st, k)
         st.lo = k
         for a in st.arrivals:
             a.member.seq = st.seq0 + k
         wake: list[Waiter] = []
-        for a in st.arrivals:
-            res = StretchResult(sums=[list(s) for s in sums], slept=entered is False)
+        for n, a in enumerate(st.arrivals):
             task, gen = a.task, a.gen
+            if failed and n in failed:
+                a.settle(None, failed[n])
+                if task is not None:
+                    wake.append((task, gen))
+                continue
+            res = StretchResult(sums=[list(s) for s in sums], slept=entered is False)
             if entered:
                 e = self._enter(a, st, k)
                 res.entry = e

@@ -167,6 +167,7 @@ class TracedGroup:
             for summed in sums:
                 apply(k, summed)
                 k += 1
+                self.seq += 1
             assert at_mark is not None and k == k0 + i + 1
             at_mark(k0 + i)
 
@@ -176,10 +177,10 @@ class TracedGroup:
         due = frozenset(marked)
         for summed in out.sums:  # the steps since the last mark (the last step's included)
             apply(k, summed)
+            self.seq += 1
             if k in due and at_mark is not None:
                 at_mark(k)
             k += 1
-        self.seq += k - k0
         if out.entry is None:
             return k, out.slept
         # inside step k's allreduce (its coll_enter is traced)
