@@ -117,7 +117,11 @@ class SimRuntime(Runtime):
     def after(self, seconds: float, fn: Callable[[], None]) -> Timer:
         """:meth:`Runtime.after` as one kernel callback (:class:`~sim.tasks.Alarm`), due
         when a task sleeping ``seconds`` from now would wake; none in a process that is
-        exiting, which starts no task."""
+        exiting, which starts no task. A run with a tie seed keeps the task: its same-time
+        order (the timer's own lane) is what such a run explores, as it does step by
+        step what the fast fidelity summarises."""
+        if self._k.tie_seed is not None:
+            return super().after(seconds, fn)
         proc = self._proc
         if seconds > 0.0:
             seconds = seconds * proc.host.slowdown + self._wake_latency

@@ -60,3 +60,24 @@ def test_the_sims_timer_traces_as_a_sleeping_task_would(
     alarm = _digest(sc)
     monkeypatch.setattr(SimRuntime, "after", Runtime.after)
     assert _digest(sc) == alarm
+
+
+def test_a_run_with_a_tie_seed_keeps_the_timer_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tie seed explores same-time orders, the timer task's own lane among them, as the
+    step-by-step run has it: such a run's timers stay tasks (its trace is the one saved
+    reproducers with tie seeds were found with)."""
+    import elastic_sim.sim.runtime as simrt
+
+    made: list[float] = []
+    real = simrt.Alarm
+
+    def counted(*args: Any) -> Any:
+        made.append(args[2])
+        return real(*args)
+
+    monkeypatch.setattr(simrt, "Alarm", counted)
+    sc = load_scenario(ROOT / TE).model_copy(update={"tie_seed": 5})
+    _, metrics, _ = simulate(sc, sc.seed)
+    assert metrics.outcome == "completed" and made == []
+    simulate(sc.model_copy(update={"tie_seed": None}), sc.seed)
+    assert made  # without one, the kernel's timers
