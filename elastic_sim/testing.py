@@ -25,9 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from hypothesis import assume
 from hypothesis import strategies as st
 
 from elastic_sim.checks import CheckResult, run_checks
+from elastic_sim.checks.contracts import judge
 from elastic_sim.explore import Signature, known_violations, signatures_of, space_for
 from elastic_sim.faults.schedule import DEFAULT_TYPES, FaultSpace
 from elastic_sim.faults.strategies import (
@@ -93,18 +95,28 @@ def runs_for(sc: Scenario, *, types: Sequence[str] = DEFAULT_TYPES, max_faults: 
                                     max_crashes=max_crashes), ties)
 
 
-def check_run(sc: Scenario, run: GeneratedRun) -> list[CheckResult]:
-    """Run ``sc`` with the generated faults and seed in the sim; every check's verdict."""
+def check_run(sc: Scenario, run: GeneratedRun, *, within_contract: bool = False
+              ) -> list[CheckResult]:
+    """Run ``sc`` with the generated faults and seed in the sim; every check's verdict.
+    ``within_contract``: a run that breaks an assumption of the protocol's contract (its
+    coordinator hit, fewer than its minimum of hosts left) is no example: Hypothesis
+    discards it (``hypothesis.assume``)."""
     events, _, _ = simulate(with_faults(sc, list(run.faults), seed=run.seed, name=sc.name,
                                         tie_seed=run.tie_seed), run.seed)
-    return run_checks(events)
+    checks = run_checks(events)
+    if within_contract:
+        verdict = judge(events, checks)
+        assume(verdict is None or not verdict.broken_assumptions)
+    return checks
 
 
 def assert_no_violation(sc: Scenario, run: GeneratedRun,
-                        ignore: Sequence[str] | None = None) -> None:
+                        ignore: Sequence[str] | None = None, *,
+                        within_contract: bool = False) -> None:
     """Fail with the violations and the schedule (as scenario YAML) if any check fails,
-    other than those in ``ignore`` (default: the scenario's ``expect.violated_checks``)."""
-    found = signatures_of(check_run(sc, run),
+    other than those in ``ignore`` (default: the scenario's ``expect.violated_checks``);
+    ``within_contract``: as for :func:`check_run`."""
+    found = signatures_of(check_run(sc, run, within_contract=within_contract),
                           known_violations(sc) if ignore is None else ignore)
     if found:
         lines = [f"{sig}: {msg}" for sig, msg in sorted(found.items())]

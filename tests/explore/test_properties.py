@@ -37,14 +37,51 @@ def weak_spots(protocol: str) -> list[str]:
 # The static protocol's contract: its coordinator (the store host) survives and at least
 # min_hosts (2 of 4) hosts survive; its one weak spot is that a host dying after joining a
 # round stays in it until group creation fails. Crashing the coordinator breaks an
-# assumption (the console says "outside the contract"), so the store host is spared.
+# assumption (the console says "outside the contract"), so the store host is spared; so
+# does any other fault that hits it (a hang of it, a cut around it): such a run is no
+# example. (One was: h0 hung for 1 s across the last call; at the heal it closed the
+# round with the hosts whose names were written, and h1, released by the same heal, was
+# writing its name: healthy_hosts_kept said h1 was left out.)
 CONTRACT = weak_spots("static")
 
 
 @CI
 @given(runs_for(STATIC, max_crashes=2, spare=(STATIC.store_host,)))
 def test_static_protocol_is_safe_under_crashes_hangs_and_partitions(run: GeneratedRun) -> None:
-    assert_no_violation(STATIC, run, ignore=CONTRACT)
+    assert_no_violation(STATIC, run, ignore=CONTRACT, within_contract=True)
+
+
+def test_a_run_outside_the_contract_is_no_example() -> None:
+    """The schedule that hung the coordinator across its last call (see above) is
+    discarded, not judged; the same hang of another host is judged."""
+    from hypothesis import strategies as st
+    from hypothesis.errors import Unsatisfiable
+
+    from elastic_sim.faults.model import CrashHost, HangHost
+
+    crash = CrashHost(id="x1-crash", at=0.003, host="h2")
+    judged: list[GeneratedRun] = []
+
+    def within(host: str) -> None:
+        run = GeneratedRun((crash, HangHost(id="x0-hang", at=0.046, host=host,
+                                            duration=1.0)), 0, None)
+
+        @settings(max_examples=1, database=None, deadline=None)
+        @given(st.just(run))
+        def example(r: GeneratedRun) -> None:
+            check_run(STATIC, r, within_contract=True)
+            judged.append(r)
+
+        example()
+
+    with pytest.raises(Unsatisfiable):
+        within("h0")
+    assert judged == []
+    hang_h0 = GeneratedRun((crash, HangHost(id="x0-hang", at=0.046, host="h0",
+                                            duration=1.0)), 0, None)
+    assert "healthy_hosts_kept" in {c.name for c in check_run(STATIC, hang_h0) if not c.ok}
+    within("h1")
+    assert len(judged) == 1
 
 
 @pytest.mark.slow
