@@ -20,104 +20,46 @@ Costs (W members; latency and bandwidth: max path latency and min path bandwidth
 members' hosts): ring allreduce ``2(W-1)(alpha+lat) + 2(W-1)/W * n/bw``; flat broadcast
 ``(W-1)(alpha + lat + n/bw)``; barrier ``2*ceil(log2 W)*(alpha+lat)``; p2p
 ``alpha + lat + n/bw`` on the pair's path.
+
+The groups' state (:class:`Member`, :class:`Entry`, :class:`GroupState`) is
+:mod:`sim.collective_state`; failing, timing out and aborting calls is
+:class:`~sim.collective_failures.CollectiveFailures`, a mixin of :class:`CollectiveEngine`.
 """
 
 from __future__ import annotations
 
-import random
 from collections import deque
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from elastic_sim.protocols.api import CollectiveFailed, CollectiveTimeout
+from elastic_sim.protocols.api import CollectiveFailed
+from elastic_sim.sim.collective_failures import CollectiveFailures
+from elastic_sim.sim.collective_state import (
+    BLOCKED,
+    BROKEN,
+    DONE,
+    OPEN,
+    SCHEDULED,
+    Entry,
+    GroupState,
+    Member,
+    _Op,
+)
 from elastic_sim.sim.group import SimGroup, op_results, same_op
 from elastic_sim.sim.host import SimProcess
-from elastic_sim.sim.kernel import Call, Kernel
-from elastic_sim.sim.network import Network, Path
+from elastic_sim.sim.kernel import Kernel
+from elastic_sim.sim.network import Network
 from elastic_sim.sim.store import StoreServer
-from elastic_sim.sim.tasks import Pending, Waiter, wake_all
+from elastic_sim.sim.tasks import Waiter, wake_all
 
 if TYPE_CHECKING:
     from elastic_sim.sim.stretch import StretchBook
 from elastic_sim.world import CollectiveModel
 
-OPEN, SCHEDULED, BLOCKED, DONE, BROKEN = range(5)
+__all__ = ["CollectiveEngine", "Entry", "GroupState", "Member", "broadcast_seconds"]
+"""What this module offers (the group state is re-exported from :mod:`sim.collective_state`)."""
 
 
-class Member:
-    """One rank of a group: its process, its timeout, its sequence number, its calls."""
-
-    def __init__(self, group: GroupState, rank: int, proc: SimProcess, timeout: float) -> None:
-        self.group = group
-        self.rank = rank
-        self.proc = proc
-        self.timeout = timeout
-        self.seq = 0
-        self.aborted = False
-        self.abort_reason = "aborted"
-        self.dead = False
-        self.died_at = 0.0
-        self.pending: dict[int, Entry] = {}
-
-
-class Entry(Pending[Any]):
-    """One call of one member: awaited by the member's task for the result."""
-
-    __slots__ = ("arg", "deadline", "kind", "member", "nbytes", "op", "peer", "root", "t")
-
-    def __init__(self, kernel: Kernel, member: Member, kind: str, arg: Any, nbytes: int) -> None:
-        super().__init__(kernel)
-        self.member = member
-        self.kind = kind
-        self.arg = arg
-        self.nbytes = nbytes
-        self.root = -1
-        self.peer = -1
-        self.t = kernel.now
-        self.deadline: Call | None = None
-        self.op: _Op | None = None
-
-
-class _Op:
-    def __init__(self, uid: int, group: GroupState, seq: int, members: list[Member]) -> None:
-        self.uid = uid
-        self.group = group
-        self.seq = seq
-        self.members = members
-        self.entries: dict[int, Entry] = {}
-        self.state = OPEN
-        self.cost = 0.0
-
-
-class GroupState:
-    """One process group (one name on one store) as the engine sees it."""
-
-    def __init__(self, server: StoreServer, name: str, size: int, uid: int) -> None:
-        self.server = server
-        self.name = name
-        self.size = size
-        self.members: list[Member | None] = [None] * size
-        self.init = _Op(uid, self, -1, [])
-        self.formed = False
-        self.ops: dict[int, _Op] = {}
-        self.p2p: dict[int, _Op] = {}
-        self.sends: dict[tuple[int, int], deque[Entry]] = {}
-        self.recvs: dict[tuple[int, int], deque[Entry]] = {}
-        self.dead_at: float | None = None
-        self.dead_rank = -1
-        """The first member to die: every failure its death causes names it."""
-        self.detect: list[tuple[bool, float]] = []
-        self.path: Path | None = None
-        self.pending: dict[int, Entry] = {}
-        """Every member's calls that have not finished, in entry order."""
-
-    @property
-    def label(self) -> str:
-        """A stable name for this group in the run (store address, incarnation, name)."""
-        return f"{self.server.addr}#{self.server.uid}/{self.name}"
-
-
-class CollectiveEngine:
+class CollectiveEngine(CollectiveFailures):
     """Matches, prices, completes and fails the collectives of every group of a run."""
 
     def __init__(self, kernel: Kernel, network: Network, model: CollectiveModel, seed: int):
@@ -370,108 +312,6 @@ class CollectiveEngine:
         if wake:
             self.k.soon(wake_all, wake)
 
-    # -- failing -----------------------------------------------------------------------
-
-    def _forget(self, e: Entry) -> None:
-        if e.deadline is not None:
-            e.deadline.cancel()
-            e.deadline = None  # no entry <-> timer cycle
-        e.member.pending.pop(id(e), None)
-        e.member.group.pending.pop(id(e), None)
-
-    def _timeout(self, e: Entry) -> None:
-        if e.done:
-            return
-        self._forget(e)
-        op = e.op
-        if op is not None and op.state != DONE:
-            op.state = BROKEN
-            self.blocked.pop(op.uid, None)
-        g = e.member.group
-        e.resolve(exc=CollectiveTimeout(f"group {g.name}: {e.kind} timed out"), direct=True)
-
-    def _fail_later(self, e: Entry, death: float, dead_rank: int) -> None:
-        m = e.member
-        g = m.group
-        slow, fast = g.detect[m.rank]
-        at = max(e.t, death + (m.timeout if slow else fast))
-        if at < e.t + m.timeout:
-            self.k.call_at(at, self._fail, e, dead_rank)
-
-    def _fail(self, e: Entry, dead_rank: int) -> None:
-        if e.done:
-            return
-        self._forget(e)
-        g = e.member.group
-        e.resolve(exc=CollectiveFailed(f"group {g.name}: a peer died", peer=dead_rank),
-                  direct=True)
-
-    def _died(self, m: Member) -> None:
-        """``m`` left the group (its process ended or it aborted)."""
-        if m.dead:
-            return
-        m.dead = True
-        m.died_at = self.k.now
-        for e in list(m.pending.values()):
-            self._forget(e)
-            e.settle()  # its process is gone: nobody to wake
-        g = m.group
-        first = g.dead_at is None
-        if first:
-            g.dead_at = m.died_at
-            g.dead_rank = m.rank
-            rng = random.Random(f"{self.seed}/collectives/{g.label}")
-            p, fast_max = self.model.detect_slow_prob, self.model.detect_fast_max
-            g.detect = [(rng.random() < p, rng.uniform(0.0, fast_max)) for _ in range(g.size)]
-        for op in [g.init, *g.ops.values(), *g.p2p.values()]:
-            if op.state != DONE and (op.seq != -1 or m in op.members or op is g.init):
-                op.state = BROKEN
-                self.blocked.pop(op.uid, None)
-        for e in list(g.pending.values()):  # the survivors' calls (m's are gone)
-            if e.kind in ("send", "recv"):
-                if e.peer == m.rank:
-                    self._fail_later(e, m.died_at, m.rank)
-            elif first:
-                self._fail_later(e, m.died_at, m.rank)
-
-    def _vanished(self, m: Member) -> None:
-        """``m``'s host was powered off: its own calls go with it, and the survivors are
-        told nothing; their collectives cannot complete (it never runs again), so each
-        times out at its own deadline, as with a hung peer."""
-        for e in list(m.pending.values()):
-            self._forget(e)
-            e.settle()
-
-    def reset(self, crosses: Callable[[str, str], bool]) -> None:
-        """The connections between hosts ``x`` and ``y`` with ``crosses(x, y)`` are reset:
-        each member with such a peer fails its calls now, as an abort (Gloo's pair sees
-        ECONNRESET), and the others see it leave."""
-        hit = []
-        for g in self.groups.values():
-            live = [m for m in g.members if m is not None and not (m.dead or m.aborted)]
-            for m in live:
-                here = m.proc.host.name
-                if any(x.proc.host.name != here and crosses(here, x.proc.host.name)
-                       for x in live):
-                    hit.append(m)
-        for m in hit:
-            self.abort(m, "connection reset by peer")
-
-    def abort(self, m: Member, why: str = "aborted") -> None:
-        """``m`` aborts: its own pending calls fail now; the others see it die."""
-        if m.aborted:
-            return
-        m.aborted = True
-        m.abort_reason = why
-        wake: list[Waiter] = []
-        for e in list(m.pending.values()):
-            self._forget(e)
-            w = e.settle(exc=CollectiveFailed(f"group {m.group.name}: {why}"))
-            if w is not None:
-                wake.append(w)
-        if wake:
-            self.k.soon(wake_all, wake)
-        self._died(m)
 
     # -- costs -------------------------------------------------------------------------
 

@@ -1,0 +1,136 @@
+"""How the sim's collectives fail: a member's death (with each survivor's detection latency
+drawn from the group's own random stream), a powered-off member that vanishes, timeouts,
+aborts and connection resets.
+
+These are the methods of :class:`CollectiveFailures`, a mixin of
+:class:`~sim.collectives.CollectiveEngine` (which matches, prices and completes the
+collectives; see its module docstring for the model).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from elastic_sim.protocols.api import CollectiveFailed, CollectiveTimeout
+from elastic_sim.sim.collective_state import BROKEN, DONE, Entry, GroupState, Member, _Op
+from elastic_sim.sim.tasks import Waiter, wake_all
+
+if TYPE_CHECKING:
+    from elastic_sim.sim.kernel import Kernel
+    from elastic_sim.world import CollectiveModel
+
+
+class CollectiveFailures:
+    """Mixin of :class:`~sim.collectives.CollectiveEngine`: failing, timing out and
+    aborting members' calls (what the engine provides is declared for the type checker
+    only)."""
+
+    if TYPE_CHECKING:
+        k: Kernel
+        model: CollectiveModel
+        seed: int
+        groups: dict[tuple[int, str], GroupState]
+        blocked: dict[int, _Op]
+
+    def _forget(self, e: Entry) -> None:
+        if e.deadline is not None:
+            e.deadline.cancel()
+            e.deadline = None  # no entry <-> timer cycle
+        e.member.pending.pop(id(e), None)
+        e.member.group.pending.pop(id(e), None)
+
+    def _timeout(self, e: Entry) -> None:
+        if e.done:
+            return
+        self._forget(e)
+        op = e.op
+        if op is not None and op.state != DONE:
+            op.state = BROKEN
+            self.blocked.pop(op.uid, None)
+        g = e.member.group
+        e.resolve(exc=CollectiveTimeout(f"group {g.name}: {e.kind} timed out"), direct=True)
+
+    def _fail_later(self, e: Entry, death: float, dead_rank: int) -> None:
+        m = e.member
+        g = m.group
+        slow, fast = g.detect[m.rank]
+        at = max(e.t, death + (m.timeout if slow else fast))
+        if at < e.t + m.timeout:
+            self.k.call_at(at, self._fail, e, dead_rank)
+
+    def _fail(self, e: Entry, dead_rank: int) -> None:
+        if e.done:
+            return
+        self._forget(e)
+        g = e.member.group
+        e.resolve(exc=CollectiveFailed(f"group {g.name}: a peer died", peer=dead_rank),
+                  direct=True)
+
+    def _died(self, m: Member) -> None:
+        """``m`` left the group (its process ended or it aborted)."""
+        if m.dead:
+            return
+        m.dead = True
+        m.died_at = self.k.now
+        for e in list(m.pending.values()):
+            self._forget(e)
+            e.settle()  # its process is gone: nobody to wake
+        g = m.group
+        first = g.dead_at is None
+        if first:
+            g.dead_at = m.died_at
+            g.dead_rank = m.rank
+            rng = random.Random(f"{self.seed}/collectives/{g.label}")
+            p, fast_max = self.model.detect_slow_prob, self.model.detect_fast_max
+            g.detect = [(rng.random() < p, rng.uniform(0.0, fast_max)) for _ in range(g.size)]
+        for op in [g.init, *g.ops.values(), *g.p2p.values()]:
+            if op.state != DONE and (op.seq != -1 or m in op.members or op is g.init):
+                op.state = BROKEN
+                self.blocked.pop(op.uid, None)
+        for e in list(g.pending.values()):  # the survivors' calls (m's are gone)
+            if e.kind in ("send", "recv"):
+                if e.peer == m.rank:
+                    self._fail_later(e, m.died_at, m.rank)
+            elif first:
+                self._fail_later(e, m.died_at, m.rank)
+
+    def _vanished(self, m: Member) -> None:
+        """``m``'s host was powered off: its own calls go with it, and the survivors are
+        told nothing; their collectives cannot complete (it never runs again), so each
+        times out at its own deadline, as with a hung peer."""
+        for e in list(m.pending.values()):
+            self._forget(e)
+            e.settle()
+
+    def reset(self, crosses: Callable[[str, str], bool]) -> None:
+        """The connections between hosts ``x`` and ``y`` with ``crosses(x, y)`` are reset:
+        each member with such a peer fails its calls now, as an abort (Gloo's pair sees
+        ECONNRESET), and the others see it leave."""
+        hit = []
+        for g in self.groups.values():
+            live = [m for m in g.members if m is not None and not (m.dead or m.aborted)]
+            for m in live:
+                here = m.proc.host.name
+                if any(x.proc.host.name != here and crosses(here, x.proc.host.name)
+                       for x in live):
+                    hit.append(m)
+        for m in hit:
+            self.abort(m, "connection reset by peer")
+
+    def abort(self, m: Member, why: str = "aborted") -> None:
+        """``m`` aborts: its own pending calls fail now; the others see it die."""
+        if m.aborted:
+            return
+        m.aborted = True
+        m.abort_reason = why
+        wake: list[Waiter] = []
+        for e in list(m.pending.values()):
+            self._forget(e)
+            w = e.settle(exc=CollectiveFailed(f"group {m.group.name}: {why}"))
+            if w is not None:
+                wake.append(w)
+        if wake:
+            self.k.soon(wake_all, wake)
+        self._died(m)
