@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from elastic_sim.faults.model import Fault
+from elastic_sim.protocols.api import Runtime, Store, TracedGroup
 from elastic_sim.sim import run
 from elastic_sim.trace import TraceEvent, encode
 from elastic_sim.world import CollectiveModel, HostSpec, LinkSpec, RunResult, World
@@ -69,3 +70,22 @@ def one(events: Sequence[TraceEvent], kind: str, proc: str | None = None) -> Tra
     found = of(events, kind, proc)
     assert len(found) == 1, (kind, proc, found)
     return found[0]
+
+
+
+async def h0_store(rt: Runtime) -> Store:
+    """A client of the store h0 hosts on port 29500 (h0 hosts it; the others connect a
+    moment later)."""
+    if rt.host == "h0":
+        await rt.host_store(29500)
+    else:
+        await rt.sleep(0.001)
+    return await rt.connect_store("h0:29500", timeout=10)
+
+
+async def group_of_hosts(rt: Runtime, size: int, timeout: float) -> TracedGroup:
+    """Host ``h<i>`` as rank ``i`` of a group ``g`` of ``size`` over h0's store, once
+    every member passed a barrier."""
+    g = await rt.new_group(await h0_store(rt), "g", int(rt.host[1:]), size, timeout)
+    await g.barrier()
+    return g

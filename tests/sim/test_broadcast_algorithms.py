@@ -12,7 +12,7 @@ from elastic_sim.protocols.api import Runtime
 from elastic_sim.protocols.broadcast import broadcast_bytes
 from elastic_sim.sim.collectives import broadcast_seconds
 from elastic_sim.world import CollectiveModel
-from tests.sim.simutil import L, make_world, of, simulate
+from tests.sim.simutil import L, group_of_hosts, make_world, of, simulate
 
 M = "tests.sim.test_broadcast_algorithms"
 BW = 1e9
@@ -24,13 +24,7 @@ def payload(n: int) -> bytes:
 
 async def bcast_main(rt: Runtime, args: Mapping[str, Any]) -> int:
     rank, size, root = int(rt.host[1:]), args["size"], args["root"]
-    if rank == 0:
-        await rt.host_store(29500)
-    else:
-        await rt.sleep(0.001)
-    store = await rt.connect_store("h0:29500", timeout=10)
-    g = await rt.new_group(store, "g", rank, size, 30.0)
-    await g.barrier()
+    g = await group_of_hosts(rt, size, 30.0)
     t0 = rt.monotonic()
     mine = payload(args["n"]) if rank == root else None
     got = await broadcast_bytes(g, mine, root, args["algorithm"], args["chunk"])

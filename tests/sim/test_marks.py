@@ -14,7 +14,7 @@ import pytest
 from elastic_sim.faults.model import CrashHost, HangHost
 from elastic_sim.protocols.api import CollectiveError, Runtime
 from elastic_sim.trace import STRETCH, TraceEvent, encode, expand_stretches
-from tests.sim.simutil import make_world, simulate
+from tests.sim.simutil import group_of_hosts, make_world, simulate
 
 M = "tests.sim.test_marks"
 
@@ -24,14 +24,8 @@ class Boom(Exception):
 
 
 async def train_main(rt: Runtime, args: Mapping[str, Any]) -> int:
-    rank, size = int(rt.host[1:]), len(args["hosts"])
-    if rank == 0:
-        await rt.host_store(29500)
-    else:
-        await rt.sleep(0.001)
-    store = await rt.connect_store("h0:29500", timeout=10)
-    g = await rt.new_group(store, "g", rank, size, 5.0)
-    await g.barrier()
+    rank = int(rt.host[1:])
+    g = await group_of_hosts(rt, len(args["hosts"]), 5.0)
     state = [0.0]
 
     def grads(i: int) -> list[float]:

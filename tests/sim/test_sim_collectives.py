@@ -11,7 +11,7 @@ import pytest
 from elastic_sim.faults.model import CrashHost, HangHost, Partition
 from elastic_sim.protocols.api import CollectiveError, Runtime
 from elastic_sim.world import CollectiveModel
-from tests.sim.simutil import L, make_world, of, one, simulate, trace_bytes
+from tests.sim.simutil import L, h0_store, make_world, of, one, simulate, trace_bytes
 
 M = "tests.sim.test_sim_collectives"
 HOSTS = ["h0", "h1", "h2", "h3"]
@@ -25,11 +25,7 @@ async def coll_main(rt: Runtime, args: Mapping[str, Any]) -> int:
     per-host delay; ``retry``: after a failure, try once more."""
     rank = int(rt.host[1:])
     size = args["size"]
-    if rank == 0:
-        await rt.host_store(29500)
-    else:
-        await rt.sleep(0.001)
-    store = await rt.connect_store("h0:29500", timeout=10)
+    store = await h0_store(rt)
     try:
         g = await rt.new_group(store, args.get("group", "g0"), rank, size, args["timeout"])
     except CollectiveError as exc:
@@ -65,11 +61,7 @@ async def coll_main(rt: Runtime, args: Mapping[str, Any]) -> int:
 
 async def part_main(rt: Runtime, args: Mapping[str, Any]) -> int:
     rank = int(rt.host[1:])
-    if rank == 0:
-        await rt.host_store(29500)
-    else:
-        await rt.sleep(0.001)
-    store = await rt.connect_store("h0:29500", timeout=10)
+    store = await h0_store(rt)
     g = await rt.new_group(store, "g0", rank, 4, 1.0)
     await rt.sleep(1.0 - rt.monotonic())
     if rank == 0:
@@ -217,11 +209,7 @@ def test_same_seed_same_bytes_other_seed_other_trace() -> None:
 
 async def abort_main(rt: Runtime, args: Mapping[str, Any]) -> int:
     rank = int(rt.host[1:])
-    if rank == 0:
-        await rt.host_store(29500)
-    else:
-        await rt.sleep(0.001)
-    store = await rt.connect_store("h0:29500", timeout=10)
+    store = await h0_store(rt)
     g = await rt.new_group(store, "g0", rank, 3, 10.0)
     try:
         if rank == 0:
@@ -244,11 +232,7 @@ async def abort_main(rt: Runtime, args: Mapping[str, Any]) -> int:
 
 async def mismatch_main(rt: Runtime, args: Mapping[str, Any]) -> int:
     rank = int(rt.host[1:])
-    if rank == 0:
-        await rt.host_store(29500)
-    else:
-        await rt.sleep(0.001)
-    store = await rt.connect_store("h0:29500", timeout=10)
+    store = await h0_store(rt)
     g = await rt.new_group(store, "g0", rank, 3, 2.0)
     try:
         await g.broadcast(b"x" * (rank + 1), root=0)
