@@ -233,13 +233,7 @@ def simulate(sc: Scenario, seed: int, tie_seed: int | None = None,
     sources pseudo-randomly (sim.kernel). ``guard``: as for :func:`run_scenario`.
     ``faults`` (default: the scenario's) and ``world`` (default: built from ``sc`` and
     ``seed``) spare a loop of runs of one scenario rebuilding it per run."""
-    if tie_seed is None:
-        tie_seed = sc.tie_seed
-    events: list[TraceEvent] = []
-    world = build_world(sc, seed, "sim") if world is None else world
-    faults = sc.fault_objects() if faults is None else faults
-    metrics, result, hist = _record(sc, world, faults, seed, "sim", Path(os.devnull), None,
-                                    events, None, tie_seed, guard or RunGuard())
+    metrics, result, hist = _simulate(sc, seed, tie_seed, guard, faults, world, True)
     assert metrics is not None
     return hist, metrics, result
 
@@ -250,14 +244,19 @@ def simulate_trace(sc: Scenario, seed: int, tie_seed: int | None = None, *,
     """:func:`simulate` without the metrics (the run's outcome, in its ``run_end``, is
     all that is worked out of it): the same events, for loops that only judge a run's
     trace (explore's cases and shrinks)."""
+    _, result, hist = _simulate(sc, seed, tie_seed, None, faults, world, False)
+    return hist, result
+
+
+def _simulate(sc: Scenario, seed: int, tie_seed: int | None, guard: RunGuard | None,
+              faults: list[Fault] | None, world: World | None, metrics_wanted: bool
+              ) -> tuple[Metrics | None, RunResult, History]:
     if tie_seed is None:
         tie_seed = sc.tie_seed
-    events: list[TraceEvent] = []
     world = build_world(sc, seed, "sim") if world is None else world
     faults = sc.fault_objects() if faults is None else faults
-    _, result, hist = _record(sc, world, faults, seed, "sim", Path(os.devnull), None, events,
-                              None, tie_seed, RunGuard(), metrics_wanted=False)
-    return hist, result
+    return _record(sc, world, faults, seed, "sim", Path(os.devnull), None, [], None, tie_seed,
+                   guard or RunGuard(), metrics_wanted=metrics_wanted)
 
 
 def _record(

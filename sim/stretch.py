@@ -91,9 +91,9 @@ class _Stretch:
         self.nbytes = 8 * a0.nvalues
         self.lo = 0
         """The first step not yet summarised (and handed over): the last mark's plus one."""
-        self.marks = [i for i in a0.marks if i < self.count - 1]
-        """The marks the stretch acts on itself (the last step's is the member's own, once
-        the stretch ends)."""
+        self.marks = [i for i in reversed(a0.marks) if i < self.count - 1]
+        """The marks the stretch has still to act on, last first (the last step's is the
+        member's own, once the stretch ends)."""
         self.enter: list[float] = []
         self.done: list[float] = []
         t = self.start
@@ -184,10 +184,8 @@ class StretchBook:
     def _next_mark(self, st: _Stretch) -> None:
         """Schedule the stretch's next mark at its step's end (one pending at a time)."""
         st.mark_call = None
-        while st.marks and st.marks[0] < st.lo:
-            st.marks.pop(0)
         if st.marks:
-            i = st.marks.pop(0)
+            i = st.marks.pop()
             st.mark_call = self.k.call_exactly(st.done[i], self._mark, st, i)
 
     def _mark(self, st: _Stretch, i: int) -> None:

@@ -140,7 +140,7 @@ class TracedGroup:
             slept = False
             if fast is not None:
                 k, slept = await self._stretch(fast, k, count, step_time, grads, apply, first,
-                                               step_fields, marked, at_mark)
+                                               step_fields, marked, due, at_mark)
                 if k >= count:
                     break
                 # split or not taken: step by step up to the next mark (a stretch may
@@ -156,7 +156,8 @@ class TracedGroup:
                        grads: Callable[[int], list[float]],
                        apply: Callable[[int, list[float]], None], first: int,
                        fields: Mapping[str, JSON] | None, marked: tuple[int, ...],
-                       at_mark: Callable[[int], None] | None) -> tuple[int, bool]:
+                       due: frozenset[int], at_mark: Callable[[int], None] | None
+                       ) -> tuple[int, bool]:
         """Steps ``k0..`` through the runtime's fast path: the next step not applied, and
         whether its compute is done already."""
         k = k0
@@ -174,7 +175,6 @@ class TracedGroup:
         rel = tuple(m - k0 for m in marked if m >= k0)
         out: StretchResult = await fast(count - k0, step_time, lambda i: grads(k0 + i),
                                         first + k0, fields, rel, reached if rel else None)
-        due = frozenset(marked)
         for summed in out.sums:  # the steps since the last mark (the last step's included)
             apply(k, summed)
             self.seq += 1
