@@ -22,11 +22,18 @@ def members_alive_at_completion(events: Sequence[TraceEvent]) -> CheckResult:
     the round completes: at its ``rdzv_complete`` (the instant the membership was decided)
     where the protocol records one, else at its first ``rdzv_done`` (which may come later:
     a member that dies in between was alive at completion). A round never admits a host
-    that is already gone, nor one frozen by a hang (as good as dead to its peers)."""
+    that is already gone, nor one frozen by a hang (as good as dead to its peers).
+
+    A host's live processes are those whose ``proc_start`` came and whose ``proc_exit`` has
+    not. An exit without a start takes none away: a real worker killed while it was still
+    importing, before it could record its own start, leaves only its parent's record of
+    the exit (its host's agent lives on)."""
     res = CheckResult("members_alive_at_completion",
                       "every member of a completed round is alive and responsive when it "
                       "completes", unit="rounds")
     live: dict[str, int] = {}
+    running: dict[str, int] = {}
+    """Per process name: starts not yet matched by an exit."""
     last_exit: dict[str, TraceEvent] = {}
     cluster = Cluster()
     seen_rounds: set[object] = set()
@@ -34,9 +41,13 @@ def members_alive_at_completion(events: Sequence[TraceEvent]) -> CheckResult:
         cluster.see(ev)
         if ev.kind == "proc_start":
             live[ev.host] = live.get(ev.host, 0) + 1
+            running[ev.proc] = running.get(ev.proc, 0) + 1
         elif ev.kind == "proc_exit":
-            live[ev.host] = live.get(ev.host, 0) - 1
             last_exit[ev.host] = ev
+            live.setdefault(ev.host, 0)
+            if running.get(ev.proc, 0) > 0:
+                running[ev.proc] -= 1
+                live[ev.host] -= 1
         elif ev.kind in ("rdzv_complete", "rdzv_done"):
             rnd = ev.get("round")
             if rnd in seen_rounds:

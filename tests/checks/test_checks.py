@@ -167,6 +167,26 @@ def test_a_member_that_died_before_its_round_completed_is_caught() -> None:
     assert res.violations[0].witness[0] == h[i]
 
 
+def test_a_worker_killed_before_it_recorded_its_start_leaves_its_host_alive() -> None:
+    # Real mode, under load (a CI run): a's worker was told to stop while it was still
+    # importing torch, so it never recorded its proc_start; its agent recorded the kill.
+    # a's agent lives on and joins round 1: a is alive when round 1 completes.
+    h = good_history()
+    i = next(i for i, e in enumerate(h) if e.kind == "rdzv_done" and e.get("round") == 1)
+    killed = TraceEvent(2.8, "a", "a/w0", "proc_exit", {"code": -15, "reason": "signal TERM"})
+    res = members_alive_at_completion([*h[:i], killed, *h[i:]])
+    assert res.ok, res.violations
+    # the agent's own exit still counts: then a has no live process when round 1 completes
+    gone = ev(2.85, "a", "proc_exit", code=-9, reason="host crashed")
+    res = members_alive_at_completion([*h[:i], killed, gone, *h[i:]])
+    assert not res.ok and "round 1 completed with a as a member" in res.violations[0].message
+    assert res.violations[0].witness[0] == gone
+    # a started worker's exit is matched by its start: a stays alive through it
+    started = TraceEvent(1.5, "a", "a/w0", "proc_start", {"entry": "w"})
+    res = members_alive_at_completion([*h[:i], started, killed, *h[i:]])
+    assert res.ok, res.violations
+
+
 def test_workers_told_different_master_addresses_are_caught() -> None:
     h = good_history()
     i = next(i for i, e in enumerate(h) if e.kind == "rdzv_done" and e.host == "b")
