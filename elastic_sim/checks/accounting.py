@@ -4,6 +4,7 @@ nothing."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Sequence
 
 from elastic_sim.checks.facts import knobs_of, limits_of
@@ -61,6 +62,12 @@ def restart_accounting(events: Sequence[TraceEvent]) -> CheckResult:
 FAILURES = ("fault", "coll_fail", "group_failed", "hvd_scheduled_exit", "hvd_exit", "hvd_abort",
             "job_failed")
 
+STOPPED = -int(signal.SIGTERM)
+"""The exit code of a process stopped with SIGTERM (an agent or driver stopping its
+workers): a stop, not a failure. Judged by the code, which every mode records alike; the
+reason is worded per mode ("killed by SIGTERM" in the sim, "signal TERM" in real mode,
+"signal 15" in torchrun's converted traces)."""
+
 
 def _world(ev: TraceEvent) -> tuple[tuple[str, ...], tuple[tuple[str, int], ...]]:
     """(members, ranks) of a formed world: rdzv_done (members in rank order) or
@@ -88,8 +95,8 @@ def no_pointless_reconfiguration(events: Sequence[TraceEvent]) -> CheckResult:
     hist = history(events)
     kind = "hvd_assign" if hist.of("hvd_assign") else "rdzv_done"
     for ev in hist.plain:  # it reads no summarised kind
-        if ev.kind in FAILURES or (ev.kind == "proc_exit" and ev.get("code") not in (0, None)
-                                   and ev.get("reason") != "killed by SIGTERM") or (
+        if ev.kind in FAILURES or (ev.kind == "proc_exit"
+                                   and ev.get("code") not in (0, None, STOPPED)) or (
                 ev.kind == "agent_restart" and ev.get("reason") in FAILURE_RESTARTS):
             failed = dict.fromkeys(prev, True)
             continue

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from elastic_sim.checks import (
     collective_sequence,
     committed_progress,
@@ -13,6 +15,7 @@ from elastic_sim.checks import (
     master_agreement,
     members_alive_at_completion,
     membership_agreement,
+    no_pointless_reconfiguration,
     no_restart_loop,
     progress_after_faults,
     rank_validity,
@@ -185,6 +188,30 @@ def test_a_worker_killed_before_it_recorded_its_start_leaves_its_host_alive() ->
     started = TraceEvent(1.5, "a", "a/w0", "proc_start", {"entry": "w"})
     res = members_alive_at_completion([*h[:i], started, killed, *h[i:]])
     assert res.ok, res.violations
+
+
+def stopped_and_formed_again(reason: str, code: int = -15) -> list[TraceEvent]:
+    """a and b form round 0; a's agent stops its worker (nothing failed: no fault, no
+    error); round 1 forms the very same world."""
+    h = [run_start()] + [ev(0.0, x, "proc_start", entry="e") for x in "ab"]
+    h += formed(0, ["a", "b"])
+    h += [TraceEvent(1.0, x, f"{x}/w0", "proc_start", {"entry": "w"}) for x in "ab"]
+    h += [TraceEvent(2.0, "a", "a/w0", "proc_exit", {"code": code, "reason": reason})]
+    h += formed(1, ["a", "b"], 3.0)
+    return [*h, run_end(4.0)]
+
+
+@pytest.mark.parametrize("reason", ["killed by SIGTERM", "signal TERM", "signal 15"])
+def test_a_stop_by_sigterm_excuses_no_reconfiguration_in_any_mode(reason: str) -> None:
+    # The sim, real mode and torchrun's converted traces word a SIGTERM stop differently;
+    # an agent stopping its workers is not a failure in any of them (real mode's wording
+    # once counted as one, so the check could never fire on a real run).
+    res = no_pointless_reconfiguration(stopped_and_formed_again(reason))
+    assert not res.ok and res.checked == 1
+    assert "formed again at 3 s with the same members and ranks" in res.violations[0].message
+    # a worker that failed (an error, or killed by another signal) does excuse it
+    assert no_pointless_reconfiguration(stopped_and_formed_again("returned", 1)).ok
+    assert no_pointless_reconfiguration(stopped_and_formed_again("signal KILL", -9)).ok
 
 
 def test_workers_told_different_master_addresses_are_caught() -> None:
