@@ -233,7 +233,7 @@ def simulate(sc: Scenario, seed: int, tie_seed: int | None = None,
     sources pseudo-randomly (sim.kernel). ``guard``: as for :func:`run_scenario`.
     ``faults`` (default: the scenario's) and ``world`` (default: built from ``sc`` and
     ``seed``) spare a loop of runs of one scenario rebuilding it per run."""
-    metrics, result, hist = _simulate(sc, seed, tie_seed, guard, faults, world, True)
+    metrics, result, hist = _simulate(sc, seed, tie_seed, guard, faults, world, metrics_wanted=True)
     assert metrics is not None
     return hist, metrics, result
 
@@ -244,12 +244,12 @@ def simulate_trace(sc: Scenario, seed: int, tie_seed: int | None = None, *,
     """:func:`simulate` without the metrics (the run's outcome, in its ``run_end``, is
     all that is worked out of it): the same events, for loops that only judge a run's
     trace (explore's cases and shrinks)."""
-    _, result, hist = _simulate(sc, seed, tie_seed, None, faults, world, False)
+    _, result, hist = _simulate(sc, seed, tie_seed, None, faults, world, metrics_wanted=False)
     return hist, result
 
 
 def _simulate(sc: Scenario, seed: int, tie_seed: int | None, guard: RunGuard | None,
-              faults: list[Fault] | None, world: World | None, metrics_wanted: bool
+              faults: list[Fault] | None, world: World | None, *, metrics_wanted: bool
               ) -> tuple[Metrics | None, RunResult, History]:
     if tie_seed is None:
         tie_seed = sc.tie_seed

@@ -4,7 +4,6 @@ nothing."""
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Sequence
 
 from elastic_sim.checks.facts import knobs_of, limits_of
@@ -62,11 +61,12 @@ def restart_accounting(events: Sequence[TraceEvent]) -> CheckResult:
 FAILURES = ("fault", "coll_fail", "group_failed", "hvd_scheduled_exit", "hvd_exit", "hvd_abort",
             "job_failed")
 
-STOPPED = -int(signal.SIGTERM)
+STOPPED = -15
 """The exit code of a process stopped with SIGTERM (an agent or driver stopping its
-workers): a stop, not a failure. Judged by the code, which every mode records alike; the
-reason is worded per mode ("killed by SIGTERM" in the sim, "signal TERM" in real mode,
-"signal 15" in torchrun's converted traces)."""
+workers): a stop, not a failure. Traces number signals the Linux way whatever machine
+reads them (``protocols.api.SIGNAL_NUMBERS``). Judged by the code, which every mode records
+alike; the reason is worded per mode ("killed by SIGTERM" in the sim, "signal TERM" in
+real mode, "signal 15" in torchrun's converted traces)."""
 
 
 def _world(ev: TraceEvent) -> tuple[tuple[str, ...], tuple[tuple[str, int], ...]]:

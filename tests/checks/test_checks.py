@@ -214,6 +214,13 @@ def test_a_stop_by_sigterm_excuses_no_reconfiguration_in_any_mode(reason: str) -
     assert no_pointless_reconfiguration(stopped_and_formed_again("signal KILL", -9)).ok
 
 
+def test_the_stop_code_is_sigterm_in_the_traces_numbering() -> None:
+    from elastic_sim.checks.accounting import STOPPED
+    from elastic_sim.protocols.api import SIGNAL_NUMBERS
+
+    assert STOPPED == -SIGNAL_NUMBERS["TERM"]
+
+
 def test_workers_told_different_master_addresses_are_caught() -> None:
     h = good_history()
     i = next(i for i, e in enumerate(h) if e.kind == "rdzv_done" and e.host == "b")

@@ -72,7 +72,6 @@ def one(events: Sequence[TraceEvent], kind: str, proc: str | None = None) -> Tra
     return found[0]
 
 
-
 async def h0_store(rt: Runtime) -> Store:
     """A client of the store h0 hosts on port 29500 (h0 hosts it; the others connect a
     moment later)."""
