@@ -1,7 +1,7 @@
 """Real-mode broadcast: the Gloo adapter (``GlooGroup`` behind the contract) against raw
 ``torch.distributed.broadcast`` of the same bytes, in the same processes, on loopback; then
 the tree and chain broadcasts over the adapter's send/recv (``protocols/broadcast.py``)
-with the sim's alpha-beta prediction for each (``sim.collectives.broadcast_seconds``).
+with the sim's alpha-beta prediction for each (``elastic_sim.sim.collectives.broadcast_seconds``).
 
 Raw: the root broadcasts a tensor over its bytes, each receiver a fresh ``torch.empty``
 (a state sync lands in new memory). Adapter: ``TracedGroup.broadcast`` of bytes; it

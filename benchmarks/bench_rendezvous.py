@@ -91,7 +91,7 @@ def faithful_round(n: int, spread: float = 0.0, knobs: dict[str, Any] | None = N
         time_limit=3600.0,
     )
     t0 = time.perf_counter()
-    gc.disable()  # as sim.run does
+    gc.disable()  # as elastic_sim.sim.run does
     try:
         simulation = Simulation(world, 0, emit)
         if progress > 0:

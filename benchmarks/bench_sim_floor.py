@@ -2,7 +2,7 @@
 of :mod:`bench_sim_speed`'s fault-free runs, per simulated second and by the callback
 each one runs, next to what one kernel event costs when its callback does nothing.
 
-A kernel event is one heap entry popped and its callback run (:class:`sim.kernel.Call`):
+A kernel event is one heap entry popped and its callback run (:class:`elastic_sim.sim.kernel.Call`):
 a task resumed, a message or store request arriving, a store reply, a timer, a polled
 wait's tick, a stretch's mark. Its bare cost (no-op callbacks chained by ``call_later``,
 the queue as deep as the run's) is measured in the same process, best of five. Events

@@ -2,7 +2,7 @@
 
 Each figure is measured on real torch (the installed 2.13) on this machine and printed
 as median / p90 over ``--trials`` runs; the sim's defaults (``elastic_sim.world`` and
-``protocols.torchelastic.knobs``) quote them:
+``elastic_sim.protocols.torchelastic.knobs``) quote them:
 
 - ``process_exit``: a Python process that imported ``torch.distributed`` and hosts a
   ``TCPStore`` (a torchrun agent with ``is_host``) returns from its main: seconds from its

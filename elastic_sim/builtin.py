@@ -14,7 +14,7 @@ from elastic_sim.errors import ScenarioError
 
 def builtin_dir() -> Path:
     """The folder of the built-in scenarios (package data)."""
-    return Path(str(files("elastic_sim") / "scenarios"))
+    return Path(str(files("elastic_sim.scenarios")))
 
 
 def builtin_names() -> list[str]:

@@ -1,6 +1,6 @@
 """The faults part of the scenario schema, derived from the fault classes.
 
-Each fault class of :mod:`faults.model` is the one definition of its type: the schema
+Each fault class of :mod:`elastic_sim.faults.model` is the one definition of its type: the schema
 model of a ``type: <tag>`` entry is generated from the class's fields and their annotated
 domains (plus what every entry may say: ``id``, ``at`` and a trigger), so YAML is validated
 against the class directly, and an entry converts to the class and back generically
@@ -219,7 +219,7 @@ _HOST_LISTS = ("bridge", "src", "dst")
 
 def check_fault(m: Any, base: str, file: str, need_host: Callable[[str, str], None]) -> None:
     """Cross-field checks of one fault entry: a time or a trigger, the hosts it names
-    exist, and its type's own rules (:meth:`faults.model.Fault.problem`)."""
+    exist, and its type's own rules (:meth:`elastic_sim.faults.model.Fault.problem`)."""
     if isinstance(m, MtbfModel):
         for j, h in enumerate(m.hosts or []):
             need_host(f"{base}.hosts[{j}]", h)

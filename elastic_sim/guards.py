@@ -3,8 +3,8 @@ past a memory limit is ended, keeping what was traced so far, with a distinct ou
 
 They protect an unattended caller (CI, a search) from a run that is legal but too big; a
 run that busy-loops at one instant is caught by the simulator instead (a livelock, a
-finding about the protocol: :data:`sim.kernel.LIVELOCK_CALLS`). The sim asks its guard
-every :data:`sim.kernel.GUARD_EVERY` callbacks, real mode every supervision tick.
+finding about the protocol: :data:`elastic_sim.sim.kernel.LIVELOCK_CALLS`). The sim asks its guard
+every :data:`elastic_sim.sim.kernel.GUARD_EVERY` callbacks, real mode every supervision tick.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ class RunGuard:
 def watchdog(guard: RunGuard) -> Iterator[None]:
     """While the block runs, a thread looks at ``guard`` every :data:`WATCH_PERIOD` seconds
     and, once it has tripped, interrupts the main thread (the sim kernel's
-    :data:`~sim.kernel.INTERRUPT_SIGNAL` handler ends the run; where no handler is set,
+    :data:`~elastic_sim.sim.kernel.INTERRUPT_SIGNAL` handler ends the run; where no handler is set,
     nothing happens). For a sim callback that runs for minutes or takes gigabytes at once,
     which the kernel's periodic check would only see afterwards."""
     if threading.current_thread() is not threading.main_thread():

@@ -230,7 +230,7 @@ def simulate(sc: Scenario, seed: int, tie_seed: int | None = None,
     """One sim run held in memory, writing no files: the events :func:`run_scenario` would
     write, for loops of many runs (explore, property tests). ``tie_seed`` (default: the
     scenario's, whose default is scheduling order) orders same-time events of different
-    sources pseudo-randomly (sim.kernel). ``guard``: as for :func:`run_scenario`.
+    sources pseudo-randomly (elastic_sim.sim.kernel). ``guard``: as for :func:`run_scenario`.
     ``faults`` (default: the scenario's) and ``world`` (default: built from ``sc`` and
     ``seed``) spare a loop of runs of one scenario rebuilding it per run."""
     metrics, result, hist = _simulate(sc, seed, tie_seed, guard, faults, world, metrics_wanted=True)

@@ -195,7 +195,7 @@ class Scenario(_Strict):
     window). Without it, they hold for every seed (a test sweeps 100 of them)."""
     tie_seed: Seed | None = None
     """Sim only: order events due at the same time from different sources by this seed
-    (:mod:`sim.kernel`) instead of by scheduling order (the default)."""
+    (:mod:`elastic_sim.sim.kernel`) instead of by scheduling order (the default)."""
     time_limit: Pos = 3600.0
     """Run time (virtual in the sim) after which a run that has not ended is called hung."""
     fidelity: Literal["fast", "fine"] = "fast"

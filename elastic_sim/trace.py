@@ -140,7 +140,7 @@ def read_trace(path: Path) -> list[TraceEvent]:
 
 STRETCH = "train_steps"
 """The summary of a lockstep stretch of training steps of one member (the sim's fast
-fidelity, :mod:`sim.stretch`)."""
+fidelity, :mod:`elastic_sim.sim.stretch`)."""
 
 
 SUMMARISED = ("coll_enter", "coll_done", "step")

@@ -107,7 +107,7 @@ class World:
     :data:`PROCESS_EXIT`); real processes pay their own."""
     fidelity: Literal["fast", "fine"] = "fast"
     """Sim only: ``fast`` runs lockstep training stretches as one event each
-    (:mod:`sim.stretch`), ``fine`` simulates every step of every worker."""
+    (:mod:`elastic_sim.sim.stretch`), ``fine`` simulates every step of every worker."""
     time_limit: float = 3600.0
     """Run time after which a run that has not ended is stopped and called hung."""
     device: Literal["cpu", "cuda"] = "cpu"

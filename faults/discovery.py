@@ -1,5 +1,5 @@
 """What discovery-source faults do to a discovery source: the faults in effect, folded into
-one :class:`~protocols.api.DiscoveryOverlay` (plain data a runtime hands to protocols).
+one :class:`~elastic_sim.protocols.api.DiscoveryOverlay` (plain data a runtime hands to protocols).
 
 Pure: the injector of a runtime adds a fault when it fires and drops it when it heals; the
 overlay at time ``now`` follows from the faults in effect, in the order they fired (a later

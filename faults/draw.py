@@ -2,8 +2,8 @@
 drawn by what it is (a host, a side of a cut, a duration, a probability, one of a set of
 literals), so a new fault type is drawable the moment it is defined.
 
-Every choice goes through the :class:`~faults.schedule.Chooser`, so Hypothesis shrinks it
-and a seeded search repeats it; the first alternative of each choice is the simplest (what
+Every choice goes through the :class:`~elastic_sim.faults.schedule.Chooser`, so Hypothesis shrinks
+it and a seeded search repeats it; the first alternative of each choice is the simplest (what
 a choice shrinks to).
 """
 
@@ -156,7 +156,7 @@ def draw_fault(cls: type[Fault], c: Chooser, s: FaultSpace, fid: str, at: float)
 
 
 def generator(cls: type[Fault]) -> Callable[[Chooser, FaultSpace, str, float], Fault | None]:
-    """The generator of fault type ``cls`` (for :data:`faults.schedule.GENERATORS`)."""
+    """The generator of fault type ``cls`` (for :data:`elastic_sim.faults.schedule.GENERATORS`)."""
     def draw(c: Chooser, s: FaultSpace, fid: str, at: float) -> Fault | None:
         return draw_fault(cls, c, s, fid, at)
     draw.__name__ = f"draw_{cls.scenario_type}"

@@ -3,7 +3,7 @@ made simpler (shrinking).
 
 One generator serves every search. It asks a :class:`Chooser` for every choice it makes, so
 the same code draws from a seeded ``random.Random`` (``elastic-sim explore``) or from a
-Hypothesis draw (:mod:`faults.strategies`), where Hypothesis then shrinks every choice.
+Hypothesis draw (:mod:`elastic_sim.faults.strategies`), where Hypothesis then shrinks every choice.
 Times are whole milliseconds so that a schedule written to YAML reads back exactly.
 """
 
@@ -153,7 +153,7 @@ GENERATORS: dict[str, Generator] = {
 }
 """Fault type -> how one fault of it is drawn (None when the space allows none). Every
 type is drawable: those without a generator of their own here are drawn from their class
-(:func:`faults.draw.draw_fault`)."""
+(:func:`elastic_sim.faults.draw.draw_fault`)."""
 GENERATORS.update({t: generator(cls) for t, cls in FAULT_TYPES.items() if t not in GENERATORS})
 
 

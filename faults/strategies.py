@@ -1,8 +1,8 @@
 """Hypothesis strategies for fault schedules and for the simulator's random choices.
 
 Every choice of a generated run comes from the Hypothesis draw: the schedule through
-:func:`faults.schedule.draw_schedule` (the same generator ``explore`` uses), the sim's own
-randomness (failure-detection delays and other seeded sub-streams) through the run seed,
+:func:`elastic_sim.faults.schedule.draw_schedule` (the same generator ``explore`` uses), the sim's
+own randomness (failure-detection delays and other seeded sub-streams) through the run seed,
 and the order of events due at the same time from different sources through the tie seed
 (None: scheduling order, what it shrinks to). So Hypothesis shrinks all three.
 """
@@ -20,7 +20,7 @@ MAX_SEED = 2**32 - 1
 
 
 class DrawChooser:
-    """A :class:`~faults.schedule.Chooser` that draws each choice from Hypothesis."""
+    """A :class:`~elastic_sim.faults.schedule.Chooser` that draws each choice from Hypothesis."""
 
     def __init__(self, draw: st.DrawFn) -> None:
         self._draw = draw
@@ -43,7 +43,7 @@ def sim_seeds() -> st.SearchStrategy[int]:
 
 def tie_seeds() -> st.SearchStrategy[int | None]:
     """Seeds of the simulator's tie-breaking (the order of same-time events of different
-    sources, :mod:`sim.kernel`); shrinks to None, the scheduling order."""
+    sources, :mod:`elastic_sim.sim.kernel`); shrinks to None, the scheduling order."""
     return st.none() | st.integers(0, MAX_SEED)
 
 

@@ -6,6 +6,10 @@ Importing this package does not import torch; only the processes it starts do.
 
 from __future__ import annotations
 
+if __name__ != "elastic_sim.real":  # `import real` from the repository root
+    raise ImportError(f"{__name__} is installed as elastic_sim.real; import it by that name "
+                      "(a second copy of its modules would not be the same)")
+
 import importlib.util
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -37,7 +41,7 @@ def run(
     injected for real, and ModuleNotFoundError if torch is not installed. Processes, logs
     and per-process traces live under ``workdir``; none of the processes outlives the
     call, whatever happens (Ctrl-C included). ``launch`` spreads the hosts over cluster
-    nodes (:mod:`real.cluster`); by default every host runs on this machine. ``guard``
+    nodes (:mod:`elastic_sim.real.cluster`); by default every host runs on this machine. ``guard``
     is asked every supervision tick of a local run; (kind, message) ends the run at once
     (``RunResult.stopped``). ``watch`` sees events while a local run goes on (live
     progress; in the order they are read, not run-time order)."""

@@ -1,5 +1,6 @@
-"""asyncio behind the contract's :class:`~protocols.api.Future` and
-:class:`~protocols.api.Task`, with :class:`~protocols.api.Cancelled` at the boundary.
+"""asyncio behind the contract's :class:`~elastic_sim.protocols.api.Future` and
+:class:`~elastic_sim.protocols.api.Task`, with :class:`~elastic_sim.protocols.api.Cancelled` at the
+boundary.
 
 Two asyncio habits differ from the contract and are undone here: cancelling a task that
 awaits a future (or another task) cancels that future too, and a cancelled await raises

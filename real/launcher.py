@@ -1,11 +1,11 @@
 """The local launcher: a world's hosts as OS processes on this machine.
 
-Each host's first process is ``python -m real.proc`` in a session (and process group) of
+Each host's first process is ``python -m elastic_sim.real.proc`` in a session (and process group) of
 its own, so a host crash is one ``killpg``. Every process is started up front; when all
 have imported torch and said READY, the launcher fixes the run's origin ``t0`` and sends
 ``GO <t0>``. It then injects faults on schedule and waits until every process has exited
 or the time limit passes. A world with partition faults runs in a network namespace of its
-own, each host at its own loopback address (:mod:`real.netns`); others share this
+own, each host at its own loopback address (:mod:`elastic_sim.real.netns`); others share this
 machine's loopback. Whatever happens (an exception, Ctrl-C, SIGTERM), nothing it started,
 namespace included, outlives :meth:`Launcher.run`. Last, it accounts for every process's exit and
 hands the merged trace to the caller.
@@ -275,7 +275,8 @@ class Launcher:
         own = {h.proc.pid for h in self.hosts.values()}
         return [(s.pid, s.start) for s in self.run_dir.started() if s.pid not in own]
 
-    # -- fault targets (see real.injector.Targets) ------------------------------------------
+    # -- fault targets (see elastic_sim.real.injector.Targets)
+    # ------------------------------------------
 
     def signal_host(self, host: str, sig: int) -> bool:
         """Signal every process of ``host``'s group; False if none is left."""
@@ -304,7 +305,7 @@ class Launcher:
 
     def start_fault(self, fault: CrashLoop | SlowStart) -> str:
         """Tell ``fault.host``'s processes what the processes they start from now on meet
-        (:mod:`real.startfaults`); "" if done, else why not."""
+        (:mod:`elastic_sim.real.startfaults`); "" if done, else why not."""
         if self.hosts[fault.host].proc.poll() is not None:
             return f"host {fault.host}: its first process had already exited"
         root = self.run_dir.root.resolve()

@@ -8,9 +8,9 @@ rules, in the input hook, dropping the packets of connections between the two si
 by (originating host, original destination address) and, for a one-way cut, the direction.
 Dropped, not refused: TCP connections stall until the heal or their own timeouts, as under
 a real cut. Link faults shape the same connections with ``tc netem``
-(:mod:`real.shaping`), and a connection reset aborts them with ``ss -K``
-(:mod:`real.connreset`). Deleting the namespace at the end removes every rule with it; one
-left by a launcher that was SIGKILLed (so could not clean up) is deleted by the next
+(:mod:`elastic_sim.real.shaping`), and a connection reset aborts them with ``ss -K``
+(:mod:`elastic_sim.real.connreset`). Deleting the namespace at the end removes every rule with it;
+one left by a launcher that was SIGKILLed (so could not clean up) is deleted by the next
 run's.
 """
 

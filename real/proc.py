@@ -1,4 +1,4 @@
-"""The entry of every process of a real run: ``python -m real.proc SPEC``.
+"""The entry of every process of a real run: ``python -m elastic_sim.real.proc SPEC``.
 
 It becomes the process the spec names: dies with its parent, imports torch up front (so
 the first store or group call is not an import), and, for a host's first process, says
@@ -81,7 +81,7 @@ async def _run(spec: ProcSpec, t0: float) -> NoReturn:
     try:
         delay, doomed = os.environ.pop(DELAY, ""), os.environ.pop(FAIL, "")
         if delay:
-            await asyncio.sleep(float(delay))  # a slow start (real.startfaults)
+            await asyncio.sleep(float(delay))  # a slow start (elastic_sim.real.startfaults)
         if doomed:
             raise CrashAtStart(doomed)  # a crash loop: up, then gone
         code, reason = exit_status(await resolve_entry(spec.entry)(rt, spec.args))

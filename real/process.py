@@ -1,4 +1,4 @@
-"""Child processes of real mode: ``python -m real.proc`` started by a host's process.
+"""Child processes of real mode: ``python -m elastic_sim.real.proc`` started by a host's process.
 
 A child stays in its parent's process group (a host crash kills it with the host) and is
 SIGKILLed by the kernel when its parent dies. Its exit is watched from the moment it
@@ -75,8 +75,8 @@ def popen(
     prefix: Sequence[str] = (),
     group: int | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Write ``spec`` and start ``python -m real.proc`` for it; stderr (and stdout unless
-    given) go to the process's log file. ``prefix`` is a command that execs the rest (such
+    """Write ``spec`` and start ``python -m elastic_sim.real.proc`` for it; stderr (and stdout
+    unless given) go to the process's log file. ``prefix`` is a command that execs the rest (such
     as ``ip netns exec NS``); ``group`` the group id to run with."""
     path = run_dir.spec(spec.name)
     spec.dump(path)

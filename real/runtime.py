@@ -2,9 +2,10 @@
 
 Time is the machine's wall clock relative to the run's origin ``t0`` (shifted and scaled
 by the host's clock skew for :meth:`RealRuntime.now`); messages go over TCP
-(:mod:`real.net`), the store is a TCPStore (:mod:`real.store`), groups are Gloo
-(:mod:`real.group`), children are ``python -m real.proc`` (:mod:`real.process`). Every
-blocking torch call runs on a thread pool so the loop stays free.
+(:mod:`elastic_sim.real.net`), the store is a TCPStore (:mod:`elastic_sim.real.store`), groups are
+Gloo (:mod:`elastic_sim.real.group`), children are ``python -m elastic_sim.real.proc``
+(:mod:`elastic_sim.real.process`). Every blocking torch call runs on a thread pool so the loop
+stays free.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ FLUSH_TIMEOUT = 1.0
 
 
 class RealRuntime(api.Runtime):
-    """The :class:`protocols.api.Runtime` of one real process."""
+    """The :class:`elastic_sim.protocols.api.Runtime` of one real process."""
 
     def __init__(self, spec: ProcSpec, t0: float) -> None:
         self.spec = spec
@@ -211,7 +212,7 @@ class RealRuntime(api.Runtime):
 
     def discovery_overlay(self) -> api.DiscoveryOverlay:
         """Always empty: real mode refuses discovery-source faults before a run starts
-        (:mod:`real.injector`), so none is ever in effect."""
+        (:mod:`elastic_sim.real.injector`), so none is ever in effect."""
         return api.NO_DISCOVERY_FAULTS
 
     def record(self, kind: str, **fields: JSON) -> None:

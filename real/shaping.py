@@ -1,6 +1,6 @@
 """Link faults for real: ``tc netem`` on the loopback of a run's network namespace.
 
-A run's hosts share one loopback (:mod:`real.netns`), each at its own address, and every
+A run's hosts share one loopback (:mod:`elastic_sim.real.netns`), each at its own address, and every
 connection carries the mark of the host that opened it. A link fault between hosts ``a``
 and ``b`` gets a class of its own under an HTB root qdisc on ``lo``, with a ``netem``
 qdisc as its leaf holding the fault's delay, jitter, loss, duplication and reordering; an

@@ -13,7 +13,7 @@ from elastic_sim.real.workdir import write_atomic
 
 @dataclass(frozen=True)
 class ProcSpec:
-    """Everything ``python -m real.proc SPEC`` needs to become process ``name``."""
+    """Everything ``python -m elastic_sim.real.proc SPEC`` needs to become process ``name``."""
 
     name: str
     """``host/name``."""

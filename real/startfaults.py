@@ -6,7 +6,7 @@ The injector writes the file when the fault fires; the host's process that start
 reads it then (only that process starts processes on its host, so it alone rewrites the
 count a bounded crash loop keeps) and hands the child its fate in its environment: the
 child, once its interpreter and torch are up, sleeps the extra start-up delay, or fails
-with :class:`~faults.model.CrashAtStart`.
+with :class:`~elastic_sim.faults.model.CrashAtStart`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Metrics from a trace: rounds and their membership, and for every fault how long the
 job took to detect it, re-form, sync and train again, and how much progress it lost.
 
-Faults are blamed causally (:mod:`reports.causes`): a fault's detection is the first
+Faults are blamed causally (:mod:`elastic_sim.reports.causes`): a fault's detection is the first
 failure a survivor saw that names what the fault hit, so overlapping faults each get their
 own figures. A fault that needed a recovery runs from its start to the first step of the
 first world that trained after its detection; one that needed none reports the stall it
-caused (:mod:`reports.progress`). Lost steps are counted once per rollback."""
+caused (:mod:`elastic_sim.reports.progress`). Lost steps are counted once per rollback."""
 
 from __future__ import annotations
 

@@ -40,8 +40,8 @@ STALL_COLOR = "#b5651d"
 PHASE_COLORS = {"detect": FAULT_COLOR, "rendezvous": COLORS["rendezvous"],
                 "sync": COLORS["sync"], "first_step": COLORS["training"],
                 "stall": STALL_COLOR}
-"""Colour of each recovery phase (see :meth:`reports.metrics.Recovery.phases`), and of the
-stall of a fault that needed no recovery."""
+"""Colour of each recovery phase (see :meth:`elastic_sim.reports.metrics.Recovery.phases`), and of
+the stall of a fault that needed no recovery."""
 
 MAX_ROWS = 40
 """More processes than this and the timeline aggregates them into groups."""
@@ -84,7 +84,7 @@ def _label(tl: ProcessTimeline) -> str:
 
 def state_matrix(tls: Sequence[ProcessTimeline], end: float, bins: int = BINS) -> np.ndarray:
     """For every process and time bin, the code of its state: 0 none, else 1 + the index
-    in :data:`~reports.spans.STATES`; overlays win over phases."""
+    in :data:`~elastic_sim.reports.spans.STATES`; overlays win over phases."""
     import numpy as np
 
     mat = np.zeros((len(tls), bins), dtype=np.int8)

@@ -3,7 +3,7 @@ drawn from the group's own random stream), a powered-off member that vanishes, t
 aborts and connection resets.
 
 These are the methods of :class:`CollectiveFailures`, a mixin of
-:class:`~sim.collectives.CollectiveEngine` (which matches, prices and completes the
+:class:`~elastic_sim.sim.collectives.CollectiveEngine` (which matches, prices and completes the
 collectives; see its module docstring for the model).
 """
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 class CollectiveFailures:
-    """Mixin of :class:`~sim.collectives.CollectiveEngine`: failing, timing out and
+    """Mixin of :class:`~elastic_sim.sim.collectives.CollectiveEngine`: failing, timing out and
     aborting members' calls (what the engine provides is declared for the type checker
     only)."""
 

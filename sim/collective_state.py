@@ -1,7 +1,7 @@
-"""The state of the sim's process groups as :class:`~sim.collectives.CollectiveEngine` keeps
-it: a group (:class:`GroupState`), its members (:class:`Member`), each member's calls
+"""The state of the sim's process groups as :class:`~elastic_sim.sim.collectives.CollectiveEngine`
+keeps it: a group (:class:`GroupState`), its members (:class:`Member`), each member's calls
 (:class:`Entry`), the operations they match into (``_Op``) and an operation's states
-(``OPEN`` .. ``BROKEN``). Data only: the engine in :mod:`sim.collectives` acts on it.
+(``OPEN`` .. ``BROKEN``). Data only: the engine in :mod:`elastic_sim.sim.collectives` acts on it.
 """
 
 from __future__ import annotations

@@ -22,8 +22,9 @@ members' hosts): ring allreduce ``2(W-1)(alpha+lat) + 2(W-1)/W * n/bw``; flat br
 ``alpha + lat + n/bw`` on the pair's path.
 
 The groups' state (:class:`Member`, :class:`Entry`, :class:`GroupState`) is
-:mod:`sim.collective_state`; failing, timing out and aborting calls is
-:class:`~sim.collective_failures.CollectiveFailures`, a mixin of :class:`CollectiveEngine`.
+:mod:`elastic_sim.sim.collective_state`; failing, timing out and aborting calls is
+:class:`~elastic_sim.sim.collective_failures.CollectiveFailures`, a mixin of
+:class:`CollectiveEngine`.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ if TYPE_CHECKING:
 from elastic_sim.world import CollectiveModel
 
 __all__ = ["CollectiveEngine", "Entry", "GroupState", "Member", "broadcast_seconds"]
-"""What this module offers (the group state is re-exported from :mod:`sim.collective_state`)."""
+"""What this module offers (the group state is re-exported from
+:mod:`elastic_sim.sim.collective_state`)."""
 
 
 class CollectiveEngine(CollectiveFailures):
@@ -71,7 +73,8 @@ class CollectiveEngine(CollectiveFailures):
         self.blocked: dict[int, _Op] = {}
         self._uid = 0
         self.stretches: StretchBook | None = None
-        """Fast training stretches (:mod:`sim.stretch`); None: every step is simulated."""
+        """Fast training stretches (:mod:`elastic_sim.sim.stretch`); None: every step is
+        simulated."""
         self.injected: dict[str, deque[str]] = {}
         """Collective faults waiting for the next collective entered on a host."""
 
@@ -172,7 +175,7 @@ class CollectiveEngine(CollectiveFailures):
                   ) -> Entry:
         """``m``'s allreduce number ``seq``, entered at ``t`` (before now) with its deadline
         at ``t + timeout``; once every member has one, it completes at ``t + cost``, as an
-        entry made at ``t`` would (a split stretch's open step, :mod:`sim.stretch`)."""
+        entry made at ``t`` would (a split stretch's open step, :mod:`elastic_sim.sim.stretch`)."""
         g = m.group
         e = Entry(self.k, m, "allreduce", vals, 8 * len(vals))
         e.t = t
@@ -335,8 +338,8 @@ class CollectiveEngine(CollectiveFailures):
 def broadcast_seconds(algorithm: str, w: int, nbytes: int, alpha: float, lat: float,
                       bw: float, chunk_bytes: int) -> float:
     """The alpha-beta time of a payload broadcast to ``w`` members (after its size header)
-    by ``algorithm`` (:mod:`protocols.broadcast`): ``group`` is the flat broadcast above;
-    ``tree`` is ``ceil(log2 W)`` full-payload sends; ``chain`` is ``W - 2 + C`` sends of
+    by ``algorithm`` (:mod:`elastic_sim.protocols.broadcast`): ``group`` is the flat broadcast
+    above; ``tree`` is ``ceil(log2 W)`` full-payload sends; ``chain`` is ``W - 2 + C`` sends of
     one chunk for C chunks (what the sim's point-to-point costs add up to)."""
     if w <= 1 or nbytes <= 0:
         return 0.0

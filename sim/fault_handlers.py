@@ -1,11 +1,11 @@
-"""The sim's per-fault handlers: how each fault type of :mod:`faults.model` acts on the
+"""The sim's per-fault handlers: how each fault type of :mod:`elastic_sim.faults.model` acts on the
 simulated cluster, network, stores and collectives (crash, hang, wedge, preempt, partition,
 link, clock, store and collective faults).
 
 They are the methods of :class:`FaultHandlers`, a mixin of
-:class:`~sim.faults.FaultInjector`, which schedules and fires them, traces them and maps each
-fault type to its handler (:data:`~sim.faults.SIM_HANDLERS`); the discovery-source faults
-stay with the injector (their firing waits for a discovery source).
+:class:`~elastic_sim.sim.faults.FaultInjector`, which schedules and fires them, traces them and
+maps each fault type to its handler (:data:`~elastic_sim.sim.faults.SIM_HANDLERS`); the
+discovery-source faults stay with the injector (their firing waits for a discovery source).
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ if TYPE_CHECKING:
 
 
 class FaultHandlers:
-    """Mixin of :class:`~sim.faults.FaultInjector`: one handler method per fault type (what
-    the injector provides is declared for the type checker only)."""
+    """Mixin of :class:`~elastic_sim.sim.faults.FaultInjector`: one handler method per fault type
+    (what the injector provides is declared for the type checker only)."""
 
     if TYPE_CHECKING:
         k: Kernel

@@ -1,19 +1,19 @@
-"""The sim's fault injector for the vocabulary of :mod:`faults.model`.
+"""The sim's fault injector for the vocabulary of :mod:`elastic_sim.faults.model`.
 
 Each fault fires at its time ``at`` (ties in schedule order), or, wrapped in a
-:class:`~faults.triggers.Triggered`, when a trace event matches its trigger (watched from
-``at`` on; it fires right after that event, at the same time). It is traced as a ``fault``
+:class:`~elastic_sim.faults.triggers.Triggered`, when a trace event matches its trigger (watched
+from ``at`` on; it fires right after that event, at the same time). It is traced as a ``fault``
 event (host: the target host or ``*``; proc ``fault-injector``; data: id, type, target,
 phase ``start``/``heal``, or ``skipped`` with a reason; ``trigger`` for a triggered fault).
-The event is encoded by :func:`faults.record.fault_event`, the encoder real mode uses too.
-A fault whose target is already down does not fire (a ``skipped`` event says why); every
+The event is encoded by :func:`elastic_sim.faults.record.fault_event`, the encoder real mode uses
+too. A fault whose target is already down does not fire (a ``skipped`` event says why); every
 scheduled fault gets a :class:`~world.FaultReport`, read back from those events. Which
-handler injects a type is :data:`SIM_HANDLERS` (a :class:`~faults.model.Refusal` says why
-the sim cannot).
+handler injects a type is :data:`SIM_HANDLERS` (a :class:`~elastic_sim.faults.model.Refusal` says
+why the sim cannot).
 The per-type handlers (all but the discovery-source faults') are the methods of
-:class:`~sim.fault_handlers.FaultHandlers`, a mixin of :class:`FaultInjector`.
+:class:`~elastic_sim.sim.fault_handlers.FaultHandlers`, a mixin of :class:`FaultInjector`.
 
-Discovery-source faults change what :meth:`~protocols.api.Runtime.discovery_overlay`
+Discovery-source faults change what :meth:`~elastic_sim.protocols.api.Runtime.discovery_overlay`
 returns. They fire only once some process has asked for the overlay (a protocol with a
 discovery source): one due earlier waits for that and fires then; in a run where no process
 ever asks, they are reported as not fired, because the protocol has no discovery source.
@@ -72,7 +72,7 @@ from elastic_sim.world import FaultReport
 
 class FaultInjector(FaultHandlers):
     """Fires scheduled faults into a running simulation; what fired is read back from the
-    trace (:class:`~faults.record.FaultLedger`)."""
+    trace (:class:`~elastic_sim.faults.record.FaultLedger`)."""
 
     def __init__(self, kernel: Kernel, cluster: Cluster, network: Network,
                  stores: StoreRegistry | None = None,
@@ -261,7 +261,7 @@ through :func:`sim_handler`."""
 
 
 def sim_handler(cls: type[Fault]) -> SimHandler | Refusal | None:
-    """The sim's handler for fault class ``cls`` (:func:`faults.model.handler_for`)."""
+    """The sim's handler for fault class ``cls`` (:func:`elastic_sim.faults.model.handler_for`)."""
     return handler_for(SIM_HANDLERS, cls)
 
 

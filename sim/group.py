@@ -1,6 +1,6 @@
-"""A member's face of a process group (:class:`protocols.api.Group`), and how a completed
-collective's results are formed. Matching, pricing and failing live in
-:mod:`sim.collectives`."""
+"""A member's face of a process group (:class:`elastic_sim.protocols.api.Group`), and how a
+completed collective's results are formed. Matching, pricing and failing live in
+:mod:`elastic_sim.sim.collectives`."""
 
 from __future__ import annotations
 
@@ -73,7 +73,8 @@ class SimGroup(Group):
                      marks: tuple[int, ...] = (),
                      reached: Callable[[int, list[list[float]]], None] | None = None
                      ) -> StretchResult:
-        """:meth:`protocols.api.TracedGroup.train`'s fast path (:mod:`sim.stretch`)."""
+        """:meth:`elastic_sim.protocols.api.TracedGroup.train`'s fast path
+        (:mod:`elastic_sim.sim.stretch`)."""
         self._check()
         book = self._engine.stretches
         if book is None:

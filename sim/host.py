@@ -1,6 +1,6 @@
 """Hosts and processes: start, exit, kill, signals, pause and resume, crash.
 
-A process is a set of :class:`~sim.kernel.SimTask` s (its main and what it spawned), a
+A process is a set of :class:`~elastic_sim.sim.kernel.SimTask` s (its main and what it spawned), a
 mailbox and a runtime. It ends when its main returns or raises (its other tasks are then
 cancelled), or when it is killed (its tasks are dropped at once: their coroutines are closed
 with the process already dead, so nothing they do in ``finally`` has an effect).
@@ -66,11 +66,11 @@ class SimHost:
         slow start faults)."""
         self.start_fault: Callable[[str], str] | None = None
         """Given a starting process's short name: why it fails at start-up ("" if it
-        does not): a crash loop (:mod:`sim.faults`)."""
+        does not): a crash loop (:mod:`elastic_sim.sim.faults`)."""
 
 
 class SimProcess:
-    """One simulated OS process (implements :class:`sim.kernel.Owner`)."""
+    """One simulated OS process (implements :class:`elastic_sim.sim.kernel.Owner`)."""
 
     def __init__(
         self,
@@ -101,7 +101,7 @@ class SimProcess:
         self.wedged: dict[str, list[tuple[SimTask[Any], int, Any, BaseException | None]]] = {}
         """Activities (task names) stuck by a wedge fault, with the wake-ups held."""
         self.ticks: list[Any] = []
-        """Its polled waits that skip ticks (:mod:`sim.ticks`)."""
+        """Its polled waits that skip ticks (:mod:`elastic_sim.sim.ticks`)."""
         self._next_tid = 0
         self.main: SimTask[Any] | None = None
         self.mailbox = Mailbox(cluster.kernel)
@@ -207,7 +207,7 @@ class Cluster:
         self.touch_listeners: list[Callable[[], None]] = []
         """Called before anything happens to a process or host from outside it (a kill, a
         signal, a pause or resume, a crash) and before each fault: fast training stretches
-        end there (:mod:`sim.stretch`)."""
+        end there (:mod:`elastic_sim.sim.stretch`)."""
         self.exit_listeners: list[Callable[[], None]] = []
         """Called when a process has exited (its exit code is readable now)."""
 

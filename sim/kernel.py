@@ -2,7 +2,7 @@
 
 No simpy process per task or per message: everything that happens is a :class:`Call`, one
 heap entry whose callback runs at its time. Ties in time run in scheduling order (simpy's
-event ids), which makes a run deterministic. :mod:`sim.tasks` drives coroutines on it.
+event ids), which makes a run deterministic. :mod:`elastic_sim.sim.tasks` drives coroutines on it.
 
 With a *tie seed*, callbacks due at the same time from different *lanes* run in a seeded
 pseudo-random order instead, and callbacks of one lane keep their scheduling order. A lane
@@ -43,7 +43,7 @@ _FIRE: list[Callable[[Any], None]] = [_fire]  # shared: simpy only iterates an e
 
 
 COLLECT_EVERY = 50_000
-"""With the gc disabled (as :func:`sim.run` does), collect young reference cycles after
+"""With the gc disabled (as :func:`elastic_sim.sim.run` does), collect young reference cycles after
 every this many scheduled callbacks: at points fixed by the run itself, so finalizers that
 run then (a protocol generator's ``finally``) run at the same place every time."""
 
@@ -270,8 +270,8 @@ class Kernel:
 
     def call_exactly(self, t: float, fn: Callable[..., object], *args: Any) -> Call:
         """Run ``fn(*args)`` at exactly ``t`` (>= now; no ``now + (t - now)`` rounding), in
-        scheduling order: how a fast stretch (:mod:`sim.stretch`) lands on the instants a
-        chain of ``call_later`` would have reached. Not for runs with a tie seed."""
+        scheduling order: how a fast stretch (:mod:`elastic_sim.sim.stretch`) lands on the instants
+        a chain of ``call_later`` would have reached. Not for runs with a tie seed."""
         if t < self.env.now:
             raise ValueError(f"call_exactly: {t} is in the past (now {self.env.now})")
         call = Call(self.env, fn, args)

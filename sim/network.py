@@ -10,8 +10,8 @@ paths are computed lazily and cached per host pair. Two processes on the same ho
 over loopback: no latency, the world's default bandwidth.
 
 Partitions are a set of active cuts: ``reachable(a, b)`` is False while any active
-:class:`~faults.model.Partition` separates ``a`` and ``b``, or a one-way cut drops packets
-from ``a`` to ``b``. Connection-based traffic (the store, collectives) needs both directions
+:class:`~elastic_sim.faults.model.Partition` separates ``a`` and ``b``, or a one-way cut drops
+packets from ``a`` to ``b``. Connection-based traffic (the store, collectives) needs both directions
 (:meth:`Network.connected`). Link faults add delay to every path they cross, and lose,
 duplicate and reorder messages (:meth:`Network.transmit`), drawing from ``rng``.
 """

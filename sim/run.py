@@ -4,7 +4,7 @@ end or to the time limit; report.
 A run is a pure function of (world, faults, seed): every random choice comes from a named
 sub-stream of the seed (``random.Random(f"{seed}/{name}")``; str seeds are hashed with
 sha512, so streams are stable across processes), ties in time are broken by scheduling
-order (or, with a tie seed, by a seeded order between lanes: :mod:`sim.kernel`), and
+order (or, with a tie seed, by a seeded order between lanes: :mod:`elastic_sim.sim.kernel`), and
 nothing iterates a set or depends on the wall clock.
 """
 
@@ -62,7 +62,7 @@ class Simulation:
         self.stretches = book
         self.cluster.touch_listeners.append(book.split_all)
         self.ticks = TickBook()
-        """The polled waits that skip ticks (fast fidelity, :mod:`sim.ticks`)."""
+        """The polled waits that skip ticks (fast fidelity, :mod:`elastic_sim.sim.ticks`)."""
         self.cluster.touch_listeners.append(self.ticks.poke_all)
         self.cluster.exit_listeners.append(self.ticks.poke_all)
 
@@ -110,16 +110,17 @@ def run(
     """Run ``world`` with ``faults`` in virtual time; call ``emit`` for every trace event,
     in the order they happen. The same (world, faults, seed) gives the same events.
     ``tie_seed`` (None: scheduling order) shuffles the order of same-time events of
-    different lanes (:mod:`sim.kernel`); the same (world, faults, seed, tie_seed) gives the
-    same events. ``guard`` is asked now and then whether to stop (a wall-clock or memory
+    different lanes (:mod:`elastic_sim.sim.kernel`); the same (world, faults, seed, tie_seed) gives
+    the same events. ``guard`` is asked now and then whether to stop (a wall-clock or memory
     limit: (kind, message)); a busy loop at one instant of virtual time stops the run too
-    (:data:`sim.kernel.LIVELOCK_CALLS`). Either way the run ends at once with a
+    (:data:`elastic_sim.sim.kernel.LIVELOCK_CALLS`). Either way the run ends at once with a
     ``run_stopped`` event, ``hung=True`` and ``stopped`` saying why.
 
     The run ends when every process has exited and no host is still to start
     (``hung=False``, ``end_time`` = the last exit), or at ``world.time_limit``
     (``hung=True``; processes still running then have no exit code). ``trace_sha256`` is
-    left empty: whoever writes the events (a :class:`~protocols.trace.TraceWriter`) has it.
+    left empty: whoever writes the events (a :class:`~elastic_sim.protocols.trace.TraceWriter`) has
+    it.
     """
     gc_was_enabled = gc.isenabled()
     gc.disable()  # many short-lived objects, few cycles: about 2x faster (calibration.md)

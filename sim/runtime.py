@@ -1,8 +1,8 @@
-"""SimRuntime: :class:`protocols.api.Runtime` on virtual time, one instance per process.
+"""SimRuntime: :class:`elastic_sim.protocols.api.Runtime` on virtual time, one instance per process.
 
 A runtime call made by a process that is already dead (a killed process's coroutine
 running its ``finally`` blocks while it is closed) has no effect: ``record`` and ``send``
-do nothing, awaited operations raise :class:`~protocols.api.Cancelled`.
+do nothing, awaited operations raise :class:`~elastic_sim.protocols.api.Cancelled`.
 """
 
 from __future__ import annotations
@@ -94,9 +94,9 @@ class SimRuntime(Runtime):
     async def poll(self, interval: float, idle: Callable[[], bool],
                    until: Callable[[], float] | None = None) -> None:
         """:meth:`Runtime.poll`; at the fast fidelity no task step and no kernel event per
-        idle tick: ``idle()`` is asked at the grid ticks where it may be False (:mod:`sim.ticks`),
-        and the task wakes at the first where it is (or where the task cannot run: then
-        it wakes as from a sleep, held as a sleep's wake-up would be)."""
+        idle tick: ``idle()`` is asked at the grid ticks where it may be False
+        (:mod:`elastic_sim.sim.ticks`), and the task wakes at the first where it is (or where the
+        task cannot run: then it wakes as from a sleep, held as a sleep's wake-up would be)."""
         self._alive()
         if interval <= 0.0 or not self._sim.stretches.enabled:
             await super().poll(interval, idle, until)
@@ -115,7 +115,7 @@ class SimRuntime(Runtime):
         return self._proc.spawn(coro, name or "task")
 
     def after(self, seconds: float, fn: Callable[[], None]) -> Timer:
-        """:meth:`Runtime.after` as one kernel callback (:class:`~sim.tasks.Alarm`), due
+        """:meth:`Runtime.after` as one kernel callback (:class:`~elastic_sim.sim.tasks.Alarm`), due
         when a task sleeping ``seconds`` from now would wake; none in a process that is
         exiting, which starts no task. A run with a tie seed keeps the task: its same-time
         order (the timer's own lane) is what such a run explores, as it does step by
@@ -230,7 +230,7 @@ class SimRuntime(Runtime):
     # -- discovery ---------------------------------------------------------------------
 
     def discovery_overlay(self) -> DiscoveryOverlay:
-        """The run's discovery-source faults in effect now (see :mod:`sim.faults`)."""
+        """The run's discovery-source faults in effect now (see :mod:`elastic_sim.sim.faults`)."""
         return self._sim.injector.discovery_overlay()
 
     # -- trace -------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Fast training stretches: a lockstep run of training steps as one event.
 
-:meth:`protocols.api.TracedGroup.train` is ``count`` steps of (sleep ``step_time``,
+:meth:`elastic_sim.protocols.api.TracedGroup.train` is ``count`` steps of (sleep ``step_time``,
 allreduce). When every member of a group enters the same ``train`` at the same instant
 (they do: the collective before it woke them together), nothing differs between members
 and nothing touches them, each step ends at the same instant for all of them: the sleep's

@@ -34,8 +34,8 @@ class Owner(Protocol):
     wedged: dict[str, list[tuple[SimTask[Any], int, Any, BaseException | None]]]
     """Activities (task names) that are stuck, each with the wake-ups held for it."""
     ticks: list[Any]
-    """Its polled waits that skip ticks (:mod:`sim.ticks`): re-planned after each step of
-    any of its tasks."""
+    """Its polled waits that skip ticks (:mod:`elastic_sim.sim.ticks`): re-planned after each step
+    of any of its tasks."""
 
     def defer(self, fn: Callable[..., object], *args: Any) -> None:
         """Hold a continuation until the owner runs again."""
@@ -225,7 +225,8 @@ class SimTask(Task[T]):
 
 
 def _replan(ticks: list[Any], stepped: SimTask[Any]) -> None:
-    """A task stepped: the other polled waits of its process look again (:mod:`sim.ticks`)."""
+    """A task stepped: the other polled waits of its process look again
+    (:mod:`elastic_sim.sim.ticks`)."""
     for t in list(ticks):
         if t.task is not stepped:
             t.replan()

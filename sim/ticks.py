@@ -1,5 +1,5 @@
-"""Polled waits at the fast fidelity: :meth:`protocols.api.Runtime.poll` without a kernel
-event per idle tick.
+"""Polled waits at the fast fidelity: :meth:`elastic_sim.protocols.api.Runtime.poll` without a
+kernel event per idle tick.
 
 A polling loop's ticks lie on a *grid*: each comes ``interval * slowdown + wake_latency``
 after the last (a sleep's duration, the slowdown read at the earlier tick), as the chained
@@ -16,7 +16,7 @@ Between two ticks where ``idle()`` is asked nothing is scheduled: what can turn 
   turns False if nothing else changes; the wait is asked at the first grid tick at or past
   it, and never asked at ticks before it (where the fine run's loop finds it True);
 * a step of any other task of the same process (it may take a lock, sync a cache);
-* anything acting on processes from outside (:meth:`sim.host.Cluster.touch`: a signal, a
+* anything acting on processes from outside (:meth:`elastic_sim.sim.host.Cluster.touch`: a signal, a
   kill, a pause or resume, every fault's start and heal: a slowdown or clock change) and
   any process's exit (a child's exit code).
 

@@ -49,7 +49,7 @@ def test_the_wheel_has_one_top_level_package_with_its_scenarios(wheel: Path) -> 
     assert {n.split("/")[0] for n in names} == {"elastic_sim", f"elastic_sim-{__version__}"
                                                 ".dist-info"}
     shipped = {n.removeprefix("elastic_sim/scenarios/") for n in names
-               if n.startswith("elastic_sim/scenarios/")}
+               if n.startswith("elastic_sim/scenarios/") and not n.endswith(".py")}
     expected = {p.relative_to(SCENARIOS).as_posix() for p in SCENARIOS.rglob("*")
                 if p.is_file() and p.suffix in (".yaml", ".md", ".json")}
     assert shipped == expected

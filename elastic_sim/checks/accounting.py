@@ -64,8 +64,8 @@ FAILURES = ("fault", "coll_fail", "group_failed", "hvd_scheduled_exit", "hvd_exi
 STOPPED = -15
 """The exit code of a process stopped with SIGTERM (an agent or driver stopping its
 workers): a stop, not a failure. Traces number signals the Linux way whatever machine
-reads them (``protocols.api.SIGNAL_NUMBERS``). Judged by the code, which every mode records
-alike; the reason is worded per mode ("killed by SIGTERM" in the sim, "signal TERM" in
+reads them (``elastic_sim.protocols.api.SIGNAL_NUMBERS``). Judged by the code, which every mode
+records alike; the reason is worded per mode ("killed by SIGTERM" in the sim, "signal TERM" in
 real mode, "signal 15" in torchrun's converted traces)."""
 
 

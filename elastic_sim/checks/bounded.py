@@ -22,7 +22,7 @@ def _stop(events: Sequence[TraceEvent]) -> TraceEvent | None:
 
 def time_advances(events: Sequence[TraceEvent]) -> CheckResult:
     """Virtual time advances: no process busy-loops at one instant (the simulator stops a
-    run after :data:`sim.kernel.LIVELOCK_CALLS` callbacks at one time)."""
+    run after :data:`elastic_sim.sim.kernel.LIVELOCK_CALLS` callbacks at one time)."""
     res = CheckResult("time_advances", "virtual time advances (no busy loop at one instant)")
     stop = _stop(events)
     if history(events).of("run_end"):

@@ -7,20 +7,20 @@ awaits a coroutine runs atomically in both runtimes, so interleavings happen onl
 awaits.
 
 A runtime implements the abstract ``_``-methods; everything a protocol calls that can be
-written once (tracing of collectives, the sync primitives in :mod:`protocols.sync`) is
+written once (tracing of collectives, the sync primitives in :mod:`elastic_sim.protocols.sync`) is
 written here once, so both runtimes behave and trace identically.
 
 Import every name from this package (``from elastic_sim.protocols.api import Runtime``);
 its modules are one concept each:
 
-- :mod:`~protocols.api.errors`: the errors, part of the contract because elastic protocols
-  live in their error paths;
-- :mod:`~protocols.api.concurrency`: :class:`Future`, :class:`Task` and :class:`Timer`;
-- :mod:`~protocols.api.message`: :data:`JSON` and :class:`Message`;
-- :mod:`~protocols.api.store`: the key-value store with c10d TCPStore semantics;
-- :mod:`~protocols.api.group`: process groups, one per membership epoch, traced alike;
-- :mod:`~protocols.api.process`: child processes, signals, exit statuses;
-- :mod:`~protocols.api.runtime`: :class:`Runtime` itself, who a process is, discovery
+- :mod:`~elastic_sim.protocols.api.errors`: the errors, part of the contract because elastic
+  protocols live in their error paths;
+- :mod:`~elastic_sim.protocols.api.concurrency`: :class:`Future`, :class:`Task` and :class:`Timer`;
+- :mod:`~elastic_sim.protocols.api.message`: :data:`JSON` and :class:`Message`;
+- :mod:`~elastic_sim.protocols.api.store`: the key-value store with c10d TCPStore semantics;
+- :mod:`~elastic_sim.protocols.api.group`: process groups, one per membership epoch, traced alike;
+- :mod:`~elastic_sim.protocols.api.process`: child processes, signals, exit statuses;
+- :mod:`~elastic_sim.protocols.api.runtime`: :class:`Runtime` itself, who a process is, discovery
   faults, and process entries.
 """
 

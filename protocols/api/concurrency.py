@@ -14,8 +14,8 @@ class Future(abc.ABC, Generic[T]):
     """A value that becomes available later, awaitable by exactly the tasks of one process.
 
     Resolving a future never runs waiters synchronously: they resume at the same time,
-    after the current task yields. :mod:`protocols.sync` builds events, queues, locks and
-    conditions on this alone.
+    after the current task yields. :mod:`elastic_sim.protocols.sync` builds events, queues, locks
+    and conditions on this alone.
     """
 
     @abc.abstractmethod

@@ -129,7 +129,7 @@ class TracedGroup:
 
         This is the loop below in every runtime, except that the sim at its default
         fidelity (``fast``) runs a lockstep stretch of the members as one event and traces
-        it as one ``train_steps`` summary per mark (:mod:`sim.stretch`), with the same
+        it as one ``train_steps`` summary per mark (:mod:`elastic_sim.sim.stretch`), with the same
         times and results, splitting it where anything touches the run."""
         fast = getattr(self._inner, "_train", None)
         step_fields = fields if trace_step else None

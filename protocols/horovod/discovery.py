@@ -1,7 +1,7 @@
 """Host discovery sources as scenario data: what the discovery script prints on a given
 call (a fixed list, a schedule keyed by rank 0's epoch, wall time or poll count, or a
 random walk), and when it fails or hangs; plus what the run's discovery-source faults
-(:class:`~protocols.api.DiscoveryOverlay`) change about a call."""
+(:class:`~elastic_sim.protocols.api.DiscoveryOverlay`) change about a call."""
 
 from __future__ import annotations
 

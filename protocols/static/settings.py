@@ -68,7 +68,7 @@ class Workload:
     state_broadcast: Algorithm = "group"
     """How a state sync moves the root's state: ``group`` (the group's broadcast), ``tree``
     (binomial, over send/recv) or ``chain`` (pipelined, over send/recv); see
-    :mod:`protocols.broadcast`."""
+    :mod:`elastic_sim.protocols.broadcast`."""
     hosts: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     """Per-host differences, by host name: ``steps`` (its workers train only up to this
     step, then end with success: the host finishes early) and ``step_factor`` (its compute

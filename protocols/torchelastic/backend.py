@@ -16,7 +16,7 @@ NULL_SENTINEL = b"Y2FuaW1hZGFt"
 
 
 class C10dBackend:
-    """Upstream's ``C10dRendezvousBackend`` over a :class:`protocols.api.Store`.
+    """Upstream's ``C10dRendezvousBackend`` over a :class:`elastic_sim.protocols.api.Store`.
 
     The token of a state is the entire stored base64 value; a write's success is deduced
     from byte equality of what the store returns with what was written."""

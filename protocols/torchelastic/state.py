@@ -81,7 +81,7 @@ class RendezvousState:
 
     def copy(self) -> RendezvousState:
         """An independent copy. Its two node maps share their chunks with this state's
-        until either changes them (:class:`~protocols.torchelastic.nodemap.NodeMap`)."""
+        until either changes them (:class:`~elastic_sim.protocols.torchelastic.nodemap.NodeMap`)."""
         return RendezvousState(
             self.round, self.complete, self.deadline, self.closed,
             self.participants.copy(), set(self.wait_list), set(self.redundancy_list),
@@ -108,7 +108,7 @@ class RendezvousState:
         Built from per-node JSON fragments instead, since every compare-and-set of every
         node encodes the whole state: in a large round this is the simulator's hot path.
         A node map re-encodes only the chunks changed since it was copied from an encoded
-        state (:class:`~protocols.torchelastic.nodemap.NodeMap`)."""
+        state (:class:`~elastic_sim.protocols.torchelastic.nodemap.NodeMap`)."""
         parts = self.participants.joined(_ENTRIES)
         waiting = ",".join(map(_MEMBERS.__getitem__, sorted(self.wait_list)))
         spares = ",".join(map(_MEMBERS.__getitem__, sorted(self.redundancy_list)))
@@ -147,9 +147,9 @@ class RendezvousState:
 _DECODE_CACHE_SIZE = 64
 _DECODED: OrderedDict[bytes, RendezvousState] = OrderedDict()
 WRITTEN: WriteMemo[RendezvousState] = WriteMemo(64)
-"""The states behind the bytes this process wrote (:class:`~protocols.torchelastic.executor.
-StateHolder` holds each write): :meth:`RendezvousState.decode_shared` of those bytes is a
-lookup."""
+"""The states behind the bytes this process wrote
+(:class:`~elastic_sim.protocols.torchelastic.executor. StateHolder` holds each write):
+:meth:`RendezvousState.decode_shared` of those bytes is a lookup."""
 _JSON_CACHE_SIZE = 1 << 17
 
 

@@ -358,7 +358,8 @@ class Coordinator:
                          faults=injector.reports(end), trace_sha256=digest.hexdigest(),
                          trace_events=count)
 
-    # -- fault targets (see real.injector.Targets) ----------------------------------------
+    # -- fault targets (see elastic_sim.real.injector.Targets)
+    # ----------------------------------------
 
     def _ask(self, node: Node, msg: wire.Message) -> wire.Message:
         self._next_id += 1

@@ -230,7 +230,8 @@ class Launcher:
             self._seen.setdefault(pid, reaper.start_time(pid))
         reaper.reap(self._seen.items())
 
-    # -- fault targets (real.injector.Targets) ---------------------------------------------
+    # -- fault targets (elastic_sim.real.injector.Targets)
+    # ---------------------------------------------
 
     def signal_host(self, host: str, sig: int) -> bool:
         """Signal every live process of ``host``; False if none is left."""

@@ -1,5 +1,5 @@
 """Protocol processes for the contract suite (``tests.contract.entries:NAME``): each one
-exercises one part of :mod:`protocols.api` and records what it observed, in a form that
+exercises one part of :mod:`elastic_sim.protocols.api` and records what it observed, in a form that
 does not depend on the runtime (no timings beyond coarse bounds)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The runtime contract (:mod:`protocols.api`), the same tests on both runtimes: what a
+"""The runtime contract (:mod:`elastic_sim.protocols.api`), the same tests on both runtimes: what a
 protocol observes must not depend on where it runs, also where the contract is silent.
 
 Each test runs one small protocol process (:mod:`tests.contract.entries`) in the sim and

@@ -1,6 +1,6 @@
 """Small protocol processes that the real-mode tests run (``tests.real.entries:NAME``).
 
-They are written against :mod:`protocols.api` only, like any protocol, and report what
+They are written against :mod:`elastic_sim.protocols.api` only, like any protocol, and report what
 they observed with ``rt.record`` so the tests can assert on the trace.
 """
 

@@ -1,5 +1,5 @@
-"""The Gloo adapter (``real.group.GlooGroup``) in one process: two members of one group on
-one event loop, so a pending collective and an abort can be staged exactly."""
+"""The Gloo adapter (``elastic_sim.real.group.GlooGroup``) in one process: two members of one group
+on one event loop, so a pending collective and an abort can be staged exactly."""
 
 from __future__ import annotations
 

@@ -289,7 +289,8 @@ def test_launcher_failure_leaves_no_process_behind(
 
 
 def test_importing_real_does_not_import_torch() -> None:
-    code = "import sys, real, real.launcher, real.runtime; print('torch' in sys.modules)"
+    code = ("import sys, elastic_sim.real.launcher, elastic_sim.real.runtime; "
+            "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr
 

@@ -1,5 +1,5 @@
-"""real.reaper.kill_run: nothing of a run is left, not even a zombie, including processes
-the run never registered and whose command lines carry no marker."""
+"""elastic_sim.real.reaper.kill_run: nothing of a run is left, not even a zombie, including
+processes the run never registered and whose command lines carry no marker."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""A timeout's timer in the sim (``SimRuntime.after``: one kernel callback, sim.tasks.Alarm)
-does exactly what the runtime-neutral timer does (``Runtime.after``: a task that sleeps,
-then calls): the same trace, byte for byte, on runs whose timeouts meet stragglers,
-stopped and wedged processes, signals, crashes and partitions, in the protocols that wait
-with timeouts (torchelastic's keep-alive timer and agent, Horovod's driver)."""
+"""A timeout's timer in the sim (``SimRuntime.after``: one kernel callback,
+elastic_sim.sim.tasks.Alarm) does exactly what the runtime-neutral timer does (``Runtime.after``: a
+task that sleeps, then calls): the same trace, byte for byte, on runs whose timeouts meet
+stragglers, stopped and wedged processes, signals, crashes and partitions, in the protocols that
+wait with timeouts (torchelastic's keep-alive timer and agent, Horovod's driver)."""
 
 from __future__ import annotations
 

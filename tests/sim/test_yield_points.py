@@ -1,5 +1,5 @@
-"""Yield points (``protocols.api.yield_point``): where upstream releases the GIL or a lock
-between two steps, another thread can run in between. The model yields to the scheduler
+"""Yield points (``elastic_sim.protocols.api.yield_point``): where upstream releases the GIL or a
+lock between two steps, another thread can run in between. The model yields to the scheduler
 there, so under ``--ties`` (a tie seed) work due at the same instant in another lane can
 come between the two steps; without the yield the two steps are atomic."""
 

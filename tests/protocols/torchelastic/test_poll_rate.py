@@ -4,7 +4,7 @@ Upstream's executor sleeps 1 s after a SYNC action, then syncs, and the state ca
 has always expired by then, since a real sleep wakes late. A simulator whose sleeps end on
 the dot finds the cache still valid (its timestamps are equal, up to rounding), so the
 node skips that poll and reads every 2 s: half the load on the store, and a round seen
-complete up to a second late. :data:`faults.world.WAKE_LATENCY` keeps the two apart."""
+complete up to a second late. :data:`elastic_sim.faults.world.WAKE_LATENCY` keeps the two apart."""
 
 from __future__ import annotations
 
