@@ -41,8 +41,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from elastic_sim.explore import Exploration, explore, make_case, space_for  # noqa: E402
-from elastic_sim.runner import build_world  # noqa: E402
 from elastic_sim.scenario import Scenario, load_scenario, parse_scenario, scenario_dict  # noqa: E402
+from elastic_sim.spec import build_world  # noqa: E402
 
 SCENARIOS = {
     "static": ROOT / "scenarios" / "scale_down.yaml",
@@ -71,7 +71,7 @@ def baseline_rate(sc: Scenario, budget: int, seed: int) -> tuple[float, float]:
     cases = [make_case(seed, i, space) for i in range(budget)]
     start, cpu = time.perf_counter(), time.process_time()
     for case in cases:
-        world = build_world(sc, case.seed, "sim")
+        world = build_world(sc, case.seed)
         sim.run(world, case.faults, case.seed, lambda _ev: None)
     return (60.0 * budget / (time.perf_counter() - start),
             1000.0 * (time.process_time() - cpu) / budget)

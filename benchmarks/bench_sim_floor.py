@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_sim_speed import PROTOCOLS, scenario_raw  # noqa: E402
-from elastic_sim.runner import simulate  # noqa: E402
+from elastic_sim.pipeline import simulate  # noqa: E402
 from elastic_sim.scenario import Scenario, parse_scenario  # noqa: E402
 from elastic_sim.sim import kernel as kmod  # noqa: E402
 

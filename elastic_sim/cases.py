@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import random
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from elastic_sim.checks import CheckResult, run_checks
 from elastic_sim.errors import ScenarioError
 from elastic_sim.faults.model import Fault
 from elastic_sim.faults.schedule import FaultSpace, random_schedule
 from elastic_sim.history import History
-from elastic_sim.runner import build_world, simulate_trace
+from elastic_sim.pipeline import record
 from elastic_sim.scenario import Scenario
+from elastic_sim.spec import RunSpec, compile_spec
 from elastic_sim.trace import TraceEvent
 from elastic_sim.variation import Variation, Vary, apply_variation, draw_variation, shaped
-from elastic_sim.world import RunResult, World
+from elastic_sim.world import RunResult
 
 
 @dataclass(frozen=True, order=True)
@@ -90,8 +91,8 @@ def run_case(sc: Scenario, case: Case, ignore: Collection[str] = (),
     """Run one case in the sim (in memory) and check it (a variation the scenario rejects,
     such as min above max, is no case: nothing to report); ``only``: just the checks so
     named (a shrink looks for one check's violations). The run is the one its
-    reproducer makes (:func:`~elastic_sim.scenario.with_faults`), without rebuilding the
-    scenario and its world for every case (:class:`_Worlds`)."""
+    reproducer makes (:func:`~elastic_sim.scenario.with_faults`), without compiling the
+    scenario again for every case (:class:`_Specs`)."""
     try:
         events, result = case_run(sc, case)
     except ScenarioError:
@@ -103,37 +104,34 @@ def run_case(sc: Scenario, case: Case, ignore: Collection[str] = (),
 def case_run(sc: Scenario, case: Case) -> tuple[History, RunResult]:
     """The events and result of one case's sim run: those of its reproducer's run
     (ScenarioError: the scenario rejects the case's variation)."""
-    sc, world = _WORLDS.get(sc, case.variation)
-    tie_seed = sc.tie_seed if case.tie_seed is None else case.tie_seed
-    events, result = simulate_trace(sc, case.seed, tie_seed, faults=list(case.faults),
-                                    world=replace(world, args={**world.args, "seed": case.seed}))
-    return events, result
+    spec = _SPECS.get(sc, case.variation).for_case(case.faults, case.seed, case.tie_seed)
+    rec = record(spec, metrics_wanted=False)
+    return rec.events, rec.result
 
 
-class _Worlds:
-    """The varied scenario and its sim world (seed aside: a run sets its own), built once
-    for the last few (scenario, variation) pairs seen: a search's cases share them. Keyed
-    by the scenario object, held here so that its identity is not reused."""
+class _Specs:
+    """The varied scenario compiled for the sim (seeds and faults aside: a case sets its
+    own), once for the last few (scenario, variation) pairs seen: a search's cases share
+    them. Keyed by the scenario object, held here so that its identity is not reused."""
 
     SIZE = 8
 
     def __init__(self) -> None:
-        self._built: dict[tuple[int, Variation], tuple[Scenario, Scenario, World]] = {}
+        self._built: dict[tuple[int, Variation], tuple[Scenario, RunSpec]] = {}
 
-    def get(self, sc: Scenario, variation: Variation) -> tuple[Scenario, World]:
-        """``sc`` with ``variation`` applied and its world (ScenarioError: rejected)."""
+    def get(self, sc: Scenario, variation: Variation) -> RunSpec:
+        """``sc`` with ``variation`` applied, compiled (ScenarioError: rejected)."""
         key = (id(sc), variation)
         hit = self._built.pop(key, None)
         if hit is None:
-            varied = apply_variation(sc, variation)
-            hit = (sc, varied, build_world(varied, varied.seed, "sim"))
+            hit = (sc, compile_spec(apply_variation(sc, variation), faults=()))
         self._built[key] = hit  # the most recent last
         while len(self._built) > self.SIZE:
             del self._built[next(iter(self._built))]
-        return hit[1], hit[2]
+        return hit[1]
 
 
-_WORLDS = _Worlds()
+_SPECS = _Specs()
 
 
 def make_case(seed: int, index: int, space: FaultSpace, ties: bool = False,

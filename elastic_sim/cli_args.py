@@ -21,12 +21,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("scenario", help="scenario YAML file, or a built-in scenario's name")
     run.add_argument("--seed", type=_nonneg_int, default=None,
                      help="root seed (default: the scenario's seed)")
-    run.add_argument("--mode", choices=["sim", "real", "torchrun"], default="sim",
-                     help="sim: deterministic simulation; real: OS processes, TCPStore, Gloo; "
-                          "torchrun: every host an actual torchrun agent (torchelastic)")
+    from elastic_sim.backends import BACKENDS
+
+    run.add_argument("--mode", choices=list(BACKENDS), default="sim",
+                     help="; ".join(f"{n}: {b.summary}" for n, b in BACKENDS.items()))
     run.add_argument("--script", default=None, metavar="TRAIN.PY",
-                     help="--mode torchrun: the training script torchrun starts (its "
-                          "arguments after --); default: the bundled worker")
+                     help="--mode " + "/".join(n for n, b in BACKENDS.items() if b.takes_script)
+                     + ": the training script to start (its arguments after --); default: "
+                     "the bundled worker")
     run.add_argument("--out", type=Path, default=None,
                      help="output directory (default: runs/<scenario>-<mode>-s<seed>)")
     run.add_argument("--launcher", choices=["local", "netns", "slurm", "k8s", "env"],

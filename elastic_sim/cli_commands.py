@@ -17,8 +17,7 @@ from elastic_sim.errors import ScenarioError
 
 if TYPE_CHECKING:
     from elastic_sim.real.cluster.launchers import LaunchOptions
-    from elastic_sim.real.torchrun import Options as TorchrunOptions
-    from elastic_sim.scenario import Scenario
+    from elastic_sim.spec import RunSpec
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -29,40 +28,33 @@ def _err(line: str) -> None:
 
 
 def _cmd_run(args: argparse.Namespace, console: Console) -> int:
-    from elastic_sim.builtin import scenario_path
     from elastic_sim.console import print_report
     from elastic_sim.guards import RunGuard
     from elastic_sim.outdir import check_place, safe_component, staged
-    from elastic_sim.runner import refuse_unsupported, run_scenario
-    from elastic_sim.scenario import load_scenario
+    from elastic_sim.pipeline import execute
+    from elastic_sim.spec import compile_spec, load
 
-    file = scenario_path(args.scenario)
-    sc = load_scenario(file)
-    if args.fidelity is not None:
-        sc = sc.model_copy(update={"fidelity": args.fidelity})
-    refuse_unsupported(sc, sc.fault_objects(), args.mode, str(file))  # before --out
+    sc, file = load(args.scenario)  # a built-in name resolved here, once
     seed = sc.seed if args.seed is None else args.seed
     # runs/ is the tool's own: a rerun there replaces the earlier run's output.
     out = args.out or Path("runs") / safe_component(f"{sc.name}-{args.mode}-s{seed}")
+    launch = _launch_options(args, file, out)
+    spec = compile_spec(sc, file=file, seed=seed, mode=args.mode, fidelity=args.fidelity,
+                        launch=launch, script=_script(args))  # refused here, before --out
     check_place(out)  # also where --launcher k8s writes its manifests
-    launch = _launch_options(args, out)
     if launch is not None and launch.launcher == "k8s":
-        return _cmd_k8s(args, sc, seed, out, console)
+        return _cmd_k8s(args, spec, out, console)
     if launch is not None and launch.launcher == "slurm":
         from elastic_sim.real.cluster.launchers import check_allocation
-        from elastic_sim.runner import build_world
 
-        check_allocation(build_world(sc, seed, "real"), launch)
-    options = _torchrun_options(args)
+        check_allocation(spec.world, launch)
     with staged(out, force=args.force or args.out is None) as stage, \
             console.status(f"running {sc.name} ({args.mode})...") as status:
-        report = run_scenario(
-            sc, seed=seed, mode=args.mode, out_dir=stage, file=str(file),
-            progress=lambda msg: status.update(msg), write_report=not args.no_report,
-            launch=launch,
+        report = execute(
+            spec, stage, write_report=not args.no_report,
+            progress=lambda msg: status.update(msg),
             guard=RunGuard(args.wall_limit, None if args.memory_limit is None
                            else args.memory_limit << 20),
-            torchrun=options,
         )
     report.out_dir = out
     report.report_files = [out / p.name for p in report.report_files]
@@ -80,45 +72,39 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     return report.exit_code
 
 
-def _launch_options(args: argparse.Namespace, out: Path) -> LaunchOptions | None:
-    """The cluster options of ``run``; None for the local launcher."""
+def _launch_options(args: argparse.Namespace, file: str, out: Path) -> LaunchOptions | None:
+    """The cluster options of ``run``; None for the local launcher (whether the mode can
+    place hosts so is its backend's to say, when the spec is compiled)."""
     if args.launcher == "local":
         return None
-    if args.mode == "sim" or (args.mode == "torchrun" and args.launcher == "k8s"):
-        need = "--mode real" if args.launcher == "k8s" else "--mode real or torchrun"
-        raise ScenarioError("--launcher", "", f"--launcher {args.launcher} needs {need}")
     from elastic_sim.real.cluster.launchers import LaunchOptions
 
     return LaunchOptions(launcher=args.launcher, bind=args.bind, port=args.port,
-                         nodes=args.nodes, scenario_file=args.scenario, out=str(out),
-                         mode=args.mode)
+                         nodes=args.nodes, scenario_file=file, out=str(out), mode=args.mode)
 
 
-def _cmd_k8s(args: argparse.Namespace, sc: Scenario, seed: int, out: Path,
-             console: Console) -> int:
+def _cmd_k8s(args: argparse.Namespace, spec: RunSpec, out: Path, console: Console) -> int:
     """``--launcher k8s``: write the manifests that run the scenario on a cluster."""
     from elastic_sim.real.cluster.k8s import write_manifests
 
-    path = write_manifests(Path(args.scenario), sc, seed, out / "k8s", image=args.image,
-                           port=args.port or 29400)
+    path = write_manifests(Path(spec.file), spec.scenario, spec.seed, out / "k8s",
+                           image=args.image, port=args.port or 29400)
     console.print(f"wrote {path}; run it with: kubectl apply -f {path}", markup=False)
     return 0
 
 
-def _torchrun_options(args: argparse.Namespace) -> TorchrunOptions | None:
-    """``--script`` and the arguments after ``--``, for ``--mode torchrun`` only."""
+def _script(args: argparse.Namespace) -> tuple[str, ...]:
+    """``--script`` and the arguments after ``--``: the user's training script (empty:
+    the bundled worker); its backend says whether it takes one."""
     if args.script is None and not args.script_args:
-        return None
-    if args.mode != "torchrun":
-        raise ScenarioError("--script", "", "a training script runs under --mode torchrun only")
+        return ()
     if args.script is None:
         raise ScenarioError("--", "", "arguments after -- are the --script's; name the script")
     path = Path(args.script)
     if not path.is_file():
-        raise ScenarioError(args.script, "", "no such training script (expected a file)")
-    from elastic_sim.real.torchrun import Options
-
-    return Options(script=(str(path.resolve()), *args.script_args))
+        raise ScenarioError("--script", "", f"{args.script}: no such file (expected a "
+                            "training script)")
+    return (str(path.resolve()), *args.script_args)
 
 
 def _cmd_explore(args: argparse.Namespace, console: Console) -> int:

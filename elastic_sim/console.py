@@ -6,8 +6,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from elastic_sim.pipeline import RunReport
 from elastic_sim.reports.members import members_text
-from elastic_sim.runner import RunReport
 
 OK = "[green]✓[/]"
 BAD = "[red]✗[/]"
@@ -76,7 +76,7 @@ def print_report(r: RunReport, console: Console) -> None:
     console.print(
         f"Outcome: [bold]{m.outcome}[/] after {m.steps_done} steps, final world "
         f"{m.final_world_size}, lost {m.lost_steps} steps, run time {m.end_time:.3f} s "
-        f"({'virtual' if r.mode == 'sim' else 'wall-clock'}), wall {r.wall_s:.2f} s"
+        f"({r.spec.backend.clock}), wall {r.wall_s:.2f} s"
     )
     for err in m.errors[:5]:
         console.print(f"  [yellow]{escape(err)}[/]")

@@ -31,7 +31,7 @@ from elastic_sim.faults.record import INJECTOR
 from elastic_sim.faults.schedule import DEFAULT_TYPES, FaultSpace
 from elastic_sim.faults.triggers import EventTrigger
 from elastic_sim.outdir import safe_component
-from elastic_sim.runner import run_scenario, simulate
+from elastic_sim.pipeline import execute, simulate
 from elastic_sim.scenario import Scenario, fault_dict, with_faults
 from elastic_sim.shrinking import Shrunk
 from elastic_sim.trace import TraceEvent
@@ -216,15 +216,9 @@ def explore(
         raise ValueError("explore needs a budget or a time limit")
     res = Exploration(sc.name, seed, space)
     res.ignored = tuple(known_violations(sc) if ignore is None else ignore)
-    runner: CaseRunner
-    search = Search(seed, space, ties, tuple(varies))
-    if ray is not None:
-        from elastic_sim.ray_cases import RayCaseRunner
-
-        runner = RayCaseRunner(sc, ray, res.ignored, search)
-        workers = runner.workers
-    else:
-        runner = CaseRunner(sc, workers, res.ignored, search)
+    search = Search(sc, res.ignored, seed, space, ties, tuple(varies))
+    runner = CaseRunner(search, workers, ray)
+    workers = runner.workers
     res.workers = workers
     started = time.perf_counter()
     seen: set[Signature] = set()
@@ -291,7 +285,8 @@ def write_reproducer(sc: Scenario, finding: Finding, out_dir: Path, name: str) -
     shows the same violation."""
     import yaml
 
-    from elastic_sim.scenario import load_scenario, scenario_dict
+    from elastic_sim.scenario import scenario_dict
+    from elastic_sim.spec import compile_spec
 
     desc = (f"Found by elastic-sim explore of {sc.name}: {finding.signature} - "
             f"{finding.message}. Shrunk from {len(finding.original)} to "
@@ -304,9 +299,8 @@ def write_reproducer(sc: Scenario, finding: Finding, out_dir: Path, name: str) -
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.yaml"
     path.write_text(yaml.safe_dump(scenario_dict(repro), sort_keys=False), encoding="utf-8")
-    loaded = load_scenario(path)  # run what a user would run
-    report = run_scenario(loaded, seed=loaded.seed, mode="sim", out_dir=out_dir / name,
-                          file=str(path), write_report=True)
+    report = execute(compile_spec(path), out_dir / name,  # run what a user would run
+                     write_report=True)
     finding.reproducer, finding.run_dir = path, out_dir / name
     finding.trace_sha256 = report.result.trace_sha256
     finding.reproduced = finding.signature in signatures_of(report.checks, (), report.events)

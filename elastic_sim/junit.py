@@ -21,7 +21,7 @@ from elastic_sim.trace import encode
 if TYPE_CHECKING:
     from elastic_sim.checks import Check
     from elastic_sim.explore import Exploration
-    from elastic_sim.runner import RunReport
+    from elastic_sim.pipeline import RunReport
 
 
 @dataclass

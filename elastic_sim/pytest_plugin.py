@@ -74,13 +74,13 @@ class ScenarioItem(pytest.Item):
         if self.error is not None:
             raise ScenarioFailed(self.error)
         from elastic_sim.junit import run_suite
-        from elastic_sim.runner import run_scenario
-        from elastic_sim.scenario import load_scenario
+        from elastic_sim.pipeline import execute
+        from elastic_sim.spec import compile_spec
 
-        sc = load_scenario(self.path)
-        seed = sc.seed if self.seed is None else self.seed
-        tmp = self.config._tmp_path_factory.mktemp(f"{sc.name}-s{seed}")  # type: ignore[attr-defined]
-        report = run_scenario(sc, seed=seed, mode="sim", out_dir=Path(tmp), file=str(self.path))
+        spec = compile_spec(self.path, seed=self.seed)
+        tmp = self.config._tmp_path_factory.mktemp(  # type: ignore[attr-defined]
+            f"{spec.scenario.name}-s{spec.seed}")
+        report = execute(spec, Path(tmp))
         if not report.passed:
             lines = [f"{c.name}: {c.failure}" for c in run_suite(report).cases
                      if c.failure is not None]

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from multiprocessing import get_context
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from elastic_sim.errors import ScenarioError
 from elastic_sim.junit import Suite, run_suite, write_junit
-from elastic_sim.scenario import Scenario
+
+if TYPE_CHECKING:
+    from elastic_sim.spec import RunSpec
 
 MAX_SEEDS = 1_000_000
 
@@ -54,36 +55,34 @@ def parse_seeds(spec: str, where: str = "--seeds") -> list[int]:
     return list(dict.fromkeys(seeds))
 
 
-def run_seed(sc: Scenario, seed: int, out_root: Path, file: str) -> SweepRun:
-    """Run ``sc`` in the sim with ``seed`` into ``out_root/<name>-sim-s<seed>``."""
-    from elastic_sim.runner import run_scenario
+def run_seed(spec: RunSpec, seed: int, out: Path) -> tuple[bool, Suite]:
+    """Run ``spec`` with ``seed`` into ``out`` (a campaign task); whether it passed, and
+    its checks and expectations as test cases."""
+    from elastic_sim.pipeline import execute
 
-    out = out_root / f"{sc.name}-sim-s{seed}"
-    r = run_scenario(sc, seed=seed, mode="sim", out_dir=out, file=file)
-    return SweepRun(seed, r.passed, out, run_suite(r))
+    report = execute(spec.rerun(seed), out)
+    return report.passed, run_suite(report)
 
 
-def sweep(sc: Scenario, seeds: Sequence[int], out_root: Path, *, workers: int = 1,
-          file: str = "<scenario>",
+def sweep(spec: RunSpec, seeds: Sequence[int], out_root: Path, *, workers: int = 1,
+          ray: str | None = None,
           progress: Callable[[SweepRun], None] | None = None) -> list[SweepRun]:
-    """Run every seed (``workers`` processes); the runs in seed order."""
+    """Run ``spec`` once per seed, each into ``out_root/<name>-sim-s<seed>`` (on
+    ``workers`` processes, or on Ray); the runs in seed order, each passed to
+    ``progress`` as it and those before it are done."""
+    from elastic_sim.campaign import Executor
+
+    def out_of(job: tuple[int]) -> Path:
+        return out_root / f"{spec.scenario.name}-{spec.mode}-s{job[0]}"
+
     done: list[SweepRun] = []
-    if workers == 1:
-        for seed in seeds:
-            done.append(run_seed(sc, seed, out_root, file))
+    jobs = [(seed,) for seed in seeds]
+    with Executor(spec, workers, ray) as executor:
+        for job, (passed, suite) in zip(jobs, executor.map(run_seed, jobs, out_dirs=out_of),
+                                        strict=False):
+            done.append(SweepRun(job[0], passed, out_of(job), suite))
             if progress:
                 progress(done[-1])
-        return done
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(run_seed, sc, seed, out_root, file) for seed in seeds]
-        try:
-            for fut in futures:
-                done.append(fut.result())
-                if progress:
-                    progress(done[-1])
-        except BaseException:
-            pool.shutdown(cancel_futures=True)
-            raise
     return done
 
 
@@ -91,12 +90,11 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     """``elastic-sim sweep``: exit 0 when every seed passes, 1 otherwise."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from elastic_sim.builtin import scenario_path
     from elastic_sim.reports.campaign import write_campaign_report
-    from elastic_sim.scenario import load_scenario
+    from elastic_sim.spec import compile_spec
 
-    file = scenario_path(args.scenario)
-    sc = load_scenario(file)
+    spec = compile_spec(args.scenario)  # a built-in name resolved here, once
+    sc = spec.scenario
     seeds = parse_seeds(args.seeds)
     out = args.out or Path("runs") / f"sweep-{sc.name}"
     with Progress(TextColumn("sweeping {task.description}"), BarColumn(),
@@ -110,13 +108,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
             failed += not r.passed
             bar.update(task, advance=1, failed=failed)
 
-        if args.ray is not None:
-            from elastic_sim.ray_cases import sweep_on_ray
-
-            runs = sweep_on_ray(sc, seeds, out, args.ray, str(file), progress=advance)
-        else:
-            runs = sweep(sc, seeds, out, workers=args.workers, file=str(file),
-                         progress=advance)
+        runs = sweep(spec, seeds, out, workers=args.workers, ray=args.ray, progress=advance)
     bad = [r for r in runs if not r.passed]
     for r in bad:
         console.print(f"FAIL seed {r.seed}: {r.out_dir}", markup=False)

@@ -39,9 +39,10 @@ from elastic_sim.faults.strategies import (
     sim_seeds,
     tie_seeds,
 )
+from elastic_sim.pipeline import record, simulate
 from elastic_sim.registry import qualified_name
-from elastic_sim.runner import simulate
-from elastic_sim.scenario import Scenario, fault_dict, load_scenario, parse_scenario, with_faults
+from elastic_sim.scenario import Scenario, fault_dict, load_scenario, parse_scenario
+from elastic_sim.spec import compile_spec
 
 __all__ = [
     "FaultSpace",
@@ -101,8 +102,8 @@ def check_run(sc: Scenario, run: GeneratedRun, *, within_contract: bool = False
     ``within_contract``: a run that breaks an assumption of the protocol's contract (its
     coordinator hit, fewer than its minimum of hosts left) is no example: Hypothesis
     discards it (``hypothesis.assume``)."""
-    events, _, _ = simulate(with_faults(sc, list(run.faults), seed=run.seed, name=sc.name,
-                                        tie_seed=run.tie_seed), run.seed)
+    events = record(compile_spec(sc, seed=run.seed, faults=run.faults,
+                                 tie_seed=run.tie_seed), metrics_wanted=False).events
     checks = run_checks(events)
     if within_contract:
         verdict = judge(events, checks)

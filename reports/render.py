@@ -12,6 +12,7 @@ from typing import Any
 
 from elastic_sim.history import History
 from elastic_sim.reports.html import render_html
+from elastic_sim.reports.metrics import Metrics
 from elastic_sim.reports.perfetto import chrome_trace
 from elastic_sim.reports.plots import recovery_png, timeline_png, world_size_png
 from elastic_sim.reports.view import RunView, build_view, read_summary
@@ -48,12 +49,14 @@ def _write(path: Path, data: bytes) -> Path:
 
 
 def write_reports(
-    out_dir: Path, events: Sequence[TraceEvent], summary: Mapping[str, Any]
+    out_dir: Path, events: Sequence[TraceEvent], summary: Mapping[str, Any],
+    metrics: Metrics | None = None,
 ) -> list[Path]:
     """Write the plots (``<name>.png``), ``report.html`` and ``trace.perfetto.json`` into
-    ``out_dir``; return the paths written, the HTML report first."""
+    ``out_dir``; return the paths written, the HTML report first. ``metrics``: the run's,
+    as it was judged (None: worked out of the trace, as for a run read back from files)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    view = build_view(events, summary)
+    view = build_view(events, summary, metrics)
     images = plot_images(view)
     written: list[Path] = []
     try:  # all of them or none: a reader never finds a report of another run's plots

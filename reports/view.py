@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from elastic_sim.history import history
+from elastic_sim.history import History, history
 from elastic_sim.reports.metrics import (
     Goodput,
     Metrics,
@@ -55,21 +55,16 @@ class RunView:
         return list(dict.fromkeys(tl.host for tl in self.timelines))
 
 
-def build_view(events: Sequence[TraceEvent], summary: Mapping[str, Any]) -> RunView:
-    """Fold a trace and its summary into a :class:`RunView`. A summary that lacks a field
-    (an older run, a hand-made trace) falls back to what the trace records."""
+def build_view(events: Sequence[TraceEvent], summary: Mapping[str, Any],
+               metrics: Metrics | None = None) -> RunView:
+    """Fold a trace and its summary into a :class:`RunView`, with the run's ``metrics`` as
+    they were judged (None: worked out of the trace here, once: a run read back from its
+    files). A summary that lacks a field (an older run, a hand-made trace) falls back to
+    what the trace records."""
     end = float(summary.get("metrics", {}).get("end_time") or end_time_of(events))
     events = history(events)  # the expanded view, made once for every drawing
-    run_end = events.last("run_end")
-    exit_codes = summary.get("exit_codes") or (run_end.get("exit_codes", {}) if run_end else {})
-    steps_in_trace = max([int(ev.get("step", 0)) for ev in events.recorded("step")]
-                         + [st.first + st.steps - 1 for st in events.stretches
-                            if st.step_events],
-                         default=0)
-    total = int(summary.get("scenario", {}).get("workload", {}).get("steps", steps_in_trace))
-    hung = bool(summary.get("hung", run_end is not None and run_end.get("outcome") == "hung"))
-    batch = int(summary.get("scenario", {}).get("workload", {}).get("batch_size", 1))
-    metrics = compute(events, total, dict(exit_codes), hung, end, batch)
+    if metrics is None:
+        metrics = _metrics_of(events, summary, end)
     return RunView(
         summary=summary,
         events=events,
@@ -82,6 +77,21 @@ def build_view(events: Sequence[TraceEvent], summary: Mapping[str, Any]) -> RunV
         round_ends=round_ends(events, metrics.rounds, end),
         world_series=world_size_series(metrics.rounds),
     )
+
+
+def _metrics_of(events: History, summary: Mapping[str, Any], end: float) -> Metrics:
+    """A run's metrics worked out of its trace, with what its summary says of the job (the
+    trace's own events where the summary is silent)."""
+    run_end = events.last("run_end")
+    exit_codes = summary.get("exit_codes") or (run_end.get("exit_codes", {}) if run_end else {})
+    steps_in_trace = max([int(ev.get("step", 0)) for ev in events.recorded("step")]
+                         + [st.first + st.steps - 1 for st in events.stretches
+                            if st.step_events],
+                         default=0)
+    total = int(summary.get("scenario", {}).get("workload", {}).get("steps", steps_in_trace))
+    hung = bool(summary.get("hung", run_end is not None and run_end.get("outcome") == "hung"))
+    batch = int(summary.get("scenario", {}).get("workload", {}).get("batch_size", 1))
+    return compute(events, total, dict(exit_codes), hung, end, batch)
 
 
 _OBJ, _LIST, _NUM = "an object", "a list", "a number"

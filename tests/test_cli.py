@@ -100,12 +100,12 @@ def test_validate_names_every_bad_file(tmp_path: Path, capsys: pytest.CaptureFix
 def test_internal_error_exits_3_with_a_traceback_file(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    import elastic_sim.runner
+    import elastic_sim.pipeline
 
     def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("simulated bug")
 
-    monkeypatch.setattr(elastic_sim.runner, "run_scenario", broken)
+    monkeypatch.setattr(elastic_sim.pipeline, "execute", broken)
     rc = main(["run", str(SCENARIOS / "scale_down.yaml"), "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip()
     assert rc == 3

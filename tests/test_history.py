@@ -17,8 +17,8 @@ from elastic_sim.checks import run_checks
 from elastic_sim.checks.contracts import judge
 from elastic_sim.expect import evaluate
 from elastic_sim.history import History
+from elastic_sim.pipeline import simulate
 from elastic_sim.reports.metrics import compute
-from elastic_sim.runner import simulate
 from elastic_sim.scenario import Scenario, load_scenario
 from elastic_sim.trace import STRETCH, TraceEvent, encode, expand_stretches
 

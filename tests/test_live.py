@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from elastic_sim.live import LiveStatus
-from elastic_sim.runner import run_scenario
+from elastic_sim.pipeline import execute
 from elastic_sim.scenario import load_scenario
+from elastic_sim.spec import compile_spec
 from elastic_sim.trace import TraceEvent
 from tests.conftest import SCENARIOS
 
@@ -41,7 +42,7 @@ def test_status_line_follows_the_events() -> None:
 def test_a_real_run_reports_progress_while_it_runs(tmp_path: Path) -> None:
     sc = load_scenario(SCENARIOS / "scale_down.yaml")
     shown: list[str] = []
-    report = run_scenario(sc, seed=0, mode="real", out_dir=tmp_path, progress=shown.append)
+    report = execute(compile_spec(sc, seed=0, mode="real"), tmp_path, progress=shown.append)
     assert report.passed
     assert shown[0].startswith("starting real processes")
     assert any(s.startswith("hosts 4/4 ready") for s in shown)

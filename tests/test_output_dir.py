@@ -58,11 +58,11 @@ def consistent_seed(out: Path) -> int:
 PAUSED_RUN = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    import elastic_sim.runner as runner
+    import elastic_sim.pipeline as pipeline
     from elastic_sim.cli import main
 
     gate = Path(sys.argv[2])
-    record = runner._record
+    record = pipeline.record
 
     def paused(*args, **kwargs):  # the run holds its --out and waits for the test
         Path(str(gate) + ".waiting").touch()
@@ -70,7 +70,7 @@ PAUSED_RUN = textwrap.dedent("""
             time.sleep(0.05)
         return record(*args, **kwargs)
 
-    runner._record = paused
+    pipeline.record = paused
     sys.exit(main(["run", sys.argv[1], "--out", sys.argv[3], "--quiet", "--no-report",
                    "--seed", "4"]))
 """)

@@ -15,8 +15,8 @@ import pytest
 
 from elastic_sim import registry
 from elastic_sim.cli import main
+from elastic_sim.pipeline import simulate
 from elastic_sim.registry import BUILTIN_PROTOCOLS, find_protocol, protocol_names
-from elastic_sim.runner import simulate
 from elastic_sim.scenario import load_scenario
 from elastic_sim.testing import load, variant
 from tests.conftest import ROOT, SCENARIOS

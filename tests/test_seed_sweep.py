@@ -17,7 +17,7 @@ import yaml
 
 import elastic_sim.sim.kernel as kernel
 from elastic_sim.errors import ScenarioError
-from elastic_sim.runner import simulate
+from elastic_sim.pipeline import simulate
 from elastic_sim.scenario import ExpectModel, load_scenario
 from elastic_sim.testing import unmet_on_seed
 

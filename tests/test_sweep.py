@@ -10,7 +10,7 @@ import pytest
 
 from elastic_sim.cli import main
 from elastic_sim.errors import ScenarioError
-from elastic_sim.scenario import load_scenario
+from elastic_sim.spec import compile_spec
 from elastic_sim.sweep import parse_seeds, sweep
 from tests.conftest import SCENARIOS
 
@@ -32,9 +32,9 @@ def test_bad_seeds_exit_2_and_write_nothing(tmp_path: Path,
 
 
 def test_workers_do_not_change_the_runs(tmp_path: Path) -> None:
-    sc = load_scenario(SCENARIOS / "scale_down.yaml")
-    one = sweep(sc, [3, 4, 5], tmp_path / "one")
-    two = sweep(sc, [3, 4, 5], tmp_path / "two", workers=2)
+    spec = compile_spec(SCENARIOS / "scale_down.yaml")
+    one = sweep(spec, [3, 4, 5], tmp_path / "one")
+    two = sweep(spec, [3, 4, 5], tmp_path / "two", workers=2)
     assert [r.seed for r in two] == [3, 4, 5]
     assert [(r.seed, r.passed, r.failures) for r in one] == [
         (r.seed, r.passed, r.failures) for r in two]

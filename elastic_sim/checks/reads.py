@@ -78,7 +78,7 @@ def _compared_in_source(src: str) -> set[str]:
 def reads_table() -> str:
     """A Markdown table: every check, the event kinds it reads (from built-in traces)."""
     from elastic_sim.builtin import builtin_dir
-    from elastic_sim.runner import simulate
+    from elastic_sim.pipeline import simulate
     from elastic_sim.scenario import load_scenario
     from elastic_sim.trace_kinds import EVENT_KINDS
 

@@ -8,11 +8,14 @@ import os
 import shlex
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from elastic_sim.errors import ScenarioError
+
+if TYPE_CHECKING:
+    from elastic_sim.backends import Backend
 
 
 def add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -61,30 +64,27 @@ def _number(flag: str, text: str, kind: type[int] | type[float], low: float) -> 
     return value
 
 
-def _launch(args: argparse.Namespace, sc: Any, seed: int, modes: list[str],
-            out: Path) -> Any:
-    """The cluster options real and torchrun mode run with (None: on this machine);
-    outside a Slurm allocation, ``--launcher slurm`` is refused with the batch script."""
+def _launch(args: argparse.Namespace, file: str, modes: list[str], out: Path) -> Any:
+    """The cluster options of the modes that place hosts (None: on this machine)."""
     if args.launcher == "local":
         return None
-    if modes == ["sim"]:
-        raise ScenarioError("--launcher", "", f"--launcher {args.launcher} runs real or "
-                            "torchrun mode; add one to --modes")
+    from elastic_sim.backends import backend
+
+    if all(backend(m, "--modes").launchers == ("local",) for m in modes):
+        raise ScenarioError("--launcher", "", f"--launcher {args.launcher} places the hosts "
+                            "of a mode that runs them on machines (real, torchrun); add one "
+                            "to --modes")
     if args.ray is not None:
         raise ScenarioError("--launcher", "", f"--launcher {args.launcher} and --ray both "
                             "place the runs; choose one")
-    from elastic_sim.real.cluster.launchers import LaunchOptions, check_allocation
-    from elastic_sim.runner import build_world
+    from elastic_sim.real.cluster.launchers import LaunchOptions
 
     nodes = None if args.nodes is None else _number("--nodes", args.nodes, int, 1)
-    command = (f"elastic-sim compare {shlex.quote(args.scenario)} --modes {','.join(modes)} "
+    command = (f"elastic-sim compare {shlex.quote(file)} --modes {','.join(modes)} "
                f"--runs {args.runs} --launcher {args.launcher} --bind 0.0.0.0 "
                f"--out {shlex.quote(str(out))}")
-    launch = LaunchOptions(launcher=args.launcher, bind=args.bind, nodes=nodes,
-                           scenario_file=args.scenario, out=str(out), command=command)
-    if args.launcher == "slurm":
-        check_allocation(build_world(sc, seed, "real"), launch)
-    return launch
+    return LaunchOptions(launcher=args.launcher, bind=args.bind, nodes=nodes,
+                         scenario_file=file, out=str(out), command=command)
 
 
 def _sim_start_up(text: str | None, sc: Any, modes: list[str],
@@ -96,12 +96,13 @@ def _sim_start_up(text: str | None, sc: Any, modes: list[str],
     if "sim" not in modes:
         raise ScenarioError("--sim-start-up", "", "sets the sim's start-up; add sim to --modes")
     if text == "reference":
+        from elastic_sim.backends import backend
         from elastic_sim.compare.collect import reference_of
 
         ref = reference_of(modes)
-        if ref == "sim":
-            raise ScenarioError("--sim-start-up", "", "'reference' takes the start-up of "
-                                "real or torchrun mode; add one to --modes")
+        if backend(ref).deterministic:
+            raise ScenarioError("--sim-start-up", "", "'reference' takes the start-up of a "
+                                "mode that measures it (real, torchrun); add one to --modes")
         return {"seconds": "reference", "scenario": sc.cluster.process_start,
                 "source": f"the median restarted worker's start-up in {ref} mode's runs"}
     if text == "measure":
@@ -121,36 +122,42 @@ def _sim_start_up(text: str | None, sc: Any, modes: list[str],
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     """Run, judge, print and write the comparison."""
-    from elastic_sim.compare.collect import judge, parse_modes, reference_start_up, run_modes
+    from elastic_sim.cli_commands import _script
+    from elastic_sim.compare.collect import (
+        compile_modes,
+        judge,
+        parse_modes,
+        reference_start_up,
+        run_modes,
+    )
     from elastic_sim.compare.render import print_comparison, write_outputs
-    from elastic_sim.scenario import load_scenario
+    from elastic_sim.spec import load as load_scenario
 
     modes = parse_modes(args.modes)
     runs = _number("--runs", args.runs, int, 1)
     tolerance = _number("--tolerance", args.tolerance, float, 0.0)
-    sc = load_scenario(args.scenario)
+    sc, file = load_scenario(args.scenario)  # a built-in name resolved here, once
     seed = sc.seed if args.seed is None else _number("--seed", args.seed, int, 0)
-    options = None
-    if args.script is not None or args.script_args:
-        if "torchrun" not in modes:
-            raise ScenarioError("--script", "", "a training script runs under torchrun mode;"
-                                " add torchrun to --modes")
-        if args.script is None or not Path(args.script).is_file():
-            raise ScenarioError(str(args.script or "--"), "",
-                                "expected --script naming a training script file")
-        from elastic_sim.real.torchrun import Options
-
-        options = Options(script=(str(Path(args.script).resolve()), *args.script_args))
+    script = _script(args)
+    if script and not any(s.takes_script for s in _backends(modes)):
+        raise ScenarioError("--script", "", "a training script runs under "
+                            + " or ".join(b.name for b in _backends() if b.takes_script)
+                            + " mode; add it to --modes")
     out: Path = args.out or Path("runs") / f"compare-{sc.name}"
-    launch = _launch(args, sc, seed, modes, out)
+    launch = _launch(args, file, modes, out)
+    specs = compile_modes(sc, file, modes, seed, script, launch)  # refused before any run
+    if launch is not None and launch.launcher == "slurm":
+        from elastic_sim.real.cluster.launchers import check_allocation
+
+        check_allocation(next(s.world for s in specs.values() if s.launch), launch)
     load_before = os.getloadavg()
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     start_up = _sim_start_up(args.sim_start_up, sc, modes, console)
     given: float | str | None = None if start_up is None else start_up["seconds"]
     with console.status(f"comparing {sc.name}...") as status:
-        summaries = run_modes(sc, args.scenario, modes, runs, seed, out, options,
+        summaries = run_modes(specs, runs, seed, out,
                               progress=lambda msg: status.update(f"{sc.name}: {msg}"),
-                              ray=args.ray, launch=launch, sim_start_up=given)
+                              ray=args.ray, sim_start_up=given)
     comparison = judge(sc, modes, summaries, tolerance)
     if start_up is not None and start_up["seconds"] == "reference":
         value = reference_start_up(summaries[comparison.reference])
@@ -168,3 +175,10 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     for path in write_outputs(comparison, out, extra):
         console.print(str(path), markup=False)
     return 0 if comparison.agree else 1
+
+
+def _backends(modes: list[str] | None = None) -> list[Backend]:
+    """The backends of ``modes`` (None: every registered one)."""
+    from elastic_sim.backends import BACKENDS
+
+    return [b for n, b in BACKENDS.items() if modes is None or n in modes]

@@ -25,11 +25,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from elastic_sim.backends import BACKENDS, backend
 from elastic_sim.errors import ScenarioError
 from elastic_sim.reports.metrics import round_ends
 from elastic_sim.scenario import Scenario
+from elastic_sim.spec import RunSpec
 
-MODES = ("sim", "real", "torchrun")
 PHASES = (("detect", "detect"), ("rendezvous", "re-rendezvous"), ("sync", "start-up"),
           ("first_step", "first step"))
 """(metrics phase, name shown): the recovery split."""
@@ -98,17 +99,17 @@ class Comparison:
 
 
 def parse_modes(text: str) -> list[str]:
-    """``sim,real,torchrun`` -> the modes, each known and named once."""
+    """``sim,real,torchrun`` -> the modes, each a registered backend named once."""
     modes = [m.strip() for m in text.split(",") if m.strip()]
-    bad = [m for m in modes if m not in MODES]
+    bad = [m for m in modes if m not in BACKENDS]
     if bad or not modes or len(set(modes)) != len(modes):
-        raise ScenarioError("--modes", "", f"expected distinct modes among {', '.join(MODES)}"
-                            f" separated by commas, got {text!r}")
+        raise ScenarioError("--modes", "", f"expected distinct modes among "
+                            f"{', '.join(BACKENDS)} separated by commas, got {text!r}")
     return modes
 
 
 def figures(mode: str, seed: int, out_dir: Path, report: Any) -> RunFigures:
-    """The figures of one finished run (a :class:`elastic_sim.runner.RunReport`)."""
+    """The figures of one finished run (a :class:`elastic_sim.pipeline.RunReport`)."""
     m = report.metrics
     fig = RunFigures(mode, seed, str(out_dir), report.exit_code, m.outcome)
     fig.membership = [list(r.members) for r in m.rounds]
@@ -187,11 +188,9 @@ def summarise(mode: str, runs: list[RunFigures]) -> ModeSummary:
 
 
 def reference_of(modes: Sequence[str]) -> str:
-    """The mode the others are held against: the most real one compared."""
-    for m in ("torchrun", "real"):
-        if m in modes:
-            return m
-    return modes[0]
+    """The mode the others are held against: the most real one compared (the first of
+    those as real)."""
+    return max(modes, key=lambda m: backend(m, "--modes").realism)
 
 
 def judge(sc: Scenario, modes: list[str], summaries: dict[str, ModeSummary],
@@ -200,30 +199,30 @@ def judge(sc: Scenario, modes: list[str], summaries: dict[str, ModeSummary],
     ref = reference_of(modes)
     base = summaries[ref]
     out: list[str] = []
-    for mode in modes:
-        s = summaries[mode]
+    for m in modes:
+        s = summaries[m]
         errors = [r.error for r in s.runs if r.error]
         if errors:
-            out.append(f"{mode}: {len(errors)} of {len(s.runs)} runs failed to run: "
+            out.append(f"{m}: {len(errors)} of {len(s.runs)} runs failed to run: "
                        f"{errors[0]}")
         if len(s.memberships) > 1:
-            out.append(f"{mode}: its runs formed different membership sequences: "
+            out.append(f"{m}: its runs formed different membership sequences: "
                        + " / ".join(_seq(x) for x in s.memberships))
-        if mode == ref:
+        if m == ref:
             continue
         if s.membership != base.membership:
-            out.append(f"membership: {mode} {_seq(s.membership)} vs {ref} "
+            out.append(f"membership: {m} {_seq(s.membership)} vs {ref} "
                        f"{_seq(base.membership)}")
         if s.outcome != base.outcome:
-            out.append(f"outcome: {mode} {s.outcome} vs {ref} {base.outcome}")
+            out.append(f"outcome: {m} {s.outcome} vs {ref} {base.outcome}")
         for fid, rec in base.recoveries.items():
             want, got = rec.get("recovery_s"), s.recoveries.get(fid, {}).get("recovery_s")
             if want is None and got is None:
                 continue
             if want is None or got is None:
-                out.append(f"recovery {fid}: {mode} {_s(got)} vs {ref} {_s(want)}")
+                out.append(f"recovery {fid}: {m} {_s(got)} vs {ref} {_s(want)}")
             elif abs(got - want) > tolerance * want:
-                out.append(f"recovery {fid}: {mode} {got:.2f} s vs {ref} {want:.2f} s, "
+                out.append(f"recovery {fid}: {m} {got:.2f} s vs {ref} {want:.2f} s, "
                            f"{100 * (got - want) / want:+.0f}% (tolerance ±"
                            f"{100 * tolerance:.0f}%)")
     return Comparison(sc.name, modes, ref, tolerance, summaries, out)
@@ -257,18 +256,13 @@ def fresh_run_dir(run_dir: Path) -> None:
     shutil.rmtree(run_dir)
 
 
-def run_one(sc: Scenario, file: str, mode: str, seed: int, run_dir: Path,
-            torchrun: Any = None, launch: Any = None) -> RunFigures:
-    """One run of one mode into ``run_dir`` (real and torchrun mode placed by ``launch``,
-    cluster options); a run that broke is recorded as such (bad input is raised)."""
-    from elastic_sim.runner import run_scenario
+def run_one(specs: dict[str, RunSpec], mode: str, seed: int, run_dir: Path) -> RunFigures:
+    """One run of one mode with ``seed`` into ``run_dir`` (a campaign task; ``specs``: the
+    comparison's spec per mode); a run that broke is recorded as such."""
+    from elastic_sim.pipeline import execute
 
-    fresh_run_dir(run_dir)
     try:
-        report = run_scenario(sc, seed=seed, mode=mode,  # type: ignore[arg-type]
-                              out_dir=run_dir, file=file,
-                              torchrun=torchrun if mode == "torchrun" else None,
-                              launch=None if mode == "sim" else launch)
+        report = execute(specs[mode].rerun(seed), run_dir)
         return figures(mode, seed, run_dir, report)
     except ScenarioError:
         raise
@@ -276,50 +270,82 @@ def run_one(sc: Scenario, file: str, mode: str, seed: int, run_dir: Path,
         return RunFigures(mode, seed, str(run_dir), error=f"{type(exc).__name__}: {exc}"[:300])
 
 
-def run_modes(sc: Scenario, file: str, modes: list[str], runs: int, seed: int, out: Path,
-              torchrun: Any = None,
+def compile_modes(sc: Scenario, file: str, modes: Sequence[str], seed: int,
+                  script: tuple[str, ...] = (), launch: Any = None) -> dict[str, RunSpec]:
+    """Each mode's spec, every refusal before anything runs. A backend that only runs
+    here (the sim) runs here whatever ``launch`` says; a script goes to the backends
+    that take one."""
+    from elastic_sim.spec import compile_spec
+
+    specs = {}
+    for m in modes:
+        b = backend(m, "--modes")
+        specs[m] = compile_spec(sc, file=file, seed=seed, mode=b,
+                                script=script if b.takes_script else (),
+                                launch=None if b.launchers == ("local",) else launch)
+    return specs
+
+
+def run_modes(specs: dict[str, RunSpec], runs: int, seed: int, out: Path,
               progress: Callable[[str], None] | None = None,
               ray: str | None = None,
-              launch: Any = None,
               sim_start_up: float | str | None = None) -> dict[str, ModeSummary]:
-    """Run every mode ``runs`` times (on Ray with ``ray``: an address or ``"local"``); a
-    run that cannot start is recorded, not fatal (bad input is: it is refused before
-    anything runs). ``launch`` (cluster options) places real and torchrun mode's hosts;
-    the sim always runs here. ``sim_start_up`` replaces the scenario's
+    """Run every mode's spec (:func:`compile_modes`) ``runs`` times, seeds ``seed``,
+    ``seed + 1``, ..., on the campaign executor (here, or on Ray with ``ray``: an address
+    or ``"local"``: deterministic modes' runs at once, timed ones one at a time); a run
+    that cannot start is recorded, not fatal. ``sim_start_up`` replaces the scenario's
     ``cluster.process_start`` in the sim's runs: seconds, or ``"reference"`` for what the
     reference mode's restarted workers took (it then runs first;
     :func:`reference_start_up`)."""
-    from elastic_sim.runner import refuse_unsupported
+    from elastic_sim.campaign import Executor
 
-    faults = sc.fault_objects()
-    for mode in modes:  # refuse before anything runs
-        refuse_unsupported(sc, faults, mode, file)  # type: ignore[arg-type]
+    modes = list(specs)
 
-    def batch(which: list[str], scen: Scenario) -> list[RunFigures]:
-        jobs = [(m, seed + k, out / m / f"run{k}") for m in which for k in range(runs)]
-        if ray is not None:
-            from elastic_sim.ray_cases import compare_on_ray
+    def run_dir(job: tuple[str, int]) -> Path:
+        return out / job[0] / f"run{job[1] - seed}"
 
-            return list(compare_on_ray(scen, file, jobs, torchrun, ray, progress))
+    jobs_of = {m: [(m, seed + k) for k in range(runs)] for m in modes}
+    for jobs in jobs_of.values():
+        for job in jobs:
+            fresh_run_dir(run_dir(job))  # before anything runs
+    total = len(modes) * runs
+
+    def batch(which: list[str], specs: dict[str, RunSpec]) -> list[RunFigures]:
+        jobs = [job for m in which for job in jobs_of[m]]
         figs = []
-        for n, (mode, s, run_dir) in enumerate(jobs):
-            if progress:
-                progress(f"{mode} run {s - seed + 1}/{runs} ({n + 1} of {len(jobs)})")
-            figs.append(run_one(scen, file, mode, s, run_dir, torchrun, launch))
+        with Executor(specs, 1, ray) as executor:
+            results = executor.map(run_one, jobs, out_dirs=run_dir,
+                                   alone=lambda job: not specs[job[0]].backend.deterministic)
+            for job, fig in zip(jobs, results, strict=True):
+                fig.out_dir = str(run_dir(job))
+                figs.append(fig)
+                if progress:
+                    progress(f"{job[0]} run {job[1] - seed + 1}/{runs} done ({len(figs)} of "
+                             f"{total})")
         return figs
 
     if sim_start_up is None or "sim" not in modes:
-        figs = batch(modes, sc)
+        figs = batch(modes, specs)
     else:
         others = [m for m in modes if m != "sim"]
-        first = batch(others, sc) if sim_start_up == "reference" else []
+        first = batch(others, specs) if sim_start_up == "reference" else []
         ref = reference_of(modes)
-        given = (reference_start_up(summarise(ref, [f for f in first if f.mode == ref]))
+        given = (reference_start_up(summarise(ref, by_mode(first).get(ref, [])))
                  if sim_start_up == "reference" else float(sim_start_up))
-        msc = sc if given is None else sc.model_copy(update={
-            "cluster": sc.cluster.model_copy(update={"process_start": given})})
-        figs = [*first, *batch(["sim"], msc),
-                *([] if sim_start_up == "reference" else batch(others, sc))]
-    return {mode: summarise(mode, [f for f in figs if f.mode == mode]) for mode in modes}
+        if given is not None:
+            sc = specs["sim"].scenario
+            msc = sc.model_copy(update={
+                "cluster": sc.cluster.model_copy(update={"process_start": given})})
+            specs = {**specs, **compile_modes(msc, specs["sim"].file, ["sim"], seed)}
+        figs = [*first, *batch(["sim"], specs),
+                *([] if sim_start_up == "reference" else batch(others, specs))]
+    grouped = by_mode(figs)
+    return {m: summarise(m, grouped.get(m, [])) for m in modes}
 
 
+def by_mode(figs: Sequence[RunFigures]) -> dict[str, list[RunFigures]]:
+    """Runs grouped by the mode that ran them, in order."""
+    out: dict[str, list[RunFigures]] = {}
+    for f in figs:
+        out.setdefault(f.mode, []).append(f)
+    return out

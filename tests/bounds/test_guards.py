@@ -12,8 +12,9 @@ import pytest
 
 from elastic_sim.explore import Case, run_case
 from elastic_sim.guards import RunGuard, rss_bytes
-from elastic_sim.runner import run_scenario
+from elastic_sim.pipeline import execute
 from elastic_sim.scenario import Scenario
+from elastic_sim.spec import compile_spec
 from elastic_sim.testing import load, variant
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +36,7 @@ def _kinds(out: Path) -> list[str]:
 
 def test_a_busy_loop_at_one_instant_is_a_livelock_finding_with_witnesses(
         tmp_path: Path) -> None:
-    report = run_scenario(_variant("spin"), seed=0, mode="sim", out_dir=tmp_path)
+    report = execute(compile_spec(_variant("spin"), seed=0), tmp_path)
     assert report.exit_code == 1
     assert report.result.stopped == "livelock"
     assert report.result.end_time == pytest.approx(0.5001)  # where time stopped, not 600 s
@@ -53,7 +54,7 @@ def test_a_busy_loop_at_one_instant_is_a_livelock_finding_with_witnesses(
 
 
 def test_the_wall_limit_stops_a_long_run_keeping_its_trace(tmp_path: Path) -> None:
-    report = run_scenario(_variant("crawl"), seed=0, mode="sim", out_dir=tmp_path,
+    report = execute(compile_spec(_variant("crawl"), seed=0), tmp_path,
                           guard=RunGuard(wall_limit=1.0))
     assert report.result.stopped == "wall_limit"
     assert 0 < report.result.end_time < 600
@@ -68,7 +69,7 @@ def test_the_wall_limit_stops_a_long_run_keeping_its_trace(tmp_path: Path) -> No
 
 def test_the_memory_limit_stops_a_growing_run(tmp_path: Path) -> None:
     limit = rss_bytes() + (80 << 20)
-    report = run_scenario(_variant("hoard"), seed=0, mode="sim", out_dir=tmp_path,
+    report = execute(compile_spec(_variant("hoard"), seed=0), tmp_path,
                           guard=RunGuard(wall_limit=300.0, memory_limit=limit))
     assert report.result.stopped == "memory_limit"
     assert _summary(tmp_path)["verdict"] == "stopped"
@@ -76,8 +77,8 @@ def test_the_memory_limit_stops_a_growing_run(tmp_path: Path) -> None:
 
 
 def test_a_normal_run_is_not_stopped(tmp_path: Path) -> None:
-    report = run_scenario(load(ROOT / "scenarios" / "scale_down.yaml"), seed=0, mode="sim",
-                          out_dir=tmp_path, guard=RunGuard(wall_limit=300.0))
+    report = execute(compile_spec(load(ROOT / "scenarios" / "scale_down.yaml"), seed=0),
+                     tmp_path, guard=RunGuard(wall_limit=300.0))
     assert report.exit_code == 0 and report.result.stopped == ""
     assert _summary(tmp_path)["stopped"] is None
     assert all(c.ok for c in report.checks if c.name in ("time_advances",
@@ -92,7 +93,7 @@ def test_explore_counts_a_livelock_as_a_finding() -> None:
 
 
 def test_the_watchdog_stops_a_step_that_never_returns(tmp_path: Path) -> None:
-    report = run_scenario(_variant("block"), seed=0, mode="sim", out_dir=tmp_path,
+    report = execute(compile_spec(_variant("block"), seed=0), tmp_path,
                           guard=RunGuard(wall_limit=1.0))
     assert report.result.stopped == "wall_limit"
     kinds = _kinds(tmp_path)

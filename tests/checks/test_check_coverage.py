@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from elastic_sim.checks import CHECKS, CheckResult, run_checks
-from elastic_sim.runner import simulate
+from elastic_sim.pipeline import simulate
 from elastic_sim.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2] / "scenarios"

@@ -11,7 +11,7 @@ import pytest
 
 from elastic_sim.checks import CHECKS, run_checks
 from elastic_sim.checks.contracts import ContractVerdict, contract_for, judge
-from elastic_sim.runner import simulate
+from elastic_sim.pipeline import simulate
 from elastic_sim.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2] / "scenarios"

@@ -159,7 +159,7 @@ def test_measured_start_up_is_an_import_of_torch() -> None:
 
 
 def test_start_up_is_read_from_restarted_workers() -> None:
-    from elastic_sim.runner import simulate
+    from elastic_sim.pipeline import simulate
 
     sc = load_scenario(WORKER_CRASH)
     events, _, _ = simulate(sc, sc.seed)

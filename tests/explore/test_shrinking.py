@@ -19,7 +19,7 @@ from elastic_sim.explore import (
 )
 from elastic_sim.faults.model import CrashHost, Fault, HangHost
 from elastic_sim.faults.schedule import shrink_candidates
-from elastic_sim.runner import simulate
+from elastic_sim.pipeline import simulate
 from elastic_sim.scenario import Scenario, with_faults
 from elastic_sim.shrinking import Memo, shrink, shrink_case
 from elastic_sim.testing import load, variant
@@ -140,7 +140,7 @@ def test_workers_fork_only_while_no_other_thread_runs() -> None:
     import sys
     import threading
 
-    from elastic_sim.case_pool import start_method
+    from elastic_sim.campaign import start_method
 
     if sys.platform != "linux":
         assert start_method() == "spawn"
@@ -164,7 +164,7 @@ def test_the_cli_s_progress_bar_leaves_explore_s_workers_free_to_fork(
     import sys
     import threading
 
-    import elastic_sim.case_pool as pool
+    import elastic_sim.campaign as pool
     from elastic_sim.cli import main
 
     if sys.platform != "linux" or threading.active_count() > 1:

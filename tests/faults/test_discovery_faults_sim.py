@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from elastic_sim.runner import simulate
+from elastic_sim.pipeline import simulate
 from elastic_sim.scenario import parse_scenario
 from tests.faults.util import run
 from tests.protocols.horovod.util import Run, simulate_run

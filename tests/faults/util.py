@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from elastic_sim.runner import RunReport, run_scenario
+from elastic_sim.pipeline import RunReport, execute
 from elastic_sim.scenario import parse_scenario
+from elastic_sim.spec import compile_spec
 from elastic_sim.trace import TraceEvent
 
 BASE: dict[str, Any] = {
@@ -69,7 +70,7 @@ def run(tmp: Path, faults: list[dict[str, Any]], file: str = "<test>",
     raw.update(over)
     raw["faults"] = faults
     sc = parse_scenario(raw, file)
-    return Outcome(run_scenario(sc, seed=0, mode="sim", out_dir=tmp / "run", file=file))
+    return Outcome(execute(compile_spec(sc, seed=0, file=file), tmp / "run"))
 
 
 def simulate_with(scenario: Path, faults: list[dict[str, Any]], **top: Any
@@ -79,7 +80,7 @@ def simulate_with(scenario: Path, faults: list[dict[str, Any]], **top: Any
     outcome and the fault reports."""
     import yaml
 
-    from elastic_sim.runner import simulate
+    from elastic_sim.pipeline import simulate
 
     raw = yaml.safe_load(scenario.read_text())
     raw.update(top, faults=faults, expect={})

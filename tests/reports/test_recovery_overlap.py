@@ -29,11 +29,12 @@ import yaml
 
 from elastic_sim import sim
 from elastic_sim.expect import evaluate
+from elastic_sim.pipeline import simulate
 from elastic_sim.reports.metrics import Metrics, compute, goodput
 from elastic_sim.reports.progress import Stall
-from elastic_sim.runner import build_world, simulate
 from elastic_sim.scenario import PROCESS_START, ExpectModel, parse_scenario
 from elastic_sim.sim.store import SERVICE_TIME
+from elastic_sim.spec import build_world
 from elastic_sim.testing import load
 from elastic_sim.trace import TraceEvent, expand_stretches
 from elastic_sim.world import PROCESS_EXIT, CollectiveModel
@@ -68,7 +69,7 @@ def step_at(synced: float, k: int, w: int, first: int = 0, every: int = 10) -> f
 def run(text: str) -> tuple[list[TraceEvent], Metrics]:
     """Run a scenario in a world with instant failure detection and exact wake-ups."""
     sc = parse_scenario(yaml.safe_load(text))
-    world = replace(build_world(sc, sc.seed, "sim"), wake_latency=0.0,
+    world = replace(build_world(sc, sc.seed), wake_latency=0.0,
                     collectives=CollectiveModel(detect_fast_max=0.0, detect_slow_prob=0.0))
     events: list[TraceEvent] = []
     res = sim.run(world, sc.fault_objects(), sc.seed, events.append)

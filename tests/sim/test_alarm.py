@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
+from elastic_sim.pipeline import simulate
 from elastic_sim.protocols.api import Runtime
-from elastic_sim.runner import simulate
 from elastic_sim.scenario import Scenario, load_scenario, parse_scenario
 from elastic_sim.sim.runtime import SimRuntime
 from elastic_sim.trace import encode

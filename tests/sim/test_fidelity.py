@@ -22,9 +22,10 @@ import pytest
 import yaml
 
 from elastic_sim.checks import run_checks
-from elastic_sim.runner import build_world, simulate
+from elastic_sim.pipeline import simulate
 from elastic_sim.scenario import Scenario, load_scenario, parse_scenario
 from elastic_sim.sim.run import run as run_sim
+from elastic_sim.spec import build_world
 from elastic_sim.trace import STRETCH, TraceEvent, encode
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,7 +71,7 @@ def _facts(sc: Scenario, seed: int) -> dict[str, Any]:
 def _raw(sc: Scenario, seed: int) -> list[TraceEvent]:
     """The run's events as the sim emits them (summaries not expanded)."""
     out: list[TraceEvent] = []
-    run_sim(build_world(sc, seed, "sim"), sc.fault_objects(), seed, out.append,
+    run_sim(build_world(sc, seed), sc.fault_objects(), seed, out.append,
             tie_seed=sc.tie_seed)
     return out
 

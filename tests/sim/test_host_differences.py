@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from elastic_sim.cli import main
-from elastic_sim.runner import simulate
+from elastic_sim.pipeline import simulate
 from elastic_sim.scenario import parse_scenario, workload_dict
 from elastic_sim.trace import TraceEvent, encode
 from tests.faults.util import BASE

@@ -20,9 +20,9 @@ import pytest
 import yaml
 
 from elastic_sim.protocols.api import Runtime
-from elastic_sim.runner import build_world
 from elastic_sim.scenario import Scenario, parse_scenario
 from elastic_sim.sim.run import Simulation
+from elastic_sim.spec import build_world
 from tests.sim.simutil import make_world, simulate
 from tests.sim.test_fidelity import _same, _with
 
@@ -44,7 +44,7 @@ def _scenario(faults: list[dict[str, Any]], hosts: Any = None, steps: int = 120,
 
 
 def _sim(sc: Scenario) -> Simulation:
-    sim = Simulation(build_world(sc, sc.seed, "sim"), sc.seed, lambda e: None,
+    sim = Simulation(build_world(sc, sc.seed), sc.seed, lambda e: None,
                      tie_seed=sc.tie_seed)
     sim.run(sc.fault_objects())
     return sim

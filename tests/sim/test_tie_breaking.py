@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from elastic_sim.checks import run_checks
+from elastic_sim.pipeline import simulate as simulate_scenario
 from elastic_sim.protocols.api import Runtime
-from elastic_sim.runner import simulate as simulate_scenario
 from elastic_sim.scenario import load_scenario
 from elastic_sim.sim import run
 from elastic_sim.sim.kernel import Kernel

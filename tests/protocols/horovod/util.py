@@ -12,8 +12,8 @@ import yaml
 
 from elastic_sim.checks import CheckResult, run_checks
 from elastic_sim.expect import ExpectationResult, evaluate
+from elastic_sim.pipeline import simulate
 from elastic_sim.reports.metrics import Metrics
-from elastic_sim.runner import simulate
 from elastic_sim.scenario import Scenario, parse_scenario
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import RunResult

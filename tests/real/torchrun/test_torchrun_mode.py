@@ -18,10 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from elastic_sim.pipeline import execute
 from elastic_sim.real import netns
-from elastic_sim.real.torchrun import Options
-from elastic_sim.runner import run_scenario
-from elastic_sim.scenario import load_scenario
+from elastic_sim.spec import compile_spec
 from tests.procs import reaped
 
 pytestmark = [
@@ -85,9 +84,8 @@ def test_user_script_trains_under_torchrun_and_leaves_nothing(tmp_path: Path,
     done = tmp_path / "done"
     done.mkdir()
     path = scenario(tmp_path)
-    report = run_scenario(load_scenario(path), seed=0, mode="torchrun",
-                          out_dir=tmp_path / "run", file=str(path),
-                          torchrun=Options(script=(str(script), str(done), "hello")))
+    report = execute(compile_spec(path, seed=0, mode="torchrun",
+                                  script=(str(script), str(done), "hello")), tmp_path / "run")
     # Both ranks ran the script with its arguments, in one world of two (allreduce of 1s
     # three times over two ranks: 8).
     assert sorted(p.name for p in done.iterdir()) == ["rank0-of-2", "rank1-of-2"]
@@ -119,9 +117,8 @@ def test_hung_job_is_killed_at_the_time_limit(tmp_path: Path,
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     path = scenario(tmp_path, time_limit=25.0)
-    report = run_scenario(load_scenario(path), seed=0, mode="torchrun",
-                          out_dir=tmp_path / "run", file=str(path),
-                          torchrun=Options(script=(str(script), str(tmp_path), "hang")))
+    report = execute(compile_spec(path, seed=0, mode="torchrun",
+                                  script=(str(script), str(tmp_path), "hang")), tmp_path / "run")
     assert report.metrics.outcome == "hung"
     assert report.result.hung
     assert left_with(tag) == []
