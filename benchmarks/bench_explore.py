@@ -41,8 +41,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from elastic_sim.explore import Exploration, explore, make_case, space_for  # noqa: E402
-from elastic_sim.scenario import Scenario, load_scenario, parse_scenario, scenario_dict  # noqa: E402
-from elastic_sim.spec import build_world  # noqa: E402
+from elastic_sim.scenario import (  # noqa: E402
+    Scenario,
+    build_world,
+    load_scenario,
+    parse_scenario,
+    scenario_dict,
+)
 
 SCENARIOS = {
     "static": ROOT / "scenarios" / "scale_down.yaml",

@@ -110,12 +110,11 @@ def _script(args: argparse.Namespace) -> tuple[str, ...]:
 def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from elastic_sim.builtin import scenario_path
     from elastic_sim.explore import explore, protocol_fault_types, space_for
     from elastic_sim.faults.schedule import GENERATORS
-    from elastic_sim.scenario import load_scenario
+    from elastic_sim.spec import load
 
-    sc = load_scenario(scenario_path(args.scenario))
+    sc, _ = load(args.scenario)  # a file, or a built-in scenario's name
     types = (protocol_fault_types(sc) if args.faults in (None, "all")
              else tuple(t for t in args.faults.split(",") if t))
     hosts = [h.name for h in sc.cluster.host_specs()]
@@ -220,12 +219,12 @@ def _cmd_report(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace, console: Console) -> int:
-    from elastic_sim.scenario import load_scenario
+    from elastic_sim.spec import load
 
     bad = 0
     for path in args.scenarios:
         try:
-            sc = load_scenario(path)
+            sc, _ = load(path)  # a file, or a built-in scenario's name
         except ScenarioError as exc:  # every bad file is reported, not only the first
             _err(f"error: {exc}")
             bad += 1

@@ -1,6 +1,7 @@
 """A pytest plugin: scenario files as test items, when asked.
 
 ``pytest --elastic-sim scenarios/`` collects every ``*.yaml`` scenario under the paths given
+(a built-in scenario's name, ``pytest --elastic-sim scale_down``, stands for its file)
 and runs each in the sim (``--elastic-sim-seeds 1-5``: once per seed; default: the scenario's
 seed). An item passes when every check and expectation holds, as ``elastic-sim run`` exits
 0; a bad scenario file fails its item with the one-line message naming the field. Without
@@ -26,6 +27,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="collect scenario YAML files as tests, run each in the sim")
     group.addoption("--elastic-sim-seeds", default=None, metavar="SPEC",
                     help="run each scenario under these seeds (1-5, 1,7); default: its own")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With ``--elastic-sim``, an argument that is no path but a built-in scenario's name
+    (``scale_down``, ``torchelastic/worker_crash``) stands for that scenario's file."""
+    if not config.getoption(OPTION):
+        return
+    from elastic_sim.builtin import builtin_dir
+
+    root = builtin_dir()
+    for i, arg in enumerate(config.args):
+        name, sep, rest = arg.partition("::")
+        if Path(name).exists() or ".." in Path(name).parts or Path(name).is_absolute():
+            continue
+        found = root / f"{name.removesuffix('.yaml')}.yaml"
+        if found.is_file():
+            config.args[i] = str(found) + sep + rest
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:

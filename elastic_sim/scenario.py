@@ -38,6 +38,7 @@ from elastic_sim.scenario_model import (
     WorkloadModel,
 )
 from elastic_sim.strict_yaml import load_yaml
+from elastic_sim.world import NCCL, CollectiveModel, World
 
 __all__ = [
     "PROCESS_START",
@@ -238,3 +239,34 @@ def with_faults(sc: Scenario, faults: list[Fault], *, seed: int, name: str,
     if description:
         raw["description"] = description
     return parse_scenario(raw, f"<{name}>")
+
+
+def build_world(sc: Scenario, seed: int, store_port: int | None = None) -> World:
+    """The runtime's view of ``sc`` run with ``seed`` (``store_port``: the store's port
+    in place of the scenario's, where a real store listens)."""
+    knobs = sc.knobs()
+    if store_port is not None and "store_port" in knobs:
+        knobs["store_port"] = store_port
+    hosts = tuple(sc.cluster.host_specs())
+    return World(
+        hosts=hosts,
+        entry=sc.protocol_info().entry,
+        args={
+            "hosts": [h.name for h in hosts],
+            "store_host": sc.store_host,
+            "knobs": knobs,
+            "workload": workload_dict(sc),
+            "seed": seed,
+        },
+        topology=sc.cluster.topology,
+        latency=sc.cluster.latency,
+        bandwidth=sc.cluster.bandwidth,
+        links=sc.links(),
+        process_start=sc.cluster.process_start,
+        wake_latency=sc.cluster.wake_latency,
+        process_exit=sc.cluster.process_exit,
+        time_limit=sc.time_limit,
+        fidelity=sc.fidelity,
+        device=sc.cluster.device,
+        collectives=NCCL if sc.cluster.device == "cuda" else CollectiveModel(),
+    )

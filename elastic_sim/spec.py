@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from elastic_sim.backends import BACKENDS, Backend, backend
 from elastic_sim.errors import ScenarioError
 from elastic_sim.faults.model import Fault
-from elastic_sim.scenario import Scenario, workload_dict
-from elastic_sim.world import NCCL, CollectiveModel, World
+from elastic_sim.scenario import Scenario
+from elastic_sim.world import World
 
 if TYPE_CHECKING:
-    from elastic_sim.backends.base import Backend
     from elastic_sim.real.cluster.launchers import LaunchOptions
 
 MAX_SEED = 2**64 - 1
@@ -80,37 +80,6 @@ class RunSpec:
                                    world=self.backend.world(self.scenario, seed))
 
 
-def build_world(sc: Scenario, seed: int, store_port: int | None = None) -> World:
-    """The runtime's view of ``sc`` run with ``seed`` (``store_port``: the store's port
-    in place of the scenario's, where a real store listens)."""
-    knobs = sc.knobs()
-    if store_port is not None and "store_port" in knobs:
-        knobs["store_port"] = store_port
-    hosts = tuple(sc.cluster.host_specs())
-    return World(
-        hosts=hosts,
-        entry=sc.protocol_info().entry,
-        args={
-            "hosts": [h.name for h in hosts],
-            "store_host": sc.store_host,
-            "knobs": knobs,
-            "workload": workload_dict(sc),
-            "seed": seed,
-        },
-        topology=sc.cluster.topology,
-        latency=sc.cluster.latency,
-        bandwidth=sc.cluster.bandwidth,
-        links=sc.links(),
-        process_start=sc.cluster.process_start,
-        wake_latency=sc.cluster.wake_latency,
-        process_exit=sc.cluster.process_exit,
-        time_limit=sc.time_limit,
-        fidelity=sc.fidelity,
-        device=sc.cluster.device,
-        collectives=NCCL if sc.cluster.device == "cuda" else CollectiveModel(),
-    )
-
-
 def load(scenario: str | Path) -> tuple[Scenario, str]:
     """The scenario a command-line argument names (a file, else a built-in scenario's name,
     resolved once here) and the file it came from."""
@@ -138,8 +107,6 @@ def compile_spec(
     ``tie_seed`` overrides, ``faults`` in place of the scenario's, where hosts go
     (``launch``) and a user's ``script``. :class:`ScenarioError` (exit 2) for anything
     the backend refuses, before anything runs."""
-    from elastic_sim.backends import Backend, backend
-
     if isinstance(scenario, Scenario):
         sc, where = scenario, file or "<scenario>"
     else:
@@ -172,8 +139,6 @@ def compile_spec(
 
 
 def _backends() -> list[tuple[str, Backend]]:
-    from elastic_sim.backends import BACKENDS
-
     return list(BACKENDS.items())
 
 

@@ -213,8 +213,8 @@ class CollectiveEngine(CollectiveFailures):
         queue = self.injected.get(m.proc.host.name)
         if not queue:
             return
-        mode = queue.popleft()
-        if mode == "hang":
+        how = queue.popleft()  # the collective fault's mode
+        if how == "hang":
             op.state = BROKEN  # never completes: every member's timeout fires
             self.blocked.pop(op.uid, None)
         else:

@@ -59,7 +59,7 @@ def test_no_code_imports_a_top_level_folder_by_its_bare_name() -> None:
     assert bare == []
 
 
-@pytest.mark.parametrize("name", ["sim", "protocols.api", "real", "faults.model"])
+@pytest.mark.parametrize("name", ["sim", "protocols.api", "real", "faults.model", "reports"])
 def test_a_bare_import_from_the_repository_root_is_refused(name: str) -> None:
     proc = subprocess.run([sys.executable, "-c", f"import {name}"], cwd=ROOT,
                           capture_output=True, text=True, check=False)

@@ -46,3 +46,11 @@ def test_seeds_option_makes_an_item_per_seed(scenario_dir: pytest.Pytester) -> N
 def test_without_the_option_it_collects_nothing(scenario_dir: pytest.Pytester) -> None:
     res = scenario_dir.runpytest(*PLUGIN, "scenarios")
     assert res.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def test_a_built_in_scenario_s_name_stands_for_its_file(pytester: pytest.Pytester) -> None:
+    res = pytester.runpytest(*PLUGIN, "--elastic-sim", "scale_down", "torchelastic/worker_crash",
+                             "broken_skip_sync")
+    res.assert_outcomes(passed=2, failed=1)
+    out = res.stdout.str()
+    assert "scenario broken_skip_sync.yaml [s0]" in out and "check state_agreement:" in out

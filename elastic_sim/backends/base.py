@@ -51,6 +51,9 @@ class Backend:
     takes_script: ClassVar[bool] = False
     """Whether it runs a user's training script (``--script``) instead of the bundled
     worker."""
+    runs_protocols: ClassVar[bool] = True
+    """Whether it runs the project's protocol code against :mod:`elastic_sim.protocols.api`
+    (the contract suite then holds it to the seam); upstream's own code does not."""
 
     def fault_table(self) -> FaultTable:
         """Its handler (or refusal) for every fault type."""
@@ -83,7 +86,7 @@ class Backend:
 
     def world(self, sc: Scenario, seed: int) -> World:
         """The world the runtime runs: the scenario's, as built for every backend."""
-        from elastic_sim.spec import build_world
+        from elastic_sim.scenario import build_world
 
         return build_world(sc, seed)
 
@@ -100,5 +103,7 @@ class Backend:
             workdir: Path, progress: Progress | None = None) -> RunResult:
         """Run ``spec``, emitting every trace event in run-time order (the runner's own
         ``run_start`` and ``run_end`` are the pipeline's); ``workdir`` holds what its
-        processes write; ``guard`` ends a run past the tool's limits."""
+        processes write; ``guard`` ends a run past the tool's limits. It reads the spec's
+        world, faults, seeds, launch options and script, never its scenario (the
+        pipeline's)."""
         raise NotImplementedError

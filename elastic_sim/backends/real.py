@@ -78,7 +78,7 @@ class RealBackend(Backend):
 
     def world(self, sc: Scenario, seed: int) -> World:
         """The scenario's world, its store on a port free here now."""
-        from elastic_sim.spec import build_world
+        from elastic_sim.scenario import build_world
 
         return build_world(sc, seed, store_port=free_port())
 

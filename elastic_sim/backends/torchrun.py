@@ -32,6 +32,7 @@ class TorchrunBackend(RealBackend):
     realism: ClassVar[int] = 2
     launchers: ClassVar[tuple[str, ...]] = ("local", "netns", "slurm", "env")
     takes_script: ClassVar[bool] = True
+    runs_protocols: ClassVar[bool] = False
 
     def fault_table(self) -> FaultTable:
         """Real mode's table, less the start-up faults upstream's agent cannot meet."""

@@ -13,36 +13,51 @@ from typing import Any
 
 import pytest
 
+from elastic_sim.backends import BACKENDS
+from elastic_sim.builtin import builtin_dir
 from elastic_sim.faults.model import Fault
+from elastic_sim.guards import RunGuard
+from elastic_sim.scenario import load_scenario
+from elastic_sim.spec import RunSpec
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import HostSpec, RunResult, World
 
-REAL = pytest.param("real", marks=[
-    pytest.mark.real,
-    pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="real mode needs torch"),
-])
+
+def backend_params() -> list[Any]:
+    """Every registered backend that runs the project's protocol code (a timed one, on
+    wall-clock time, in the real lane)."""
+    return [name if b.deterministic else pytest.param(name, marks=[
+        pytest.mark.real,
+        pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                           reason="real mode needs torch")])
+        for name, b in BACKENDS.items() if b.runs_protocols]
 
 
-@pytest.fixture(params=["sim", REAL])
+def run_on(name: str, workdir: Path, entry: str, hosts: int = 1,
+           faults: Sequence[Fault] = (), **args: Any) -> tuple[RunResult, list[TraceEvent]]:
+    """Run ``entry`` of :mod:`tests.contract.entries` on ``hosts`` hosts on the backend
+    called ``name``: its result and what it traced."""
+    world = World(hosts=tuple(HostSpec(f"h{i}") for i in range(hosts)),
+                  entry=f"tests.contract.entries:{entry}", args=args, time_limit=60.0)
+    # A backend runs a spec's world, faults and seeds; the scenario is the pipeline's.
+    spec = RunSpec(CARRIER, 0, BACKENDS[name], tuple(faults), world)
+    events: list[TraceEvent] = []
+    return BACKENDS[name].run(spec, events.append, RunGuard(), workdir), events
+
+
+@pytest.fixture(params=backend_params())
 def runtime(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    """``run(entry, hosts, **args)`` -> (result, events) in the sim or for real."""
+    """``run(entry, hosts, **args)`` -> (result, events) on each backend."""
 
     def run(entry: str, hosts: int = 1, faults: Sequence[Fault] = (), **args: Any
             ) -> tuple[RunResult, list[TraceEvent]]:
-        world = World(hosts=tuple(HostSpec(f"h{i}") for i in range(hosts)),
-                      entry=f"tests.contract.entries:{entry}", args=args, time_limit=60.0)
-        events: list[TraceEvent] = []
-        if request.param == "sim":
-            from elastic_sim import sim
-
-            result = sim.run(world, faults, 0, events.append)
-        else:
-            from elastic_sim import real
-
-            result = real.run(world, faults, 0, tmp_path / "real", events.append)
-        return result, events
+        return run_on(request.param, tmp_path, entry, hosts, faults, **args)
 
     return run
+
+
+CARRIER = load_scenario(builtin_dir() / "scale_down.yaml")
+"""A scenario for the specs that carry the suite's worlds (no backend reads it)."""
 
 
 def observed(events: list[TraceEvent], host: str = "h1") -> list[Any]:

@@ -32,9 +32,8 @@ from elastic_sim.expect import evaluate
 from elastic_sim.pipeline import simulate
 from elastic_sim.reports.metrics import Metrics, compute, goodput
 from elastic_sim.reports.progress import Stall
-from elastic_sim.scenario import PROCESS_START, ExpectModel, parse_scenario
+from elastic_sim.scenario import PROCESS_START, ExpectModel, build_world, parse_scenario
 from elastic_sim.sim.store import SERVICE_TIME
-from elastic_sim.spec import build_world
 from elastic_sim.testing import load
 from elastic_sim.trace import TraceEvent, expand_stretches
 from elastic_sim.world import PROCESS_EXIT, CollectiveModel

@@ -23,9 +23,8 @@ import yaml
 
 from elastic_sim.checks import run_checks
 from elastic_sim.pipeline import simulate
-from elastic_sim.scenario import Scenario, load_scenario, parse_scenario
+from elastic_sim.scenario import Scenario, build_world, load_scenario, parse_scenario
 from elastic_sim.sim.run import run as run_sim
-from elastic_sim.spec import build_world
 from elastic_sim.trace import STRETCH, TraceEvent, encode
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,9 +20,8 @@ import pytest
 import yaml
 
 from elastic_sim.protocols.api import Runtime
-from elastic_sim.scenario import Scenario, parse_scenario
+from elastic_sim.scenario import Scenario, build_world, parse_scenario
 from elastic_sim.sim.run import Simulation
-from elastic_sim.spec import build_world
 from tests.sim.simutil import make_world, simulate
 from tests.sim.test_fidelity import _same, _with
 
