@@ -32,15 +32,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.trees import RUN_SIM, env_for, install
 
 PROTOCOLS = ("torchelastic", "horovod", "static")
 
@@ -77,18 +76,17 @@ def scenario_raw(protocol: str, hosts: int, steps: int, stagger: float = 0.0
     return base
 
 
-CHILD = r"""
+CHILD = RUN_SIM + r"""
 import json, sys, tempfile, time
 from pathlib import Path
 from elastic_sim.scenario import parse_scenario
-from elastic_sim.runner import run_scenario
 raw = json.loads(sys.argv[1])
 sc = parse_scenario(raw, "<bench>")
 if len(sys.argv) > 2:
     sc = sc.model_copy(update={"fidelity": sys.argv[2]})
 with tempfile.TemporaryDirectory() as d:
     cpu = time.process_time()
-    rep = run_scenario(sc, seed=0, mode="sim", out_dir=Path(d))
+    rep = run_sim(sc, Path(d))
     cpu = time.process_time() - cpu
     summary = json.loads((Path(d) / "summary.json").read_text())
 print(json.dumps({"sim_s": rep.result.end_time, "wall_s": summary["wall_s"], "cpu_s": cpu,
@@ -97,27 +95,18 @@ print(json.dumps({"sim_s": rep.result.end_time, "wall_s": summary["wall_s"], "cp
 """
 
 
-def measure(tree: Path, raw: dict[str, Any], fidelity: str = "") -> dict[str, Any]:
-    """One run of ``raw`` with the code of ``tree`` (at ``fidelity``, if given), in a fresh
-    interpreter."""
-    env = dict(os.environ, PYTHONPATH=str(tree))
+def measure(tree: Path | None, raw: dict[str, Any], fidelity: str = "") -> dict[str, Any]:
+    """One run of ``raw`` with the code installed in ``tree`` (None: this checkout; at
+    ``fidelity``, if given), in a fresh interpreter."""
     argv = [sys.executable, "-c", CHILD, json.dumps(raw)] + ([fidelity] if fidelity else [])
-    out = subprocess.run(argv, env=env, cwd=tree,
-                         capture_output=True, text=True, check=True)
+    with tempfile.TemporaryDirectory() as cwd:
+        out = subprocess.run(argv, env=env_for(tree), cwd=cwd,
+                             capture_output=True, text=True, check=True)
     res: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return res
 
 
-def export(ref: str, into: Path) -> Path:
-    """The tree of commit ``ref`` under ``into`` (``git archive``)."""
-    tar = into / "tree.tar"
-    subprocess.run(["git", "archive", "--format=tar", "-o", str(tar), ref], cwd=ROOT, check=True)
-    with tarfile.open(tar) as tf:
-        tf.extractall(into / "tree", filter="fully_trusted")
-    return into / "tree"
-
-
-def best(trees: list[tuple[Path, str]], raw: dict[str, Any], repeat: int
+def best(trees: list[tuple[Path | None, str]], raw: dict[str, Any], repeat: int
          ) -> list[dict[str, Any]]:
     """Per (tree, fidelity), the run with the least wall time of ``repeat`` runs; they
     take turns, so a burst of load on the machine hits all."""
@@ -151,7 +140,7 @@ def main() -> int:
     args = p.parse_args()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        base = export(args.baseline, Path(tmp)) if args.baseline else None
+        base = install(args.baseline, Path(tmp)) if args.baseline else None
         print(f"steps {args.steps}, best of {args.repeat}; x real time = simulated s / "
               "summary.json wall_s (CPU: / CPU s of the whole run)", flush=True)
         head = ["scenario", "hosts", "sim s", "events (fast)", "x real time (fast)",
@@ -166,8 +155,8 @@ def main() -> int:
         for proto in args.protocols:
             for hosts in args.hosts:
                 raw = scenario_raw(proto, hosts, args.steps, args.stagger)
-                trees = [(ROOT, "")] + ([(ROOT, "fine")] if args.fine else []) + (
-                    [(base, "")] if base else [])
+                trees: list[tuple[Path | None, str]] = [(None, "")] + (
+                    [(None, "fine")] if args.fine else []) + ([(base, "")] if base else [])
                 res = best(trees, raw, args.repeat)
                 fast = res[0]
                 fine = res[1] if args.fine else None

@@ -63,7 +63,14 @@ def install(src: Path, site: Path, scratch: Path) -> None:
 def run(site: Path, scenario: Path, seed: int | None, out: Path) -> dict[str, Any]:
     """One sim run with the side installed in ``site``; its trace bytes and summary."""
     env = {**os.environ, "PYTHONPATH": str(site), "PYTHONHASHSEED": "0"}
-    argv = [sys.executable, "-m", "elastic_sim", "run", str(scenario), "--no-report",
+    # The editable install of the checkout this runs from must not fill in modules a side
+    # lacks: each side imports its own code only.
+    isolated = ("import runpy, sys\n"
+                "sys.meta_path[:] = [f for f in sys.meta_path\n"
+                "                    if '__editable__' not in getattr(f, '__module__', '')]\n"
+                "sys.argv[0] = 'elastic-sim'\n"
+                "runpy.run_module('elastic_sim', run_name='__main__')\n")
+    argv = [sys.executable, "-c", isolated, "run", str(scenario), "--no-report",
             "--out", str(out), "--force"]
     if seed is not None:
         argv += ["--seed", str(seed)]
