@@ -55,19 +55,26 @@ the function that runs the simulation itself, for timing it)."""
 def install(ref: str, into: Path) -> Path:
     """Commit ``ref`` built into a wheel and installed under ``into``; the folder to put
     on ``PYTHONPATH`` for its code."""
-    src, site = into / "src", into / "site"
+    src = into / "src"
     subprocess.run(["git", "worktree", "add", "--detach", "-f", str(src), ref], cwd=ROOT,
                    check=True, capture_output=True)
     try:
-        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                        "--no-build-isolation", "-w", str(into / "dist"), str(src)],
-                       check=True, capture_output=True)
-        (whl,) = (into / "dist").glob("elastic_sim-*.whl")
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                        "--target", str(site), str(whl)], check=True, capture_output=True)
+        return install_tree(src, into)
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(src)], cwd=ROOT,
                        capture_output=True, check=False)
+
+
+def install_tree(src: Path, into: Path) -> Path:
+    """The source tree ``src`` built into a wheel and installed in ``into / "site"``;
+    that folder."""
+    site = into / "site"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                    "--no-build-isolation", "-w", str(into / "dist"), str(src)],
+                   check=True, capture_output=True)
+    (whl,) = (into / "dist").glob("elastic_sim-*.whl")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                    "--target", str(site), str(whl)], check=True, capture_output=True)
     return site
 
 

@@ -27,15 +27,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from benchmarks.trees import ISOLATE, install_tree  # noqa: E402
+
 VOLATILE = ("wall_s", "cpu_s")
 """summary.json fields that measure the machine, not the run."""
-
-
-def _sh(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
-    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        sys.exit(f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return proc.stdout
 
 
 def checkout(rev: str | None, into: Path) -> Path:
@@ -45,19 +41,9 @@ def checkout(rev: str | None, into: Path) -> Path:
                                       "__pycache__", ".git", ".hypothesis", ".*_cache")
         shutil.copytree(ROOT, into, symlinks=True, ignore=skip)
         return into
-    _sh(["git", "worktree", "add", "--detach", "-f", str(into), rev], ROOT)
+    subprocess.run(["git", "worktree", "add", "--detach", "-f", str(into), rev], cwd=ROOT,
+                   check=True, capture_output=True)
     return into
-
-
-def install(src: Path, site: Path, scratch: Path) -> None:
-    """Build ``src`` into a wheel and unpack it into ``site`` (no dependencies: this
-    interpreter's are used)."""
-    dist = scratch / "dist"
-    _sh([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-         "-w", str(dist), str(src)], src)
-    (whl,) = dist.glob("elastic_sim-*.whl")
-    _sh([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site),
-         str(whl)], src)
 
 
 def run(site: Path, scenario: Path, seed: int | None, out: Path) -> dict[str, Any]:
@@ -65,10 +51,7 @@ def run(site: Path, scenario: Path, seed: int | None, out: Path) -> dict[str, An
     env = {**os.environ, "PYTHONPATH": str(site), "PYTHONHASHSEED": "0"}
     # The editable install of the checkout this runs from must not fill in modules a side
     # lacks: each side imports its own code only.
-    isolated = ("import runpy, sys\n"
-                "sys.meta_path[:] = [f for f in sys.meta_path\n"
-                "                    if '__editable__' not in getattr(f, '__module__', '')]\n"
-                "sys.argv[0] = 'elastic-sim'\n"
+    isolated = (ISOLATE + "import runpy\n_sys.argv[0] = 'elastic-sim'\n"
                 "runpy.run_module('elastic_sim', run_name='__main__')\n")
     argv = [sys.executable, "-c", isolated, "run", str(scenario), "--no-report",
             "--out", str(out), "--force"]
@@ -120,7 +103,7 @@ def main() -> int:
             src = checkout(rev, scratch / label / "src")
             if rev is not None:
                 worktrees.append(src)
-            install(src, scratch / label / "site", scratch / label)
+            install_tree(src, scratch / label)
             sides[label] = src
         names = sorted({p.relative_to(src / "scenarios").as_posix()
                         for src in sides.values() for p in (src / "scenarios").rglob("*.yaml")})
