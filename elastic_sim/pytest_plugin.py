@@ -2,7 +2,8 @@
 
 ``pytest --elastic-sim scenarios/`` collects every ``*.yaml`` scenario under the paths given
 (a built-in scenario's name, ``pytest --elastic-sim scale_down``, stands for its file)
-and runs each in the sim (``--elastic-sim-seeds 1-5``: once per seed; default: the scenario's
+and runs each in the sim; a variant broken on purpose (its ``demo.breaks`` names the checks it
+shows failing) is an expected failure (xfail) exactly while those checks fail (``--elastic-sim-seeds 1-5``: once per seed; default: the scenario's
 seed). An item passes when every check and expectation holds, as ``elastic-sim run`` exits
 0; a bad scenario file fails its item with the one-line message naming the field. Without
 ``--elastic-sim`` the plugin collects nothing. Installed with elastic-sim (entry point
@@ -99,9 +100,18 @@ class ScenarioItem(pytest.Item):
         tmp = self.config._tmp_path_factory.mktemp(  # type: ignore[attr-defined]
             f"{spec.scenario.name}-s{spec.seed}")
         report = execute(spec, Path(tmp))
+        lines = [f"{c.name}: {c.failure}" for c in run_suite(report).cases
+                 if c.failure is not None]
+        demo = spec.scenario.demo
+        if demo is not None:
+            shown = {c.name.removeprefix("check ") for c in run_suite(report).cases
+                     if c.failure is not None}
+            if shown == set(demo.breaks):
+                pytest.xfail(f"broken on purpose: {', '.join(demo.breaks)} caught it")
+            lines.insert(0, f"a variant broken on purpose to show {', '.join(demo.breaks)} "
+                            f"failing: {', '.join(sorted(shown)) or 'nothing'} failed")
+            raise ScenarioFailed("\n".join([*lines, f"run: {report.out_dir}"]))
         if not report.passed:
-            lines = [f"{c.name}: {c.failure}" for c in run_suite(report).cases
-                     if c.failure is not None]
             raise ScenarioFailed("\n".join([*lines, f"run: {report.out_dir}"]))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],

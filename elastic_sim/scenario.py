@@ -26,6 +26,7 @@ from elastic_sim.scenario_errors import _from_pydantic
 from elastic_sim.scenario_model import (
     PROCESS_START,
     ClusterModel,
+    DemoModel,
     EpochLogModel,
     ExpectModel,
     HostModel,
@@ -43,6 +44,7 @@ from elastic_sim.world import NCCL, CollectiveModel, World
 __all__ = [
     "PROCESS_START",
     "ClusterModel",
+    "DemoModel",
     "EpochLogModel",
     "ExpectModel",
     "HostModel",
@@ -53,6 +55,7 @@ __all__ = [
     "Scenario",
     "Seed",
     "WorkloadModel",
+    "build_world",
     "fault_dict",
     "load_scenario",
     "parse_scenario",
@@ -175,10 +178,13 @@ def _check_references(sc: Scenario, file: str) -> None:
     from elastic_sim.checks import CHECKS
 
     check_names = [c.__name__ for c in CHECKS]
-    for field_name in ("violated_checks", "may_violate"):
-        for i, name in enumerate(getattr(sc.expect, field_name) or ()):
+    named = [(f"expect.{f}", getattr(sc.expect, f) or ()) for f in ("violated_checks",
+                                                                     "may_violate")]
+    named.append(("demo.breaks", sc.demo.breaks if sc.demo else ()))
+    for where, names in named:
+        for i, name in enumerate(names):
             if name not in check_names:
-                raise ScenarioError(file, f"expect.{field_name}[{i}]",
+                raise ScenarioError(file, f"{where}[{i}]",
                                     f"unknown check {name!r}{suggest(name, check_names)}; "
                                     f"expected one of: {', '.join(check_names)}")
     if info.check is not None:

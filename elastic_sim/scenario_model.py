@@ -184,6 +184,15 @@ class ExpectModel(_Strict):
         return (*(self.violated_checks or ()), *(self.may_violate or ()))
 
 
+class DemoModel(_Strict):
+    """A variant broken on purpose, shipped to show a check catching it."""
+
+    breaks: Annotated[list[str], Field(min_length=1)]
+    """The checks it exists to show failing. Its runs exit 1 while they fail (the
+    demonstration works); ``pytest --elastic-sim`` counts exactly that as an expected
+    failure, and fails the item if they hold or anything else fails."""
+
+
 class Scenario(_Strict):
     """A whole scenario file."""
 
@@ -206,6 +215,8 @@ class Scenario(_Strict):
     workload: WorkloadModel = WorkloadModel()
     faults: list[FaultModel] = []
     expect: ExpectModel = ExpectModel()
+    demo: DemoModel | None = None
+    """Set on a variant broken on purpose: the checks it shows failing."""
 
     def fault_objects(self) -> list[Fault]:
         """The faults as runtime data, each with an id (``f<i>-<type>`` unless named);

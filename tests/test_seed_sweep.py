@@ -1,7 +1,7 @@
 """Every shipped scenario means what it says for every seed: its expectations (and checks)
 hold on seeds 0-99 in the sim, or it pins its seed and says why (``seed_pinned``), and then
-they hold on that seed. ``broken_*`` scenarios, and reproducers without expectations, are
-caught by a check on every seed they claim.
+they hold on that seed. Variants broken on purpose (``demo``), and reproducers without
+expectations, are caught by a check on every seed they claim.
 
 Each scenario's seeds are split over a few test items (:data:`PARTS`), so that parallel
 test workers (pytest-xdist) share the slow scenarios instead of one worker waiting for all
@@ -64,9 +64,9 @@ def test_a_shipped_scenario_holds_on_every_seed_it_claims(
     if sc.protocol.knobs.get("broken_spin_at_commit"):
         monkeypatch.setattr(kernel, "LIVELOCK_CALLS", SPIN_LIVELOCK_CALLS)
     failures = {seed: unmet_on_seed(sc, seed) for seed in seeds}
-    if Path(rel).name.startswith("broken_") or sc.expect == ExpectModel():
-        # A broken variant, or a reproducer that states no expectation: what it claims is
-        # that a check catches it.
+    if sc.demo is not None or sc.expect == ExpectModel():
+        # A variant broken on purpose, or a reproducer that states no expectation: what it
+        # claims is that a check catches it.
         assert [s for s, unmet in failures.items() if not unmet] == []
         return
     bad = {s: unmet for s, unmet in failures.items() if unmet}

@@ -1,7 +1,8 @@
 """The reproducers that ``elastic-sim explore`` found and that were kept (scenarios/found/)
-still show their violation: at the top level, the check named in the file name fails, exit
-code 1; in the per-model folders of the exploration campaign, exactly the checks the file
-declares in ``expect.violated_checks`` fail and every other expectation holds."""
+still show their violation: exactly the checks the file declares in
+``expect.violated_checks`` fail (at the top level, among them the check its name says) and
+every other expectation holds, so ``elastic-sim run`` passes while the documented upstream
+behaviour is still there."""
 
 from __future__ import annotations
 
@@ -24,12 +25,9 @@ def check_in(name: str) -> str:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_a_kept_reproducer_still_shows_its_violation(tmp_path: Path, name: str) -> None:
-    out = tmp_path / "out"
-    rc = main(["run", str(FOUND / name), "--out", str(out), "--quiet", "--no-report"])
-    summary = json.loads((out / "summary.json").read_text())
-    failed = [c["name"] for c in summary["checks"] if not c["ok"]]
-    assert rc == 1 and check_in(name) in failed
+def test_a_kept_reproducer_declares_the_check_its_name_says(name: str) -> None:
+    documented = load_scenario(FOUND / name).expect.violated_checks or []
+    assert check_in(name) in documented
 
 
 # -- the exploration campaign on the faithful models: scenarios/found/<model>/ ------------
@@ -40,7 +38,7 @@ def test_a_kept_reproducer_still_shows_its_violation(tmp_path: Path, name: str) 
 CAMPAIGN = sorted(p.relative_to(FOUND).as_posix() for p in FOUND.glob("*/*.yaml"))
 
 
-@pytest.mark.parametrize("rel", CAMPAIGN)
+@pytest.mark.parametrize("rel", [*NAMES, *CAMPAIGN])
 def test_a_campaign_reproducer_shows_exactly_its_documented_violation(
     tmp_path: Path, rel: str
 ) -> None:
