@@ -1,13 +1,14 @@
 """A pytest plugin: scenario files as test items, when asked.
 
 ``pytest --elastic-sim scenarios/`` collects every ``*.yaml`` scenario under the paths given
-(a built-in scenario's name, ``pytest --elastic-sim scale_down``, stands for its file)
-and runs each in the sim; a variant broken on purpose (its ``demo.breaks`` names the checks it
-shows failing) is an expected failure (xfail) exactly while those checks fail (``--elastic-sim-seeds 1-5``: once per seed; default: the scenario's
+(a built-in scenario's name, ``pytest --elastic-sim scale_down``, stands for its file) and
+runs each in the sim (``--elastic-sim-seeds 1-5``: once per seed; default: the scenario's
 seed). An item passes when every check and expectation holds, as ``elastic-sim run`` exits
-0; a bad scenario file fails its item with the one-line message naming the field. Without
-``--elastic-sim`` the plugin collects nothing. Installed with elastic-sim (entry point
-``pytest11``); run outputs go to pytest's temporary directory.
+0; a variant broken on purpose (its ``demo.breaks`` names the checks it shows failing) is an
+expected failure (xfail) exactly while those checks, and nothing else, fail; a bad scenario
+file fails its item with the one-line message naming the field. Without ``--elastic-sim``
+the plugin collects nothing. Installed with elastic-sim (entry point ``pytest11``); run
+outputs go to pytest's temporary directory.
 """
 
 from __future__ import annotations
