@@ -1,7 +1,9 @@
 """Verdicts as JUnit XML, the format CI systems show as test results.
 
-Every run is a ``<testsuite>``; each of its checks and expectations is a ``<testcase>``,
-failed with the violation's witness or the expected and actual values. A check the scenario
+Every run is a ``<testsuite>`` (its ``system-out``: where its report is); each of its checks
+and expectations is a ``<testcase>``, failed with the violation's witness or the expected
+and actual values; a check that examined nothing, or that the run's events cannot judge,
+is ``<skipped>`` with why (n/a is neither a pass nor a failure). A check the scenario
 lists in ``expect.violated_checks`` (an upstream bug it shows on purpose) passes, with a note.
 An exploration is one suite with a test case per check, failed by the distinct violations
 the search found for it, each with its reproducer.
@@ -26,13 +28,17 @@ if TYPE_CHECKING:
 
 @dataclass
 class Case:
-    """One test case: its name, and why it failed (``None``: it passed)."""
+    """One test case: its name, and why it failed (``None``: it passed) or was skipped."""
 
     name: str
     classname: str
     failure: str | None = None
     details: str = ""
     note: str = ""
+    skipped: str | None = None
+    """Why it was not judged (a check with nothing to examine, or one the run's events
+    cannot judge): neither a pass nor a failure."""
+    time_s: float = 0.0
 
 
 @dataclass
@@ -42,6 +48,8 @@ class Suite:
     name: str
     time_s: float
     cases: list[Case] = field(default_factory=list)
+    out: str = ""
+    """Where to look next (the run's report), for the suite's ``system-out``."""
 
 
 def run_suite(report: RunReport) -> Suite:
@@ -49,10 +57,12 @@ def run_suite(report: RunReport) -> Suite:
     label = f"{report.scenario.name}-{report.mode}-s{report.seed}"
     cls = f"elastic_sim.{report.scenario.name}.{report.mode}.s{report.seed}"
     known = set(report.scenario.expect.known_violations())
-    suite = Suite(label, report.wall_s)
+    suite = Suite(label, report.wall_s, out=where(report.out_dir, report.report_files))
     for c in report.checks:
         case = Case(f"check {c.name}", cls)
-        if c.violations and c.name in known:
+        if c.status == "n/a":
+            case.skipped = c.examined
+        elif c.violations and c.name in known:
             case.note = (f"expected violation (expect.violated_checks or may_violate): "
                          f"{c.violations[0].message}")
         elif c.violations:
@@ -67,6 +77,11 @@ def run_suite(report: RunReport) -> Suite:
             case.failure = f"expected {e.expected}, got {e.actual}"
         suite.cases.append(case)
     return suite
+
+
+def where(out_dir: Path, report_files: Sequence[Path] = ()) -> str:
+    """The line a CI log shows to find a run: its report, else its directory."""
+    return f"report: {report_files[0]}" if report_files else f"run: {out_dir}"
 
 
 def explore_suite(res: Exploration, checks: Sequence[Check]) -> Suite:
@@ -93,16 +108,22 @@ def junit_xml(suites: Iterable[Suite]) -> ET.Element:
     totals = [0, 0, 0.0]
     for s in suites:
         failures = sum(c.failure is not None for c in s.cases)
+        skipped = sum(c.skipped is not None for c in s.cases)
         el = ET.SubElement(root, "testsuite", name=s.name, tests=str(len(s.cases)),
-                           failures=str(failures), errors="0", skipped="0",
+                           failures=str(failures), errors="0", skipped=str(skipped),
                            time=f"{s.time_s:.3f}")
         for c in s.cases:
-            tc = ET.SubElement(el, "testcase", name=c.name, classname=c.classname, time="0")
+            tc = ET.SubElement(el, "testcase", name=c.name, classname=c.classname,
+                               time=f"{c.time_s:.6f}")
+            if c.skipped is not None:
+                ET.SubElement(tc, "skipped", message=c.skipped)
             if c.failure is not None:
                 fail = ET.SubElement(tc, "failure", message=c.failure, type="violation")
                 fail.text = c.details or c.failure
             if c.note:
                 ET.SubElement(tc, "system-out").text = c.note
+        if s.out:
+            ET.SubElement(el, "system-out").text = s.out
         totals[0] += len(s.cases)
         totals[1] += failures
         totals[2] += s.time_s

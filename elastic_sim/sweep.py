@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from elastic_sim.errors import ScenarioError
-from elastic_sim.junit import Suite, run_suite, write_junit
+from elastic_sim.junit import Suite, run_suite, where, write_junit
 
 if TYPE_CHECKING:
     from elastic_sim.spec import RunSpec
@@ -80,6 +80,7 @@ def sweep(spec: RunSpec, seeds: Sequence[int], out_root: Path, *, workers: int =
     with Executor(spec, workers, ray) as executor:
         for job, (passed, suite) in zip(jobs, executor.map(run_seed, jobs, out_dirs=out_of),
                                         strict=False):
+            suite.out = where(out_of(job))  # here, not where a remote worker wrote it
             done.append(SweepRun(job[0], passed, out_of(job), suite))
             if progress:
                 progress(done[-1])

@@ -3,6 +3,7 @@ case per check and expectation per run, failed exactly where the run failed."""
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -90,3 +91,21 @@ def test_explore_is_a_case_per_check_failed_by_its_findings(tmp_path: Path) -> N
     assert set(cases) == {f"check {c.__name__}" for c in CHECKS}
     fail = cases["check state_agreement"].find("failure")
     assert fail is not None and ".yaml" in (fail.text or "")  # names the reproducer
+
+
+def test_a_sweep_s_n_a_checks_are_skipped_with_why_and_each_suite_names_its_run(
+        tmp_path: Path) -> None:
+    junit = tmp_path / "j.xml"
+    out = tmp_path / "o"
+    assert main(["sweep", "scale_down", "--seeds", "0-1", "--out", str(out),
+                 "--junit", str(junit)]) == 0
+    for suite, seed in zip(_valid(junit).findall("testsuite"), (0, 1), strict=True):
+        summary = json.loads((out / f"scale_down-sim-s{seed}" / "summary.json").read_text())
+        na = {f"check {c['name']}": c["examined"] for c in summary["checks"]
+              if c["status"] == "n/a"}
+        assert na  # the static protocol has no exit barrier, no blacklist...
+        skipped = {tc.get("name"): tc.find("skipped") for tc in suite.iter("testcase")
+                   if tc.find("skipped") is not None}
+        assert {name: el.get("message") for name, el in skipped.items()} == na
+        assert suite.get("skipped") == str(len(na)) and suite.get("failures") == "0"
+        assert suite.findtext("system-out") == f"run: {out / f'scale_down-sim-s{seed}'}"
