@@ -18,12 +18,14 @@ This module knows nothing of its callers: they bring their own task functions.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import tempfile
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -40,6 +42,48 @@ AHEAD = 3
 
 Task = Callable[..., Any]
 """``fn(context, *args)`` (with ``out_dir`` last when the task writes a run directory)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised as Ctrl-C is: a KeyboardInterrupt, so that it passes through the
+    simulator like Ctrl-C does (an exception a simulated process raised would be that
+    process's own exit)."""
+
+
+_STOP: list[KeyboardInterrupt] = []
+"""The interrupt a campaign was sent, kept until it ends (see :func:`interrupted`)."""
+
+
+@contextmanager
+def terminate_raises() -> Iterator[None]:
+    """While a campaign runs, SIGTERM raises :class:`Terminated` as Ctrl-C raises
+    KeyboardInterrupt, so what cleans up in ``finally`` runs: workers are stopped, and
+    what was found so far is written (only the main thread can take signals). Either is
+    also kept: one raised where Python drops exceptions (a finaliser the garbage collector
+    runs, a simulated task closed) is raised again at the campaign's next
+    :func:`interrupted` check."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _stop(signum: int, _frame: object) -> None:
+        exc = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+        _STOP.append(exc)
+        raise exc
+
+    previous = {s: signal.signal(s, _stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        _STOP.clear()
+
+
+def interrupted() -> None:
+    """Raise the interrupt the campaign was sent, if any (between its tasks)."""
+    if _STOP:
+        raise _STOP[0]
 
 
 def start_method() -> str:
@@ -168,6 +212,7 @@ class Executor:
                                          alone=solo))
             if not queue:
                 return
+            interrupted()
             yield self.result(queue.popleft())
 
     def close(self) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from elastic_sim.campaign import Executor
+from elastic_sim.campaign import Executor, interrupted
 from elastic_sim.cases import Case, Outcome, Signature, make_case, run_case
 from elastic_sim.faults.schedule import FaultSpace
 from elastic_sim.scenario import Scenario
@@ -141,6 +141,7 @@ class CaseRunner:
         s = self.search
         if self.executor.local:
             for i in range(budget) if budget is not None else itertools.count():
+                interrupted()
                 out, spent = timed(run_case, s.sc, s.case(i), s.ignore)
                 self.busy.search.add(spent)
                 yield out

@@ -40,6 +40,11 @@ __all__ = ["EXIT_BAD_INPUT", "EXIT_FAIL", "EXIT_INTERNAL", "EXIT_OK", "STANDING"
 """What this module offers: the entry point; the parser is :mod:`elastic_sim.cli_args`'s,
 the subcommand handlers, exit codes and ``STANDING`` :mod:`elastic_sim.cli_commands`'."""
 
+WIDE = 4096
+"""Columns of output that is not a terminal: tables are laid out in that much width (and
+text is not wrapped at all)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``elastic-sim`` console script."""
     argv = sys.argv[1:] if argv is None else argv
@@ -54,8 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         argv, script_args = argv[:at], argv[at + 1:]
     args = _parser().parse_args(argv)
     args.script_args = script_args
-    # Not a terminal (CI logs, pipes): wide enough that tables do not wrap.
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+    # Not a terminal (CI logs, pipes, grep): no line is wrapped, whatever its length.
+    tty = sys.stdout.isatty()
+    console = Console(highlight=False, width=None if tty else WIDE, soft_wrap=not tty)
     try:
         if args.command == "run":
             return _cmd_run(args, console)
@@ -83,7 +89,10 @@ def main(argv: list[str] | None = None) -> int:
         _err(f"error: {exc}")
         return EXIT_BAD_INPUT
 
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        if type(exc).__name__ == "Terminated":  # SIGTERM to a campaign
+            _err("terminated")
+            return 143
         _err("interrupted")
         return 130
     except Exception as exc:  # an internal error still gets one line, not a traceback

@@ -158,6 +158,11 @@ def _add_explore(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     ex.add_argument("--ignore", default=None, metavar="CHECK,...",
                     help="checks not to report (default: the scenario's "
                          "expect.violated_checks)")
+    ex.add_argument("--fail-on", choices=["promise", "any"], default="promise",
+                    help="what makes the campaign fail (exit 1): a finding where the "
+                         "protocol broke its own promise (default; upstream's known weak "
+                         "spots and findings outside the contract are reported, not failed), "
+                         "or any finding")
     _add_ray(ex)
     _add_junit(ex)
 

@@ -158,17 +158,24 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
 
     out = args.out or Path("runs") / safe_component(f"explore-{sc.name}-s{args.seed}")
     check_place(out)  # not /, home, a file or around the current directory
+    from elastic_sim.campaign import terminate_raises
+    from elastic_sim.ticker import Ticker
+
     with Progress(TextColumn("exploring {task.description}"), BarColumn(),
                   MofNCompleteColumn(), TextColumn("{task.fields[found]} violations"),
                   TimeElapsedColumn(), console=console, transient=True,
-                  auto_refresh=False) as bar:  # no refresh thread: workers can fork
+                  auto_refresh=False) as bar, \
+            Ticker(f"explore {sc.name}", args.budget, deadline_s=args.time_s) as log, \
+            terminate_raises():  # no refresh thread: workers can fork
+
+        def progress(done: int, found: int) -> None:
+            bar.update(task, completed=done, found=found, refresh=True)
+            log.update(done, findings=found)
+
         task = bar.add_task(sc.name, total=args.budget, found=0)
         res = explore(sc, space, seed=args.seed, budget=args.budget, time_s=args.time_s,
                       workers=args.workers, out_dir=out, ignore=ignore, ties=args.ties,
-                      varies=varies,
-                      ray=args.ray,
-                      progress=lambda done, found: bar.update(task, completed=done,
-                                                              found=found, refresh=True))
+                      varies=varies, ray=args.ray, progress=progress)
     console.print(f"{res.cases} schedules and {res.shrink_runs} shrink runs in "
                   f"{res.wall_s:.1f} s ({res.per_minute:.0f} new schedules/min, "
                   f"{res.runs_per_minute:.0f} runs/min), "
@@ -180,11 +187,15 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
         console.print(f"  shrunk {len(f.original)} -> {len(f.faults)} faults in "
                       f"{f.shrink_runs} runs; {state}: {f.reproducer}", markup=False)
     console.print(f"summary: {out / 'explore.json'}", markup=False)
+    failing = res.failing(args.fail_on)
+    if res.findings and not failing:
+        console.print(f"none of the {len(res.findings)} breaks the protocol's own promise "
+                      "(--fail-on any fails on them too)", markup=False)
     if args.junit is not None:
         from elastic_sim.junit import explore_suite, write_junit
 
-        write_junit(args.junit, [explore_suite(res, CHECKS)])
-    return EXIT_FAIL if res.findings else EXIT_OK
+        write_junit(args.junit, [explore_suite(res, CHECKS, args.fail_on)])
+    return EXIT_FAIL if failing else EXIT_OK
 
 
 STANDING = {"broken_promise": "broke its own promise",

@@ -16,6 +16,7 @@ scenario's expectations were written for its own schedule, not for generated one
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
@@ -109,6 +110,13 @@ class Exploration:
     cpu_s: float = 0.0
     """CPU seconds the workers' processes spent on cases and shrinks (below
     ``search_s + shrink_s`` where other processes took the CPU)."""
+    stopped: bool = False
+    """The search was interrupted (Ctrl-C, SIGTERM) before its budget or time was spent."""
+
+    def failing(self, fail_on: str = "promise") -> list[Finding]:
+        """The findings that fail the campaign: those where the protocol broke its own
+        promise (``promise``), or all of them (``any``)."""
+        return [f for f in self.findings if fail_on == "any" or f.standing == "broken_promise"]
 
     @property
     def per_minute(self) -> float:
@@ -189,6 +197,8 @@ def space_for(sc: Scenario, *, types: Sequence[str] = DEFAULT_TYPES, max_faults:
 
 Progress = Callable[[int, int], None]
 """Called with (cases done, distinct violations so far)."""
+FAIL_ON = ("promise", "any")
+"""What fails a campaign: a finding where the protocol broke its own promise, or any."""
 
 
 def explore(
@@ -233,7 +243,13 @@ def explore(
                 finding = _finding(sc, out, sig, shrunk, out_dir, len(res.findings), reported)
                 res.shrink_runs += finding.shrink_runs
                 if finding.reported:
-                    res.findings.append(finding)
+                    found(finding)
+
+    def found(finding: Finding) -> None:
+        res.findings.append(finding)
+        res.wall_s = time.perf_counter() - started
+        if out_dir is not None:  # written as findings arrive: a stopped search keeps them
+            write_summary(res, out_dir / "explore.json")
 
     try:
         for out in runner.drawn(budget):
@@ -250,14 +266,17 @@ def explore(
         take(wait=True)
         if progress:
             progress(res.cases, len(res.findings))
+    except BaseException:
+        res.stopped = True  # Ctrl-C, SIGTERM: what was found so far is still written
+        raise
     finally:
         runner.close()
         res.wall_s = time.perf_counter() - started
         busy = runner.busy
         res.search_s, res.shrink_s = busy.search.wall_s, busy.shrink.wall_s
         res.cpu_s = busy.search.cpu_s + busy.shrink.cpu_s
-    if out_dir is not None:
-        write_summary(res, out_dir / "explore.json")
+        if out_dir is not None:
+            write_summary(res, out_dir / "explore.json")
     return res
 
 
@@ -315,6 +334,7 @@ def exploration_json(res: Exploration) -> dict[str, Any]:
         "scenario": res.scenario,
         "seed": res.seed,
         "cases": res.cases,
+        "stopped": res.stopped,
         "wall_s": round(res.wall_s, 3),
         "schedules_per_minute": round(res.per_minute, 1),
         "shrink_runs": res.shrink_runs,
@@ -353,6 +373,9 @@ def exploration_json(res: Exploration) -> dict[str, Any]:
 
 
 def write_summary(res: Exploration, path: Path) -> None:
-    """Write :func:`exploration_json` to ``path``."""
+    """Write :func:`exploration_json` to ``path`` whole (a temporary name, then renamed:
+    a search stopped while writing leaves the previous version)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(exploration_json(res), indent=2) + "\n", encoding="utf-8")
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_text(json.dumps(exploration_json(res), indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)

@@ -84,20 +84,26 @@ def where(out_dir: Path, report_files: Sequence[Path] = ()) -> str:
     return f"report: {report_files[0]}" if report_files else f"run: {out_dir}"
 
 
-def explore_suite(res: Exploration, checks: Sequence[Check]) -> Suite:
-    """A search: a test case per check, failed by the violations found of it."""
+def explore_suite(res: Exploration, checks: Sequence[Check], fail_on: str = "any") -> Suite:
+    """A search: a test case per check, failed by the violations found of it that fail
+    the campaign (``fail_on``: ``promise``, only where the protocol broke its own promise;
+    the others are noted)."""
     suite = Suite(f"explore-{res.scenario}-s{res.seed}", res.wall_s)
     cls = f"elastic_sim.explore.{res.scenario}.s{res.seed}"
     for check in checks:
         name = check.__name__
         case = Case(f"check {name}", cls)
         found = [f for f in res.findings if f.signature.check == name]
+        failing = [f for f in res.failing(fail_on) if f.signature.check == name]
         if name in res.ignored:
             case.note = "ignored (known violation)"
-        elif found:
-            case.failure = f"{len(found)} distinct violation(s); first: {found[0].message}"
+        elif failing:
+            case.failure = f"{len(failing)} distinct violation(s); first: {failing[0].message}"
             case.details = "\n".join(f"{f.signature}: {f.message} -> {f.reproducer}"
                                      for f in found)
+        elif found:
+            case.note = "\n".join(f"{f.standing}: {f.signature}: {f.message} -> "
+                                  f"{f.reproducer}" for f in found)
         suite.cases.append(case)
     return suite
 

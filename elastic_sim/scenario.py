@@ -178,9 +178,9 @@ def _check_references(sc: Scenario, file: str) -> None:
     from elastic_sim.checks import CHECKS
 
     check_names = [c.__name__ for c in CHECKS]
-    named = [(f"expect.{f}", getattr(sc.expect, f) or ()) for f in ("violated_checks",
-                                                                     "may_violate")]
-    named.append(("demo.breaks", sc.demo.breaks if sc.demo else ()))
+    named: list[tuple[str, list[str]]] = [
+        (f"expect.{f}", getattr(sc.expect, f) or []) for f in ("violated_checks", "may_violate")]
+    named.append(("demo.breaks", sc.demo.breaks if sc.demo else []))
     for where, names in named:
         for i, name in enumerate(names):
             if name not in check_names:

@@ -98,16 +98,22 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     sc = spec.scenario
     seeds = parse_seeds(args.seeds)
     out = args.out or Path("runs") / f"sweep-{sc.name}"
+    from elastic_sim.campaign import terminate_raises
+    from elastic_sim.ticker import Ticker
+
     with Progress(TextColumn("sweeping {task.description}"), BarColumn(),
                   MofNCompleteColumn(), TextColumn("{task.fields[failed]} failed"),
-                  console=console, transient=True) as bar:
+                  console=console, transient=True) as bar, \
+            Ticker(f"sweep {sc.name}", len(seeds), unit="runs") as log, terminate_raises():
         task = bar.add_task(sc.name, total=len(seeds), failed=0)
-        failed = 0
+        failed = done = 0
 
         def advance(r: SweepRun) -> None:
-            nonlocal failed
+            nonlocal failed, done
             failed += not r.passed
+            done += 1
             bar.update(task, advance=1, failed=failed)
+            log.update(done, failed=failed)
 
         runs = sweep(spec, seeds, out, workers=args.workers, ray=args.ray, progress=advance)
     bad = [r for r in runs if not r.passed]

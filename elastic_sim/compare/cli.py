@@ -154,10 +154,19 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     start_up = _sim_start_up(args.sim_start_up, sc, modes, console)
     given: float | str | None = None if start_up is None else start_up["seconds"]
-    with console.status(f"comparing {sc.name}...") as status:
-        summaries = run_modes(specs, runs, seed, out,
-                              progress=lambda msg: status.update(f"{sc.name}: {msg}"),
-                              ray=args.ray, sim_start_up=given)
+    from elastic_sim.campaign import terminate_raises
+    from elastic_sim.ticker import Ticker
+
+    with console.status(f"comparing {sc.name}...") as status, \
+            Ticker(f"compare {sc.name}", runs * len(modes), unit="runs") as log, \
+            terminate_raises():
+
+        def progress(msg: str) -> None:
+            status.update(f"{sc.name}: {msg}")
+            log.update(log.done + 1)
+
+        summaries = run_modes(specs, runs, seed, out, progress=progress, ray=args.ray,
+                              sim_start_up=given)
     comparison = judge(sc, modes, summaries, tolerance)
     if start_up is not None and start_up["seconds"] == "reference":
         value = reference_start_up(summaries[comparison.reference])
