@@ -52,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="replace an earlier run's output in --out (only the files "
                           "elastic-sim wrote are removed)")
     run.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
+    run.add_argument("--verbose", "-v", action="store_true",
+                     help="list every check that holds, with what it examined (default: "
+                          "one line for them; failures and n/a are always listed)")
     run.add_argument("--no-report", action="store_true",
                      help="skip report.html, the plots and trace.perfetto.json")
     _add_guards(run)

@@ -68,7 +68,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     if args.quiet:
         console.print(("PASS" if report.passed else "FAIL") + f" {report.out_dir}")
     else:
-        print_report(report, console)
+        print_report(report, console, verbose=args.verbose)
     return report.exit_code
 
 

@@ -8,6 +8,7 @@ from rich.table import Table
 
 from elastic_sim.pipeline import RunReport
 from elastic_sim.reports.members import members_text
+from elastic_sim.reports.metrics import goodput, lost_samples
 
 OK = "[green]✓[/]"
 BAD = "[red]✗[/]"
@@ -19,8 +20,9 @@ def _s(x: float | None) -> str:
     return "—" if x is None else f"{x:.3f}"
 
 
-def print_report(r: RunReport, console: Console) -> None:
-    """The console summary of one run."""
+def print_report(r: RunReport, console: Console, verbose: bool = False) -> None:
+    """The console summary of one run: the checks that hold in one line (each, with what
+    it examined, when ``verbose``), the others in full."""
     sc, m = r.scenario, r.metrics
     console.print(
         f"[bold]elastic-sim run[/] {escape(sc.name)}  protocol={sc.protocol.label}  "
@@ -57,8 +59,16 @@ def print_report(r: RunReport, console: Console) -> None:
                 str(rec.lost_steps) if rec else "—",
             )
         console.print(faults)
-    console.print("[bold]Checks[/]")
+    held = [c for c in r.checks if c.status == "pass" and not c.not_judged]
+    console.print(f"[bold]Checks[/]: {len(held)} hold, "
+                  f"{sum(c.status == 'fail' for c in r.checks)} failed, "
+                  f"{len(r.checks) - len(held) - sum(c.status == 'fail' for c in r.checks)} "
+                  "n/a")
+    if held and not verbose:
+        console.print(f"  {OK} {', '.join(c.name for c in held)} (-v: what each examined)")
     for c in r.checks:
+        if c in held and not verbose:
+            continue
         console.print(f"  {MARK[c.status]} {c.name}: {escape(c.description)} "
                       f"({c.examined})")
         for v in c.violations:
@@ -73,9 +83,12 @@ def print_report(r: RunReport, console: Console) -> None:
         for e in r.expectations:
             console.print(f"  {OK if e.ok else BAD} {e.name}: expected {escape(e.expected)}, "
                           f"got {escape(e.actual)}")
+    g = goodput(r.events, m.rounds, m.end_time, m.stalls)
+    samples = sum(lost_samples(rec, m.rounds, m.batch_size) for rec in m.recoveries)
     console.print(
         f"Outcome: [bold]{m.outcome}[/] after {m.steps_done} steps, final world "
-        f"{m.final_world_size}, lost {m.lost_steps} steps, run time {m.end_time:.3f} s "
+        f"{m.final_world_size}, lost {m.lost_steps} steps ({samples} samples), goodput "
+        f"{100 * g.ratio:.1f} %, run time {m.end_time:.3f} s "
         f"({r.spec.backend.clock}), wall {r.wall_s:.2f} s"
     )
     for err in m.errors[:5]:

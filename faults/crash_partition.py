@@ -76,6 +76,16 @@ class Partition(Healing, Fault, tag="partition"):
     def hosts(self) -> tuple[str, ...]:
         return tuple(h for g in self.groups for h in g)
 
+    def problem(self) -> tuple[str, str] | None:
+        seen: dict[str, int] = {}
+        for g, group in enumerate(self.groups):
+            for j, h in enumerate(group):
+                if seen.get(h, g) != g:
+                    return (f"groups[{g}][{j}]", f"host {h!r} is in groups[{seen[h]}] and "
+                            f"groups[{g}]: a host cannot be on both sides of a cut")
+                seen.setdefault(h, g)
+        return None
+
     def cut(self, a: str, b: str) -> bool:
         """Whether hosts ``a`` and ``b`` are on different sides of the cut."""
         ga = next((i for i, g in enumerate(self.groups) if a in g), None)

@@ -3,6 +3,7 @@ elastic_sim``, ``validate`` naming every bad file, internal errors apart from ba
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -143,3 +144,73 @@ def test_every_subcommand_prints_its_help() -> None:
         with contextlib.redirect_stdout(out):
             sp.print_help()
         assert "usage:" in out.getvalue(), name
+
+
+# -- what a person reads, and bad input that names itself (issue 28, item 7) -------------
+
+def test_piped_output_is_never_wrapped(tmp_path: Path) -> None:
+    out = tmp_path / ("o" * 150)  # every path it prints is longer than a terminal
+    proc = subprocess.run([sys.executable, "-m", "elastic_sim", "run", "scale_down",
+                           "--out", str(out), "--no-report"], capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode == 0
+    assert f"Trace: {out / 'trace.jsonl'} (" in proc.stdout  # whole, on one line
+
+
+def test_checks_that_hold_are_one_line_and_verbose_lists_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "scale_down", "--out", str(tmp_path / "a"), "--no-report"]) == 0
+    short = capsys.readouterr().out
+    held = next(line for line in short.splitlines() if "(-v: what each examined)" in line)
+    assert "membership_agreement, rank_validity" in held
+    assert "rounds checked" not in short.split("Checks", 1)[1].split("Contract")[0].replace(
+        "nothing to check", "")  # only n/a checks are listed one by one
+    assert re.search(r"Checks: \d+ hold, 0 failed, \d+ n/a", short)
+    assert re.search(r"lost 5 steps \(\d+ samples\), goodput \d+\.\d %", short)
+    assert main(["run", "scale_down", "--out", str(tmp_path / "b"), "--no-report", "-v"]) == 0
+    long = capsys.readouterr().out
+    assert "membership_agreement: one membership per round" in long and "rounds checked" in long
+
+
+def test_a_failed_check_is_listed_in_full(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "broken_skip_sync", "--out", str(tmp_path), "--no-report"]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"Checks: \d+ hold, 1 failed", out)
+    assert "✗ state_agreement:" in out and "kind" not in out.split("✗ state_agreement:")[0]
+
+
+def test_a_seed_beyond_the_schema_s_bound_is_bad_input(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "scale_down", "--seed", str(2**64), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --seed: expected a seed in 0..2**64-1") and not \
+        (tmp_path / "o").exists()
+
+
+def test_real_mode_without_torch_is_bad_input_with_the_install_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+
+    import elastic_sim.backends.real as real_backend
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(real_backend.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "torch" else found(name, *a))
+    for mode in ("real", "torchrun"):
+        assert main(["run", "torchelastic/worker_crash", "--mode", mode, "--out",
+                     str(tmp_path / mode)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "pip install torch==2.13.0" in err, err
+        assert not (tmp_path / mode).exists()
+
+
+def test_a_host_on_both_sides_of_a_partition_is_bad_input(
+        write_scenario: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_scenario("protocol: {name: static}\ncluster: {hosts: 3}\nfaults:\n"
+                          "  - {type: partition, at: 1, duration: 2, "
+                          "groups: [[h0, h1], [h2, h1]]}\n")
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "faults[0].groups[1][1]: host 'h1' is in groups[0] and groups[1]" in err
