@@ -44,7 +44,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="number of cluster nodes (default: one per host, or the Slurm "
                      "allocation's tasks)")
     run.add_argument("--image", default="elastic-sim:latest",
-                     help="--launcher k8s: the container image with elastic-sim and torch")
+                     help="--launcher k8s: the container image with elastic-sim and torch "
+                     "(the repository's Dockerfile builds it)")
     run.add_argument("--fidelity", choices=["fast", "fine"], default=None,
                      help="sim: fast runs fault-free training stretches as one event each, "
                           "fine simulates every step (default: the scenario's, fast)")

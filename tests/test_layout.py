@@ -19,7 +19,7 @@ except ImportError:  # Python 3.10
 import elastic_sim
 from tests.conftest import ROOT
 
-MAPPED = ("sim", "protocols", "faults", "real", "reports", "scenarios")
+MAPPED = ("sim", "protocols", "faults", "real", "reports", "scenarios", "docs")
 BARE_IMPORT = re.compile(rf"^\s*(import|from)\s+({'|'.join(MAPPED)})(\.|\s|,|$)", re.M)
 
 

@@ -54,6 +54,9 @@ def test_the_wheel_has_one_top_level_package_with_its_scenarios(wheel: Path) -> 
                 if p.is_file() and p.suffix in (".yaml", ".md", ".json")}
     assert shipped == expected
     assert "elastic_sim/py.typed" in names
+    docs = {p.name for p in (ROOT / "docs").glob("*.md")}
+    assert docs >= {"writing-a-protocol.md", "trace-events.md"}
+    assert {f"elastic_sim/docs/{d}" for d in docs} <= set(names)
     for sub in ("sim", "real", "protocols", "faults", "reports", "checks"):
         assert f"elastic_sim/{sub}/__init__.py" in names
     entry_points = zipfile.ZipFile(wheel).read(
