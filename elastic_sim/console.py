@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from elastic_sim.pipeline import RunReport
 from elastic_sim.reports.members import members_text
-from elastic_sim.reports.metrics import goodput, lost_samples
+from elastic_sim.reports.metrics import PHASE_NAMES, Metrics, RoundInfo, goodput
 
 OK = "[green]✓[/]"
 BAD = "[red]✗[/]"
@@ -29,13 +31,14 @@ def print_report(r: RunReport, console: Console, verbose: bool = False) -> None:
         f"mode={r.mode}  seed={r.seed}"
     )
     rounds = Table(title="Rounds", title_justify="left", box=None, pad_edge=False)
-    for col in ("round", "formed at (s)", "world", "members (=rank)"):
+    for col in ("round", "formed at (s)", "nodes", "processes", "members (=rank)"):
         rounds.add_column(col)
     for rd in m.rounds:
         members = members_text(rd.members, rd.ranks)
-        rounds.add_row(str(rd.round), _s(rd.formed_at), str(rd.world_size), escape(members))
+        rounds.add_row(str(rd.round), _s(rd.formed_at), str(rd.nodes), str(rd.processes),
+                       escape(members))
     console.print(rounds)
-    console.print(f"World size: [bold]{' -> '.join(map(str, m.world_sizes)) or '(no round)'}[/]")
+    console.print(f"World size (processes): [bold]{world_text(m.rounds)}[/]")
     setup = next((e for e in r.events if e.kind == "torchrun_setup"), None)
     if setup is not None and setup.get("unmapped"):
         kept = ", ".join(f"{k}={v}" for k, v in setup.get("unmapped").items())
@@ -43,8 +46,8 @@ def print_report(r: RunReport, console: Console, verbose: bool = False) -> None:
                       f"{escape(kept)}")
     if r.result.faults:
         faults = Table(title="Faults", title_justify="left", box=None, pad_edge=False)
-        for col in ("fault", "at (s)", "fired", "recovery (s)", "detect", "rendezvous", "sync",
-                    "first step", "stall (s)", "lost steps"):
+        for col in ("fault", "at (s)", "fired", "recovery (s)", *PHASE_NAMES.values(),
+                    "stalled (s)", "lost steps"):
             faults.add_column(col)
         recs = {rec.id: rec for rec in m.recoveries}
         for f in r.result.faults:
@@ -54,7 +57,7 @@ def print_report(r: RunReport, console: Console, verbose: bool = False) -> None:
                 escape(f"{f.id} ({f.type})"), _s(f.at),
                 "yes" if f.fired else f"no: {escape(f.reason)}",
                 _s(rec.recovery_s) if rec else "—",
-                *(_s(ph.get(k)) for k in ("detect", "rendezvous", "sync", "first_step")),
+                *(_s(ph.get(k)) for k in PHASE_NAMES),
                 _s(rec.stall_s) if rec else "—",
                 str(rec.lost_steps) if rec else "—",
             )
@@ -83,12 +86,12 @@ def print_report(r: RunReport, console: Console, verbose: bool = False) -> None:
         for e in r.expectations:
             console.print(f"  {OK if e.ok else BAD} {e.name}: expected {escape(e.expected)}, "
                           f"got {escape(e.actual)}")
-    g = goodput(r.events, m.rounds, m.end_time, m.stalls)
-    samples = sum(lost_samples(rec, m.rounds, m.batch_size) for rec in m.recoveries)
+    g = goodput(r.events, m.rounds, m.end_time, m.stalls, m.rollbacks)
     console.print(
-        f"Outcome: [bold]{m.outcome}[/] after {m.steps_done} steps, final world "
-        f"{m.final_world_size}, lost {m.lost_steps} steps ({samples} samples), goodput "
-        f"{100 * g.ratio:.1f} %, run time {m.end_time:.3f} s "
+        f"Outcome: [bold]{m.outcome}[/] after {m.steps_done} of {m.steps_total} steps, final "
+        f"world {world_text(m.rounds[-1:])}, lost {m.lost_steps} steps ({m.lost_samples} "
+        "samples)"
+        f"{_never_done(m)}, goodput {100 * g.ratio:.1f} %, run time {m.end_time:.3f} s "
         f"({r.spec.backend.clock}), wall {r.wall_s:.2f} s"
     )
     for err in m.errors[:5]:
@@ -102,7 +105,24 @@ def print_report(r: RunReport, console: Console, verbose: bool = False) -> None:
     if r.result.stopped:
         console.print(f"[bold red]STOPPED[/] ({r.result.stopped}): the run was ended early; "
                       "the trace holds what happened until then", markup=True)
-    console.print("[bold green]PASS[/]" if r.passed else "[bold red]FAIL[/] (exit 1)")
+    job = "" if m.outcome == "completed" else f"; the job {m.outcome}"
+    console.print(("[bold green]PASS[/] (expectations met" if r.passed
+                   else "[bold red]FAIL[/] (exit 1") + f"{job})")
+
+
+def _never_done(m: Metrics) -> str:
+    """What a job that did not complete never did."""
+    return f", {m.unfinished_steps} never done" if m.unfinished_steps else ""
+
+
+def world_text(rounds: Sequence[RoundInfo]) -> str:
+    """The world of every round: its processes and, where it differs, its nodes."""
+    return " -> ".join(f"{r.processes}" + (f" ({_n(r.nodes, 'node')})" if r.nodes != r.processes
+                                           else "") for r in rounds) or "(no round)"
+
+
+def _n(count: int, what: str) -> str:
+    return f"{count} {what}" + ("" if count == 1 else "s")
 
 
 def _print_contract(r: RunReport, console: Console) -> None:

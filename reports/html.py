@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from elastic_sim.reports.members import members_text
-from elastic_sim.reports.metrics import lost_samples
+from elastic_sim.reports.metrics import PHASE_NAMES, lost_samples
 from elastic_sim.reports.view import RunView
 
 CSS = """
@@ -85,8 +85,10 @@ def render_html(view: RunView, images: Mapping[str, bytes | None]) -> str:
     parts = [
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
         f"<title>elastic-sim: {esc(view.name)}</title><style>{CSS}</style></head><body><main>",
-        f"<h1>{esc(view.name)} <span class=\"badge {'pass' if verdict == 'pass' else 'fail'}\">"
-        f"{esc(verdict.upper())}</span></h1>",
+        f"<h1>{esc(view.name)} <span class=\"badge {'pass' if verdict == 'pass' else 'fail'}\" "
+        f"title=\"every check and expectation holds\">{esc(_verdict_text(verdict))}</span> "
+        f"<span class=\"badge {'pass' if view.metrics.outcome == 'completed' else 'fail'}\" "
+        f"title=\"how the job itself ended\">job {esc(view.metrics.outcome)}</span></h1>",
         f"<p class=\"muted\">protocol {esc(protocol)} · mode {esc(s.get('mode', '?'))}"
         f" · seed {esc(s.get('seed', '?'))} · {len(view.hosts)} hosts, "
         f"{len(view.timelines)} processes · {len(view.events)} trace events</p>",
@@ -109,16 +111,27 @@ def render_html(view: RunView, images: Mapping[str, bytes | None]) -> str:
     return "".join(parts)
 
 
+def _verdict_text(verdict: str) -> str:
+    """The verdict badge: whether the run held what it claims (a job that fails as the
+    scenario expects passes; the job's own badge says it failed)."""
+    return {"pass": "PASS: expectations met", "fail": "FAIL",
+            "stopped": "STOPPED by a guard"}.get(verdict, verdict.upper())
+
+
 def _facts(view: RunView) -> str:
     m, g = view.metrics, view.goodput
-    worlds = " → ".join(str(w) for w in m.world_sizes) or "no round formed"
+    worlds = " → ".join(str(r.processes) + (f" ({r.nodes} nodes)" if r.nodes != r.processes
+                                            else "") for r in m.rounds) or "no round formed"
     facts = [
         ("outcome", m.outcome),
-        ("world size", worlds),
+        ("world size (processes)", worlds),
         ("steps", f"{m.steps_done}"),
         ("goodput", f"{100 * g.ratio:.1f} %"),
         ("slowest recovery", _num(m.max_recovery_s)),
         ("lost steps", m.lost_steps),
+        ("lost samples", m.lost_samples),
+        *([("never done", f"{m.unfinished_steps} of {m.steps_total} steps")]
+          if m.unfinished_steps else []),
         ("stalled", _num(m.stalled_s)),
         ("re-rendezvous", view.restarts.rendezvous),
         ("run time", _num(m.end_time)),
@@ -146,15 +159,15 @@ def _faults(view: RunView) -> str:
             _num(f.get("at")) if f.get("fired") else "—",
             "yes" if f.get("fired") else f"no: {f.get('reason', '')}",
             _num(healed.get(str(f.get("id")))),
-            *(_num(ph.get(k)) for k in ("detect", "rendezvous", "sync", "first_step")),
+            *(_num(ph.get(k)) for k in PHASE_NAMES),
             _num(rec.recovery_s) if rec else "—",
             _num(rec.stall_s) if rec else "—",
             rec.lost_steps if rec else "—",
             lost_samples(rec, view.metrics.rounds, view.metrics.batch_size) if rec else "—",
             rec.seen if rec else "",
         ))
-    head = ("fault", "type", "target", "at", "fired", "healed at", "detect", "rendezvous",
-            "sync", "first step", "recovery", "stall", "lost steps", "lost samples", "seen as")
+    head = ("fault", "type", "target", "at", "fired", "healed at", *PHASE_NAMES.values(),
+            "recovery", "stalled", "lost steps", "lost samples", "seen as")
     return table(head, rows, numeric=range(6, 14))
 
 
@@ -208,13 +221,17 @@ def _metrics(view: RunView) -> str:
     m, g, r = view.metrics, view.goodput, view.restarts
     return _kv([
         ("outcome", m.outcome),
-        ("steps done", m.steps_done),
-        ("world sizes", " → ".join(map(str, m.world_sizes))),
-        ("final world size", m.final_world_size),
+        ("steps done", f"{m.steps_done} of {m.steps_total}"),
+        ("world sizes (processes, WORLD_SIZE)", " → ".join(str(r.processes) for r in m.rounds)),
+        ("world sizes (nodes)", " → ".join(str(r.nodes) for r in m.rounds)),
+        ("world sizes (members, as the protocol counts them)",
+         " → ".join(map(str, m.world_sizes))),
         ("goodput", f"{100 * g.ratio:.1f} % (useful {g.useful_s:.3f} s of {g.wall_s:.3f} s)"),
         ("step time lost to rollbacks", _num(g.wasted_s)),
         ("stalled (live members, no progress)", _num(g.stalled_s)),
         ("lost steps (all faults)", m.lost_steps),
+        ("lost samples (all processes)", m.lost_samples),
+        ("steps never done", m.unfinished_steps),
         ("slowest recovery", _num(m.max_recovery_s)),
         ("restarts", f"{r.rendezvous} re-rendezvous, {r.rollbacks} rollbacks, "
                      f"{r.processes} process restarts"),
@@ -229,12 +246,12 @@ def _rounds(view: RunView) -> str:
     for rd in view.metrics.rounds:
         ends = view.round_ends.get(rd.round, view.end)
         rows.append((rd.round, _num(rd.formed_at), _num(ends), _num(ends - rd.formed_at),
-                     rd.world_size, rd.steps, _num(rd.first_step_at),
+                     rd.nodes, rd.processes, rd.steps, _num(rd.first_step_at),
                      members_text(rd.members, rd.ranks)))
     if not rows:
         return '<p class="muted">No round was formed.</p>'
-    return table(("round", "formed at", "ended at", "duration", "world size", "steps",
-                   "first step at", "members (=rank)"), rows, numeric=range(0, 7))
+    return table(("round", "formed at", "ended at", "duration", "nodes", "processes", "steps",
+                   "first step at", "members (=rank)"), rows, numeric=range(0, 8))
 
 
 def _scenario(sc: Mapping[str, Any]) -> str:

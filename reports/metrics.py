@@ -26,6 +26,10 @@ from elastic_sim.reports.progress import (
 from elastic_sim.trace import TraceEvent
 
 Outcome = Literal["completed", "failed", "hung"]
+PHASE_NAMES = {"detect": "detect", "rendezvous": "rendezvous", "sync": "sync",
+               "first_step": "first step"}
+"""A recovery's phases (:meth:`Recovery.phases`), with the name every report shows: the
+console, report.html, summary.json and ``compare`` name them alike."""
 
 
 @dataclass
@@ -41,6 +45,13 @@ class RoundInfo:
     first_step_at: float | None = None
     steps: int = 0
     """Steps completed in this round (by its rank 0, or its lowest reporting rank)."""
+    processes: int = 0
+    """Training processes of its world (torchrun's ``WORLD_SIZE``, Horovod's size): its
+    members (a protocol whose members are ranks lists a host once per rank), or the
+    processes that adopted its state (a ``sync``: a node's several workers), whichever
+    is more."""
+    nodes: int = 0
+    """Distinct hosts among its members."""
 
 
 @dataclass
@@ -59,8 +70,9 @@ class Recovery:
     """Steps re-executed by the rollbacks of this fault's recovery."""
     new_round: int | None = None
     stall_s: float = 0.0
-    """No-progress time this fault caused outside any recovery: the whole cost of a fault
-    that needed no reconfiguration."""
+    """No-progress time blamed on this fault (:attr:`Metrics.stalls`): its recovery's and
+    any stall it caused outside one (the whole cost of a fault that needed no
+    reconfiguration, and of one the job never recovered from)."""
     seen: str = ""
     """The failure by which the job first saw this fault (empty: nobody saw it)."""
 
@@ -105,6 +117,13 @@ class Metrics:
     stalls: list[Stall] = field(default_factory=list)
     """Intervals with live members and no training progress, each with its cause."""
     rollbacks: list[Rollback] = field(default_factory=list)
+    steps_total: int = 0
+    """The job's steps (the workload's)."""
+
+    @property
+    def unfinished_steps(self) -> int:
+        """Steps a job that did not complete never did (0 for one that did)."""
+        return 0 if self.outcome == "completed" else max(0, self.steps_total - self.steps_done)
 
     @property
     def world_sizes(self) -> list[int]:
@@ -115,6 +134,13 @@ class Metrics:
     def lost_steps(self) -> int:
         """Steps re-executed, once per rollback (whichever fault, if any, caused it)."""
         return sum(rb.lost for rb in self.rollbacks)
+
+    @property
+    def lost_samples(self) -> int:
+        """Samples thrown away: each rollback's steps x the processes of the world whose
+        steps it lost x samples per process per step."""
+        return sum(rb.lost * _processes_before(rb, self.rounds) * self.batch_size
+                   for rb in self.rollbacks)
 
     @property
     def stalled_s(self) -> float:
@@ -135,8 +161,8 @@ class Metrics:
             "final_world_size": self.final_world_size,
             "world_sizes": self.world_sizes,
             "lost_steps": self.lost_steps,
-            "lost_samples": sum(rb.lost * _world_before(rb, self.rounds) * self.batch_size
-                                for rb in self.rollbacks),
+            "lost_samples": self.lost_samples,
+            "unfinished_steps": self.unfinished_steps,
             "stalled_s": _r(self.stalled_s),
             "stalls": [{"start": _r(st.start), "end": _r(st.end), "cause": st.cause,
                         "recovering": st.recovering} for st in self.stalls],
@@ -205,6 +231,12 @@ def rounds_of(events: Sequence[TraceEvent]) -> list[RoundInfo]:
                     info.first_step_at = ev.t
                 if ev.host == info.members[0]:
                     info.steps += 1
+    syncs: dict[int, set[str]] = {}
+    for ev in hist.of("sync"):
+        syncs.setdefault(int(ev.get("round", -1)), set()).add(ev.proc)
+    for rnd, info in by_round.items():
+        info.processes = max(info.world_size, len(syncs.get(rnd, ())))
+        info.nodes = len(set(info.members))
     return [by_round[k] for k in sorted(by_round)]
 
 
@@ -248,14 +280,13 @@ def recoveries_of(events: Sequence[TraceEvent], rounds: list[RoundInfo],
                 rec.first_step_at = nxt.first_step_at
         out.append(rec)
     runs = round_progress(events, {r.round: r.ranks for r in rounds})
-    backs = _attribute(rollbacks(runs, events, {r.round: r.formed_at for r in rounds},
-                                 end is None), out)
+    backs = _attribute(rollbacks(runs, events, {r.round: r.formed_at for r in rounds}, end),
+                       out)
     windows = [(r.at, r.first_step_at if r.first_step_at is not None else
                 (end if end is not None else r.at), r.id) for r in out if r.needed_recovery]
     stalls = blame_stalls(no_progress(runs, end), windows, hits)
     for rec in out:
-        rec.stall_s = sum(st.duration for st in stalls if st.cause == rec.id
-                          and not st.recovering)
+        rec.stall_s = sum(st.duration for st in stalls if st.cause == rec.id)
     return out, stalls, backs
 
 
@@ -275,10 +306,10 @@ def _attribute(backs: list[Rollback], recs: list[Recovery]) -> list[Rollback]:
     return out
 
 
-def _world_before(rb: Rollback, rounds: Sequence[RoundInfo]) -> int:
-    """World size of the last round formed before a rollback (the one whose steps it lost)."""
+def _processes_before(rb: Rollback, rounds: Sequence[RoundInfo]) -> int:
+    """Processes of the last round formed before a rollback (the one whose steps it lost)."""
     before = [r for r in rounds if r.formed_at < rb.at and (rb.round is None or r.round < rb.round)]
-    return max(before, key=lambda r: r.round).world_size if before else 0
+    return max(before, key=lambda r: r.round).processes if before else 0
 
 
 def outcome_of(done: Iterable[TraceEvent], total_steps: int, hung: bool) -> Outcome:
@@ -321,6 +352,7 @@ def compute(
         failed_procs={p: c for p, c in sorted(exit_codes.items()) if c != 0},
         errors=errors,
         batch_size=batch_size,
+        steps_total=total_steps,
     )
 
 
@@ -328,8 +360,9 @@ def compute(
 
 
 def world_size_series(rounds: Sequence[RoundInfo]) -> list[tuple[float, int]]:
-    """(time the round was formed, its world size), one point per round, in time order."""
-    return sorted((r.formed_at, r.world_size) for r in rounds)
+    """(time the round was formed, its world size in processes), one point per round, in
+    time order (:attr:`RoundInfo.world_size` counts its nodes)."""
+    return sorted((r.formed_at, r.processes) for r in rounds)
 
 
 def round_ends(
@@ -374,36 +407,35 @@ class Goodput:
 
 
 def goodput(events: Sequence[TraceEvent], rounds: Sequence[RoundInfo], end_time: float,
-            stalls: Sequence[Stall] | None = None) -> Goodput:
-    """Goodput seen by each round's leading member: a step lasts from the member's previous
+            stalls: Sequence[Stall] | None = None, backs: Sequence[Rollback] = ()
+            ) -> Goodput:
+    """Goodput seen by each round's leading process (:func:`round_progress`: a step of the
+    job, whichever of a host's workers made it): a step lasts from the process's previous
     step (or its sync) to its step event; a step redone later counts only once, as redone;
     the part of a step that lies in a stall counts as stalled, not as training.
-    ``stalls``: :attr:`Metrics.stalls` (None: found here, for a job that completed)."""
+    ``stalls``: :attr:`Metrics.stalls` (None: found here, for a job that completed);
+    ``backs``: :attr:`Metrics.rollbacks`, whose progress a job that never trained again
+    threw away (its steps since the last commit are wasted, not useful)."""
+    runs = round_progress(events, {r.round: r.ranks for r in rounds})
     if stalls is None:
-        runs = round_progress(events, {r.round: r.ranks for r in rounds})
         stalls = [Stall(g.start, g.end, None, False) for g in no_progress(runs, None)]
-    syncs: dict[tuple[int, str], float] = {}
-    steps: dict[tuple[int, str], list[tuple[float, int]]] = {}
-    for ev in events:
-        if ev.kind == "sync":
-            syncs.setdefault((int(ev.get("round", -1)), ev.host), ev.t)
-        elif ev.kind == "step":
-            key = (int(ev.get("round", -1)), ev.host)
-            steps.setdefault(key, []).append((ev.t, int(ev.get("step", 0))))
+    formed = {r.round: r.formed_at for r in rounds}
     kept: dict[int, tuple[float, float]] = {}
     redone: list[tuple[float, float]] = []
-    for r in sorted(rounds, key=lambda r: r.round):
-        hosts = [h for (rnd, h) in steps if rnd == r.round]
-        if not hosts:
+    for run in runs:  # by round; each round's leading process (one of a host's workers)
+        if run.round not in formed:
             continue
-        lead = min(hosts, key=lambda h: (-len(steps[(r.round, h)]), r.ranks.get(h, 1 << 30)))
-        prev = syncs.get((r.round, lead), r.formed_at)
-        for t, step in steps[(r.round, lead)]:
+        prev = run.synced_at if run.synced_at is not None else formed[run.round]
+        for t, step in run.steps:
             if step in kept:
                 redone.append(kept[step])
             kept[step] = (min(prev, t), t)
             prev = t
-    finished = [ev.t for ev in events if ev.kind in ("job_done", "job_failed")]
+    for rb in backs:
+        if rb.round is None:  # a job that died: what it did after its last commit is lost
+            redone.extend(kept.pop(s) for s in range(rb.restored + 1, rb.reached + 1)
+                          if s in kept)
+    finished = [ev.t for ev in history(events).of("job_done", "job_failed")]
     wall = max(finished) if finished else end_time
 
     def working(spans: Iterable[tuple[float, float]]) -> float:
@@ -440,8 +472,8 @@ def restarts_of(events: Sequence[TraceEvent], rounds: Sequence[RoundInfo]) -> Re
 
 
 def lost_samples(rec: Recovery, rounds: Sequence[RoundInfo], batch_size: int = 1) -> int:
-    """Samples redone because of one fault: lost steps x world size of the round the fault
-    hit x samples per rank per step."""
+    """Samples redone because of one fault: lost steps x processes of the round the fault
+    hit x samples per process per step."""
     hit = [r for r in rounds if r.formed_at <= rec.at]
-    world = max(hit, key=lambda r: r.round).world_size if hit else 0
-    return rec.lost_steps * world * batch_size
+    procs = max(hit, key=lambda r: r.round).processes if hit else 0
+    return rec.lost_steps * procs * batch_size

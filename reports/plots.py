@@ -136,7 +136,7 @@ def _marks(ax: Axes, faults: Sequence[FaultSpan], rounds: Sequence[RoundInfo],
                    alpha=0.7, lw=0, zorder=3.5, gid="stall")
     for rd in rounds:
         ax.axvline(rd.formed_at, color="#555555", lw=0.9, ls="--", zorder=1)
-        ax.annotate(f"round {rd.round}: W={rd.world_size}", (rd.formed_at, 1), xycoords=top,
+        ax.annotate(f"round {rd.round}: {rd.nodes} nodes", (rd.formed_at, 1), xycoords=top,
                     xytext=(2, 2), textcoords="offset points", fontsize=8, color="#333333",
                     va="bottom", annotation_clip=False)
     for f in faults:
@@ -308,10 +308,12 @@ def world_size_figure(tls: Sequence[ProcessTimeline], faults: Sequence[FaultSpan
     if series:
         ts = [t for t, _ in series] + [end]
         ws = [w for _, w in series] + [series[-1][1]]
-        ax.step(ts, ws, where="post", color="#1f3b73", lw=2.2, label="world size (round)",
-                gid="world_size")
+        ax.step(ts, ws, where="post", color="#1f3b73", lw=2.2,
+                label="world size (processes, WORLD_SIZE)", gid="world_size")
+        nodes = {r.formed_at: r.nodes for r in rounds}
         for t, w in series:
-            ax.annotate(f"W={w}", (t, w), xytext=(4, 4), textcoords="offset points",
+            label = f"W={w}" + (f" ({nodes[t]} nodes)" if nodes.get(t, w) != w else "")
+            ax.annotate(label, (t, w), xytext=(4, 4), textcoords="offset points",
                         fontsize=9, fontweight="bold", color="#1f3b73")
     _marks(ax, faults, rounds, recoveries, end, stalls)
     if stalls:

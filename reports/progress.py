@@ -220,9 +220,11 @@ def _blame(gap: Gap, until: float, faults: Sequence[FaultHit], done: dict[str, f
 
 
 def rollbacks(runs: Sequence[RoundProgress], events: Sequence[TraceEvent],
-              formed: dict[int, float], completed: bool) -> list[Rollback]:
+              formed: dict[int, float], end: float | None) -> list[Rollback]:
     """One rollback per round that trained from behind the progress of the round before
-    it; and, for a job that never trained again, the restores after its last step."""
+    it; and, for a job that never trained again (``end``: when it ended; None: it
+    completed), the progress it threw away: to the restores after its last step, else to
+    its last commit (where a restarted job resumes: the steps since are lost)."""
     out = []
     prev: RoundProgress | None = None
     for r in runs:
@@ -230,11 +232,17 @@ def rollbacks(runs: Sequence[RoundProgress], events: Sequence[TraceEvent],
         if prev is not None and prev.reached > start:
             out.append(Rollback(r.round, formed.get(r.round, r.steps[0][0]), prev.reached, start))
         prev = r
-    if not completed and prev is not None:
+    if end is not None and prev is not None:
         last = prev.steps[-1][0]
-        restores = [ev for ev in history(events).of("restore") if ev.t >= last]
+        hist = history(events)
+        restores = [ev for ev in hist.of("restore") if ev.t >= last]
         if restores:
             low = min(int(ev.get("step", 0)) for ev in restores)
             if prev.reached > low:
                 out.append(Rollback(None, restores[0].t, prev.reached, low))
+        else:
+            committed = max((int(ev.get("step", 0)) for ev in hist.of("commit")
+                             if int(ev.get("step", 0)) <= prev.reached), default=0)
+            if prev.reached > committed:
+                out.append(Rollback(None, max(end, last), prev.reached, committed))
     return out

@@ -162,7 +162,7 @@ def test_the_console_prints_bracketed_text_as_it_is(
     """Check descriptions and paths are text, not console markup: '[min, max]' must show."""
     out = tmp_path / "runs [x]"
     assert main(["run", str(ROOT / "scenarios" / "scale_down.yaml"), "--out", str(out),
-                 "--no-report"]) == 0
+                 "--no-report", "-v"]) == 0
     printed = " ".join(capsys.readouterr().out.split())
     assert "world sizes within [min, max];" in printed
     assert "runs [x]" in printed

@@ -6,8 +6,8 @@ run, in real and torchrun mode each is a repetition). What is compared, per mode
 - the membership sequence: the members of every formed round, in order (the mode's most
   common sequence; every distinct one is kept);
 - per fault, the recovery (fault to the first training step of the new world) split into
-  detect, re-rendezvous, start-up (new world formed to state synced: process start,
-  import, group init) and first step, medians over the runs;
+  detect, rendezvous, sync (new world formed to state synced: process start, import,
+  group init, the state broadcast) and first step, medians over the runs;
 - lost steps, the outcome, and each check's verdict (pass, fail, or n/a with why).
 
 Modes disagree when their membership sequences or outcomes differ, or when a fault's
@@ -27,13 +27,12 @@ from typing import Any
 
 from elastic_sim.backends import BACKENDS, backend
 from elastic_sim.errors import ScenarioError
-from elastic_sim.reports.metrics import round_ends
+from elastic_sim.reports.metrics import PHASE_NAMES, round_ends
 from elastic_sim.scenario import Scenario
 from elastic_sim.spec import RunSpec
 
-PHASES = (("detect", "detect"), ("rendezvous", "re-rendezvous"), ("sync", "start-up"),
-          ("first_step", "first step"))
-"""(metrics phase, name shown): the recovery split."""
+PHASES = tuple(PHASE_NAMES.items())
+"""(metrics phase, name shown): the recovery split, named as every report names it."""
 
 
 @dataclass

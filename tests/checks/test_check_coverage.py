@@ -153,4 +153,8 @@ def test_summary_and_console_say_n_a_and_what_was_examined(
         "n/a", "nothing to check")
     assert checks["rank_validity"]["status"] == "pass"
     assert checks["rank_validity"]["examined"] == "2 rounds checked"
-    assert "n/a master_agreement" in text and "(2 rounds checked)" in text
+    # n/a is always listed with why; what a passing check examined, with -v.
+    assert "n/a master_agreement: " in text and "(nothing to check)" in text
+    assert main(["run", str(ROOT / "scale_down.yaml"), "--out", str(out), "--no-report",
+                 "--force", "-v"]) == 0
+    assert "(2 rounds checked)" in capsys.readouterr().out

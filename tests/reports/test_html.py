@@ -61,7 +61,7 @@ def test_the_page_is_self_contained() -> None:
 def test_the_page_shows_verdicts_faults_world_sizes_and_rounds() -> None:
     events, summary = _evil_run()
     page = render_html(build_view(events, summary), {})
-    assert 'class="badge fail">FAIL<' in page
+    assert '>FAIL</span>' in page and 'class="badge fail"' in page
     assert "4 → 3" in page  # world sizes
     assert '<span class="bad">✗</span></td><td>state_agreement' in page
     assert "h0=0 h1=1 h2=2 h3=3" in page and "h0=0 h1=1 h2=2<" in page  # rounds, ranks

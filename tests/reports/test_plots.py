@@ -72,7 +72,7 @@ def test_timeline_draws_the_fault_at_its_time_and_the_phases_in_their_colours(
     assert _close(_pixels_near(fig, ax, 3.2, 1.1)[0], _rgb(COLORS["rendezvous"]))
     assert [t.get_text() for t in ax.get_yticklabels()] == [f"h{i}/main r{i}" for i in range(4)]
     labels = [t.get_text() for t in ax.texts]
-    assert "crash-h3 (crash h3)" in labels and "round 1: W=3" in labels
+    assert "crash-h3 (crash h3)" in labels and "round 1: 3 nodes" in labels
 
 
 def test_world_size_plot_steps_from_4_to_3(view4: RunView) -> None:

@@ -120,7 +120,7 @@ def test_a_partition_then_a_crash_each_get_their_own_figures() -> None:
     assert ph["first_step"] == pytest.approx(period(2), abs=EXACT)         # step 21, W=2
     # Progress thrown away once: the job had reached step 23, it resumes from commit 20.
     assert crash.lost_steps == 3 and m.lost_steps == 3
-    assert crash.stall_s == 0.0
+    assert crash.stall_s == pytest.approx(synced(events, 1) - 3.0, abs=EXACT)  # its recovery
     # The timeline: the cut's stall, then the crash's recovery up to the new round's sync.
     assert m.stalls == [
         Stall(pytest.approx(t23 + period(4), abs=EXACT), 3.0, "cut-h3", False),  # type: ignore[arg-type]

@@ -70,7 +70,8 @@ def test_scale_down_report_renders_without_console_errors_and_shows_the_crash(
     assert console_lines(proc.stderr) == []
 
     dom = chromium("--dump-dom", url).stdout
-    assert "<h1>scale_down" in dom and ">PASS<" in dom
+    assert "<h1>scale_down" in dom and ">PASS: expectations met<" in dom
+    assert ">job completed<" in dom
     assert "<b>4 → 3</b>" in dom  # the world-size fact
     assert dom.count('src="data:image/png;base64,') == 3  # timeline, world size, recovery
     assert "<td>crash-h3</td>" in dom
