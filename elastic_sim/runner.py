@@ -123,7 +123,7 @@ def refuse_unsupported(sc: Scenario, faults: list[Fault], mode: Mode, file: str)
                                     "torchrun mode starts workers through upstream's agent, "
                                     "which cannot delay their start; run with --mode real "
                                     "or --mode sim")
-    from elastic_sim.real.injector import why_unsupported
+    from elastic_sim.real.faults.injector import why_unsupported
 
     for f in faults:
         why = why_unsupported(f)

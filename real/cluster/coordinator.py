@@ -37,8 +37,8 @@ from elastic_sim.faults.model import (
 from elastic_sim.real.cluster import wire
 from elastic_sim.real.cluster.place import share
 from elastic_sim.real.cluster.worldjson import world_to_json
-from elastic_sim.real.injector import Injector
-from elastic_sim.real.tracefile import TraceFile, merge
+from elastic_sim.real.faults.injector import Injector
+from elastic_sim.real.supervisor.tracefile import TraceFile, merge
 from elastic_sim.trace import TraceEvent, encode
 from elastic_sim.world import RunResult, World
 
@@ -358,7 +358,7 @@ class Coordinator:
                          faults=injector.reports(end), trace_sha256=digest.hexdigest(),
                          trace_events=count)
 
-    # -- fault targets (see elastic_sim.real.injector.Targets)
+    # -- fault targets (see elastic_sim.real.faults.injector.Targets)
     # ----------------------------------------
 
     def _ask(self, node: Node, msg: wire.Message) -> wire.Message:

@@ -28,14 +28,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from elastic_sim.real import reaper
 from elastic_sim.real.cluster import nodecut, wire
 from elastic_sim.real.cluster.place import Placement, PlacementError, placement
 from elastic_sim.real.cluster.worldjson import world_from_json
-from elastic_sim.real.injector import Injector, Kill, Targets
-from elastic_sim.real.launcher import Launcher
-from elastic_sim.real.process import LaunchError
-from elastic_sim.real.workdir import write_atomic
+from elastic_sim.real.faults.injector import Injector, Kill, Targets
+from elastic_sim.real.supervisor import reaper
+from elastic_sim.real.supervisor.launcher import Launcher
+from elastic_sim.real.supervisor.process import LaunchError
+from elastic_sim.real.supervisor.workdir import write_atomic
 from elastic_sim.trace import TraceEvent, encode
 from elastic_sim.world import World
 

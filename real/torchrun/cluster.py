@@ -34,14 +34,14 @@ from elastic_sim.real.cluster.coordinator import ClusterError, Coordinator, Node
 from elastic_sim.real.cluster.launchers import LaunchOptions
 from elastic_sim.real.cluster.launchers import run_cluster as run_nodes
 from elastic_sim.real.cluster.node import TRACE_CHUNK, CoordinatorLink, NodeControl, reader
-from elastic_sim.real.injector import Injector
-from elastic_sim.real.netns import host_address
-from elastic_sim.real.process import LaunchError
+from elastic_sim.real.faults.injector import Injector
+from elastic_sim.real.faults.netns import host_address
+from elastic_sim.real.supervisor.process import LaunchError
+from elastic_sim.real.supervisor.tracefile import merge
 from elastic_sim.real.torchrun import Options, deliver, free_port, killed_by
 from elastic_sim.real.torchrun.convert import Inputs, convert
 from elastic_sim.real.torchrun.flags import Command, commands
 from elastic_sim.real.torchrun.launcher import Launcher
-from elastic_sim.real.tracefile import merge
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import RunResult, World
 

@@ -37,12 +37,13 @@ from elastic_sim.faults.model import (
     PowerOff,
     SlowStart,
 )
-from elastic_sim.real import netns, reaper, warden
-from elastic_sim.real.injector import Injector
-from elastic_sim.real.launcher import contained
-from elastic_sim.real.process import wait_ready
+from elastic_sim.real.faults import netns
+from elastic_sim.real.faults.injector import Injector
+from elastic_sim.real.supervisor import reaper, warden
+from elastic_sim.real.supervisor.launcher import contained
+from elastic_sim.real.supervisor.process import wait_ready
+from elastic_sim.real.supervisor.tracefile import TraceFile
 from elastic_sim.real.torchrun.flags import Command
-from elastic_sim.real.tracefile import TraceFile
 from elastic_sim.world import World
 
 MARK = "ELASTIC_SIM_MARK"
@@ -230,7 +231,7 @@ class Launcher:
             self._seen.setdefault(pid, reaper.start_time(pid))
         reaper.reap(self._seen.items())
 
-    # -- fault targets (elastic_sim.real.injector.Targets)
+    # -- fault targets (elastic_sim.real.faults.injector.Targets)
     # ---------------------------------------------
 
     def signal_host(self, host: str, sig: int) -> bool:

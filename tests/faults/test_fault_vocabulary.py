@@ -11,8 +11,8 @@ import yaml
 
 from elastic_sim.faults.model import FAULT_TYPES, Fault, Refusal
 from elastic_sim.faults.record import FaultLedger
-from elastic_sim.real.injector import Injector, real_handler
-from elastic_sim.real.tracefile import TraceFile
+from elastic_sim.real.faults.injector import Injector, real_handler
+from elastic_sim.real.supervisor.tracefile import TraceFile
 from elastic_sim.runner import simulate
 from elastic_sim.scenario import parse_scenario
 from elastic_sim.sim.faults import sim_handler

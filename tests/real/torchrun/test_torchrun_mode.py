@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from elastic_sim.real import netns
+from elastic_sim.real.faults import netns
 from elastic_sim.real.torchrun import Options
 from elastic_sim.runner import run_scenario
 from elastic_sim.scenario import load_scenario

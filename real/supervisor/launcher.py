@@ -5,7 +5,7 @@ its own, so a host crash is one ``killpg``. Every process is started up front; w
 have imported torch and said READY, the launcher fixes the run's origin ``t0`` and sends
 ``GO <t0>``. It then injects faults on schedule and waits until every process has exited
 or the time limit passes. A world with partition faults runs in a network namespace of its
-own, each host at its own loopback address (:mod:`elastic_sim.real.netns`); others share this
+own, each host at its own loopback address (:mod:`elastic_sim.real.faults.netns`); others share this
 machine's loopback. Whatever happens (an exception, Ctrl-C, SIGTERM), nothing it started,
 namespace included, outlives :meth:`Launcher.run`. Last, it accounts for every process's exit and
 hands the merged trace to the caller.
@@ -37,13 +37,14 @@ from elastic_sim.faults.model import (
     PowerOff,
     SlowStart,
 )
-from elastic_sim.real import netns, reaper, startfaults, warden
-from elastic_sim.real.injector import Injector
-from elastic_sim.real.process import popen, wait_ready
-from elastic_sim.real.spec import ProcSpec
-from elastic_sim.real.tail import TraceTail
-from elastic_sim.real.tracefile import TraceFile, merge
-from elastic_sim.real.workdir import RunDir, Started
+from elastic_sim.real.faults import netns, startfaults
+from elastic_sim.real.faults.injector import Injector
+from elastic_sim.real.supervisor import reaper, warden
+from elastic_sim.real.supervisor.process import popen, wait_ready
+from elastic_sim.real.supervisor.spec import ProcSpec
+from elastic_sim.real.supervisor.tail import TraceTail
+from elastic_sim.real.supervisor.tracefile import TraceFile, merge
+from elastic_sim.real.supervisor.workdir import RunDir, Started
 from elastic_sim.trace import TraceEvent, encode
 from elastic_sim.world import HostSpec, RunResult, World
 
@@ -275,7 +276,7 @@ class Launcher:
         own = {h.proc.pid for h in self.hosts.values()}
         return [(s.pid, s.start) for s in self.run_dir.started() if s.pid not in own]
 
-    # -- fault targets (see elastic_sim.real.injector.Targets)
+    # -- fault targets (see elastic_sim.real.faults.injector.Targets)
     # ------------------------------------------
 
     def signal_host(self, host: str, sig: int) -> bool:
@@ -305,7 +306,7 @@ class Launcher:
 
     def start_fault(self, fault: CrashLoop | SlowStart) -> str:
         """Tell ``fault.host``'s processes what the processes they start from now on meet
-        (:mod:`elastic_sim.real.startfaults`); "" if done, else why not."""
+        (:mod:`elastic_sim.real.faults.startfaults`); "" if done, else why not."""
         if self.hosts[fault.host].proc.poll() is not None:
             return f"host {fault.host}: its first process had already exited"
         root = self.run_dir.root.resolve()

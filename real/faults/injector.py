@@ -7,14 +7,13 @@ rules, through one handler table (:data:`REAL_HANDLERS`).
 slows the group down for real by duty-cycling it: in every :data:`STRAGGLE_PERIOD` it runs
 ``1/factor`` of the time and is SIGSTOPped for the rest. Partitions (symmetric, one-way,
 isolate, isolate_store, bridge) cut the network for real: the launcher runs such a world
-in a network namespace of its own (:mod:`elastic_sim.real.netns`) and the injector adds and removes
-its drop rules; link faults shape the same connections with ``tc netem`` there
-(:mod:`elastic_sim.real.shaping`) and connection resets abort them
-(:mod:`elastic_sim.real.connreset`). A type real mode cannot produce honestly has a
-:class:`~elastic_sim.faults.model.Refusal` as its handler, and a scenario with it is refused before
-a run starts, never faked. Fault events are encoded by
-:func:`elastic_sim.faults.record.fault_event` (the sim's encoder) and the reports read back from
-them.
+in a network namespace of its own (:mod:`.netns`) and the injector adds and removes its
+drop rules; link faults shape the same connections with ``tc netem`` there
+(:mod:`.shaping`) and connection resets abort them (:mod:`.connreset`). A type real mode
+cannot produce honestly has a :class:`~elastic_sim.faults.model.Refusal` as its handler,
+and a scenario with it is refused before a run starts, never faked. Fault events are
+encoded by :func:`elastic_sim.faults.record.fault_event` (the sim's encoder) and the
+reports read back from them.
 """
 
 from __future__ import annotations
@@ -58,8 +57,8 @@ from elastic_sim.faults.model import (
 )
 from elastic_sim.faults.record import INJECTOR, FaultLedger, fault_event
 from elastic_sim.faults.triggers import Triggered
-from elastic_sim.real import netns, shaping
-from elastic_sim.real.tracefile import TraceFile
+from elastic_sim.real.faults import netns, shaping
+from elastic_sim.real.supervisor.tracefile import TraceFile
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import FaultReport, World
 
@@ -125,7 +124,7 @@ class Targets(Protocol):
 
     def start_fault(self, fault: CrashLoop | SlowStart) -> str:
         """Make processes started on the fault's host from now on fail at start-up or
-        start late (:mod:`elastic_sim.real.startfaults`); "" if done, else why not."""
+        start late (:mod:`elastic_sim.real.faults.startfaults`); "" if done, else why not."""
 
     def signal_role(self, host: str, to: str, sig: int) -> str:
         """Signal ``host``'s first process (``to`` "agent") or every other process of it
