@@ -1,14 +1,15 @@
 """The local launcher: a world's hosts as OS processes on this machine.
 
-Each host's first process is ``python -m elastic_sim.real.proc`` in a session (and process group) of
-its own, so a host crash is one ``killpg``. Every process is started up front; when all
-have imported torch and said READY, the launcher fixes the run's origin ``t0`` and sends
-``GO <t0>``. It then injects faults on schedule and waits until every process has exited
-or the time limit passes. A world with partition faults runs in a network namespace of its
-own, each host at its own loopback address (:mod:`elastic_sim.real.faults.netns`); others share this
-machine's loopback. Whatever happens (an exception, Ctrl-C, SIGTERM), nothing it started,
-namespace included, outlives :meth:`Launcher.run`. Last, it accounts for every process's exit and
-hands the merged trace to the caller.
+Each host's first process is ``python -m elastic_sim.real.proc`` in a session (and process
+group) of its own, so a host crash is one ``killpg``. Every process is started up front;
+when all have imported torch and said READY, the launcher fixes the run's origin ``t0``
+and sends ``GO <t0>``. It then injects faults on schedule and waits until every process
+has exited or the time limit passes (the loop and the frame torchrun mode's launcher
+shares: :mod:`.supervise`). A world with partition faults runs in a network namespace of
+its own, each host at its own loopback address (:mod:`elastic_sim.real.faults.netns`);
+others share this machine's loopback. Whatever happens (an exception, Ctrl-C, SIGTERM),
+nothing it started, namespace included, outlives :meth:`Launcher.run`. Last, it accounts
+for every process's exit and hands the merged trace to the caller.
 """
 
 from __future__ import annotations
@@ -16,15 +17,10 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
-import selectors
 import signal
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from elastic_sim.faults.model import (
@@ -42,14 +38,12 @@ from elastic_sim.real.faults.injector import Injector
 from elastic_sim.real.supervisor import reaper, warden
 from elastic_sim.real.supervisor.process import popen, wait_ready
 from elastic_sim.real.supervisor.spec import ProcSpec
+from elastic_sim.real.supervisor.supervise import Guard, Leader, Supervisor
 from elastic_sim.real.supervisor.tail import TraceTail
 from elastic_sim.real.supervisor.tracefile import TraceFile, merge
 from elastic_sim.real.supervisor.workdir import RunDir, Started
 from elastic_sim.trace import TraceEvent, encode
-from elastic_sim.world import HostSpec, RunResult, World
-
-Guard = Callable[[], "tuple[str, str] | None"]
-"""A run's guard: (kind, message) when the run must stop now."""
+from elastic_sim.world import RunResult, World
 
 READY_TIMEOUT = 180.0
 """Seconds every host gets to start Python and import torch (8 at once on 2 cores: ~8 s)."""
@@ -59,18 +53,7 @@ _RUNS = itertools.count()
 """Tells apart the network namespaces of one launching process's runs."""
 
 
-@dataclass
-class HostProc:
-    """A host's first process, as the launcher started it."""
-
-    spec: HostSpec
-    name: str
-    proc: subprocess.Popen[bytes]
-    exit_t: float | None = None
-    """Run time at which the launcher saw it exit."""
-
-
-class Launcher:
+class Launcher(Supervisor):
     """Runs one world on this machine (see the module docstring)."""
 
     def __init__(
@@ -79,7 +62,9 @@ class Launcher:
         guard: Guard | None = None,
         watch: Callable[[TraceEvent], None] | None = None,
     ) -> None:
-        self.world = world
+        run_dir = RunDir(workdir)
+        super().__init__(world, TraceFile(workdir / "trace" / "launcher.jsonl"), guard,
+                         TraceTail(run_dir, watch) if watch is not None else None)
         self.local = tuple(world.host_names if local is None else local)
         """The hosts whose processes this launcher starts (a cluster node: its share)."""
         self.addresses = dict(addresses or {})
@@ -87,17 +72,7 @@ class Launcher:
         self.faults = list(faults)
         self.seed = seed
         self.bind = bind
-        self.run_dir = RunDir(workdir)
-        self.hosts: dict[str, HostProc] = {}
-        self.t0 = 0.0
-        self._trace = TraceFile(workdir / "trace" / "launcher.jsonl")
-        self.guard = guard
-        """Asked every supervision tick: (kind, message) ends the run (a wall-clock limit)."""
-        self.stopped: tuple[str, str] | None = None
-        self._tail = TraceTail(self.run_dir, watch) if watch is not None else None
-        """Live progress: the run's events as they are written (not in merged order)."""
-        self.netns: netns.Namespace | None = None
-        """The run's network namespace, when its faults cut the network."""
+        self.run_dir = run_dir
         if netns.needs_cut(self.faults):
             self.netns = netns.Namespace(world.host_names, str(next(_RUNS)))
 
@@ -106,27 +81,11 @@ class Launcher:
         clean_leftovers(self.run_dir.marker)
         self.run_dir.prepare()
         injector = self._injector()
-        was_subreaper = reaper.set_subreaper(True)
         ward = warden.start(self.run_dir.marker,
-                             self.netns.name if self.netns is not None else None)
+                            self.netns.name if self.netns is not None else None)
         try:
-            with interrupts_raise():
-                try:
-                    if self.netns is not None:
-                        self.netns.create()
-                    self._start()
-                    self._wait_ready()
-                    self._go()
-                    hung = self._supervise(injector)
-                finally:
-                    with _signals_deferred():
-                        try:
-                            self._kill_everything()
-                        finally:
-                            if self.netns is not None:
-                                self.netns.delete()
+            hung = self._supervised(injector)
         finally:
-            reaper.set_subreaper(was_subreaper)
             warden.dismiss(ward)
         end = self.world.time_limit if hung and self.stopped is None else self._now()
         exit_codes, end = self._account(injector, hung, end)
@@ -184,96 +143,32 @@ class Launcher:
                 stdout=subprocess.PIPE, prefix=cut.prefix() if cut is not None else (),
                 group=cut.gid(host.name) if cut is not None else None,
             )
-            self.hosts[host.name] = HostProc(host, name, proc)
+            self.leaders[host.name] = Leader(host.name, name, proc)
             self.run_dir.note_started(
                 Started(name, host.name, proc.pid, os.getpid(), reaper.start_time(proc.pid))
             )
 
     def _wait_ready(self) -> None:
         """Wait for every host's READY line (each has imported torch)."""
-        wait_ready([(h, h.proc) for h in self.hosts.values()], READY_TIMEOUT, self._died_early,
+        wait_ready([(h, h.proc) for h in self.leaders.values()], READY_TIMEOUT, self._died_early,
                    lambda late: f"not ready after {READY_TIMEOUT:.0f}s: "
                                 + ", ".join(h.name for h in late))
 
-    def _died_early(self, host: HostProc) -> str:
+    def _died_early(self, host: Leader) -> str:
         code = host.proc.wait()
         log = self.run_dir.log(host.name)
         tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
         return f"{host.name} exited with code {code} before it was ready; {log}:\n{tail}"
 
-    def _origin(self) -> float:
-        """The run's time origin, on this machine's clock (a cluster node is told it)."""
-        return time.time()
-
-    def _should_stop(self) -> bool:
-        """Whether to end the run before its hosts exit (a cluster node: when told)."""
-        return False
-
-    def _go(self) -> None:
-        self.t0 = self._origin()
-        line = f"GO {self.t0!r}\n".encode()
-        for host in self.hosts.values():
-            assert host.proc.stdin is not None and host.proc.stdout is not None
-            try:
-                host.proc.stdin.write(line)
-                host.proc.stdin.close()
-            except BrokenPipeError:
-                pass  # it died just now: the supervisor will see its exit
-            host.proc.stdout.close()
-
     # -- supervise -------------------------------------------------------------------------
 
-    def _now(self) -> float:
-        return time.time() - self.t0
-
-    def _supervise(self, injector: Injector) -> bool:
-        """Fire faults until every host's process has exited; True if the time limit
-        came first."""
-        with selectors.DefaultSelector() as sel:
-            for host in self.hosts.values():
-                try:
-                    sel.register(os.pidfd_open(host.proc.pid), selectors.EVENT_READ)
-                except (AttributeError, OSError):
-                    pass  # no pidfds: the 0.1 s tick below notices exits instead
-            try:
-                while True:
-                    now = self._now()
-                    self._note_exits(now)
-                    injector.fire_due(now)
-                    if self._tail is not None:
-                        self._tail.poll()
-                    if all(h.exit_t is not None for h in self.hosts.values()):
-                        return False
-                    if now >= self.world.time_limit or self._should_stop():
-                        return True
-                    if self._guard_stops(now):
-                        return True
-                    reaper.reap(self._adopted())
-                    wake = min(injector.next_due(), self.world.time_limit)
-                    sel.select(min(max(0.0, wake - self._now()), 0.1))
-            finally:
-                for key in list(sel.get_map().values()):
-                    os.close(int(key.fd))
-
-    def _guard_stops(self, now: float) -> bool:
-        """Whether the run's guard ends the run now (traced as ``run_stopped``)."""
-        found = self.guard() if self.guard is not None else None
-        if found is None:
-            return False
-        self.stopped = found
-        self._trace.event(now, "*", "elastic-sim", "run_stopped",
-                          {"reason": found[0], "message": found[1]})
-        return True
-
-    def _note_exits(self, now: float) -> None:
-        for host in self.hosts.values():
-            if host.exit_t is None and host.proc.poll() is not None:
-                host.exit_t = now
+    def _reap(self, now: float) -> None:
+        reaper.reap(self._adopted())
 
     def _adopted(self) -> list[tuple[int, int]]:
         """(pid, start time) of the run's processes other than the hosts' first ones:
         orphans are reparented to the launcher while a run lasts."""
-        own = {h.proc.pid for h in self.hosts.values()}
+        own = {h.proc.pid for h in self.leaders.values()}
         return [(s.pid, s.start) for s in self.run_dir.started() if s.pid not in own]
 
     # -- fault targets (see elastic_sim.real.faults.injector.Targets)
@@ -281,7 +176,7 @@ class Launcher:
 
     def signal_host(self, host: str, sig: int) -> bool:
         """Signal every process of ``host``'s group; False if none is left."""
-        leader = self.hosts[host].proc
+        leader = self.leaders[host].proc
         if leader.poll() is None:  # unreaped leader: its group id cannot be recycled
             return reaper.signal_quietly(leader.pid, sig, group=True)
         members = [e.pid for e in reaper.scan(self.run_dir.marker) if e.pgid == leader.pid]
@@ -291,7 +186,7 @@ class Launcher:
 
     def signal_proc(self, name: str, sig: int) -> str:
         """Signal process ``name``; "" if done, else why not."""
-        host = self.hosts.get(name.partition("/")[0])
+        host = self.leaders.get(name.partition("/")[0])
         if host is not None and host.name == name:
             if host.proc.poll() is not None:
                 return f"process {name} had already exited"
@@ -307,7 +202,7 @@ class Launcher:
     def start_fault(self, fault: CrashLoop | SlowStart) -> str:
         """Tell ``fault.host``'s processes what the processes they start from now on meet
         (:mod:`elastic_sim.real.faults.startfaults`); "" if done, else why not."""
-        if self.hosts[fault.host].proc.poll() is not None:
+        if self.leaders[fault.host].proc.poll() is not None:
             return f"host {fault.host}: its first process had already exited"
         root = self.run_dir.root.resolve()
         if isinstance(fault, CrashLoop):
@@ -319,7 +214,7 @@ class Launcher:
     def signal_role(self, host: str, to: str, sig: int) -> str:
         """Signal ``host``'s first process (``to`` "agent") or every other process it
         started that still runs ("workers"); "" if done, else why not."""
-        leader = self.hosts[host]
+        leader = self.leaders[host]
         if to == "agent":
             return self.signal_proc(leader.name, sig)
         hit = [s.name for s in self.run_dir.started()
@@ -344,16 +239,13 @@ class Launcher:
     # -- end -------------------------------------------------------------------------------
 
     def _kill_everything(self) -> None:
-        leaders = [h.proc for h in self.hosts.values()]
+        leaders = [h.proc for h in self.leaders.values()]
         if not reaper.kill_run(self.run_dir.marker, leaders, self._adopted, timeout=10.0):
             left = [e.pid for e in reaper.scan(self.run_dir.marker)]
             print(
                 f"real: processes of {self.run_dir.root} survived SIGKILL: {left}", file=sys.stderr
             )
-        for host in self.hosts.values():
-            for pipe in (host.proc.stdin, host.proc.stdout):
-                if pipe is not None and not pipe.closed:
-                    pipe.close()
+        self._close_pipes()
 
     def _account(self, injector: Injector, hung: bool, end: float) -> tuple[dict[str, int], float]:
         """Every started process's exit code; write ``proc_exit`` for those that could not
@@ -361,7 +253,7 @@ class Launcher:
         recorded = {
             ev.get("pid"): ev for ev in merge(self.run_dir.traces()) if ev.kind == "proc_exit"
         }
-        leaders = {h.proc.pid: h for h in self.hosts.values()}
+        leaders = {h.proc.pid: h for h in self.leaders.values()}
         exit_t: dict[int, float] = {}
         codes: dict[str, int] = {}
         for s in self.run_dir.started():
@@ -385,7 +277,7 @@ class Launcher:
     def _why_ended(
         self,
         s: Started,
-        leader: HostProc | None,
+        leader: Leader | None,
         code: int,
         injector: Injector,
         hung: bool,
@@ -416,59 +308,3 @@ def clean_leftovers(marker: str) -> None:
         netns.sweep_stale()
     for entry in reaper.scan(marker):
         reaper.kill_hard(entry.pid)
-
-
-@contextmanager
-def contained(ns: netns.Namespace | None, kill: Callable[[], None]) -> Iterator[None]:
-    """The frame of a run: while it lasts, orphans are adopted (this process is a
-    subreaper), SIGTERM raises like Ctrl-C, and the namespace ``ns`` (if any) exists; at
-    its end, whatever happens, ``kill`` runs with SIGINT/SIGTERM held, then the namespace
-    is deleted."""
-    was_subreaper = reaper.set_subreaper(True)
-    try:
-        with interrupts_raise():
-            try:
-                if ns is not None:
-                    ns.create()
-                yield
-            finally:
-                with _signals_deferred():
-                    try:
-                        kill()
-                    finally:
-                        if ns is not None:
-                            ns.delete()
-    finally:
-        reaper.set_subreaper(was_subreaper)
-
-
-@contextmanager
-def interrupts_raise() -> Iterator[None]:
-    """While a run lasts, SIGTERM raises SystemExit like Ctrl-C raises KeyboardInterrupt,
-    so the cleanup in ``finally`` runs (only the main thread can take signals)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def _terminate(signum: int, _frame: object) -> None:
-        raise SystemExit(128 + signum)
-
-    previous = signal.signal(signal.SIGTERM, _terminate)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM while cleaning up; they are delivered (and raise) afterwards."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)

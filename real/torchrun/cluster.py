@@ -33,7 +33,13 @@ from elastic_sim.real.cluster import wire
 from elastic_sim.real.cluster.coordinator import ClusterError, Coordinator, Node
 from elastic_sim.real.cluster.launchers import LaunchOptions
 from elastic_sim.real.cluster.launchers import run_cluster as run_nodes
-from elastic_sim.real.cluster.node import TRACE_CHUNK, CoordinatorLink, NodeControl, reader
+from elastic_sim.real.cluster.node import (
+    TRACE_CHUNK,
+    CoordinatorLink,
+    NodeControl,
+    NodeDriven,
+    reader,
+)
 from elastic_sim.real.faults.injector import Injector
 from elastic_sim.real.faults.netns import host_address
 from elastic_sim.real.supervisor.process import LaunchError
@@ -132,22 +138,13 @@ class TorchrunCoordinator(Coordinator):
                        emit)
 
 
-class NodeAgents(Launcher):
+class NodeAgents(NodeDriven, Launcher):
     """A cluster node's share of the torchrun agents, driven by the coordinator."""
 
     def __init__(self, world: World, cmds: Sequence[Command], workdir: Path,
                  coord: CoordinatorLink, bind: str) -> None:
         super().__init__(world, [], cmds, workdir, private_net=False)
         self.control = NodeControl(coord, bind, [c.host for c in cmds])
-
-    def _origin(self) -> float:
-        return self.control.origin()
-
-    def _should_stop(self) -> bool:
-        return self.control.should_stop()
-
-    def _kill_everything(self, timeout: float = 15.0) -> None:
-        self.control.teardown(lambda: super(NodeAgents, self)._kill_everything(timeout))
 
     def command(self, msg: wire.Message) -> wire.Message:
         """Carry out one fault command (:meth:`NodeControl.command`)."""

@@ -40,8 +40,8 @@ from elastic_sim.faults.model import (
 from elastic_sim.real.faults import netns
 from elastic_sim.real.faults.injector import Injector
 from elastic_sim.real.supervisor import reaper, warden
-from elastic_sim.real.supervisor.launcher import contained
 from elastic_sim.real.supervisor.process import wait_ready
+from elastic_sim.real.supervisor.supervise import Leader, Supervisor
 from elastic_sim.real.supervisor.tracefile import TraceFile
 from elastic_sim.real.torchrun.flags import Command
 from elastic_sim.world import World
@@ -49,18 +49,10 @@ from elastic_sim.world import World
 MARK = "ELASTIC_SIM_MARK"
 READY_TIMEOUT = 180.0
 """Seconds every agent gets to start Python and import torch."""
-
-
-@dataclass
-class Agent:
-    """A host's agent as started."""
-
-    cmd: Command
-    proc: subprocess.Popen[bytes]
-    go_at: float
-    went: bool = False
-    exit_t: float | None = None
-    """Run time at which the launcher saw it exit."""
+KILL_TIMEOUT = 15.0
+"""Seconds the launcher keeps killing and reaping marked processes before it gives up."""
+AGENT = "main"
+"""The process name of a host's agent (``hN/main``)."""
 
 
 @dataclass
@@ -98,24 +90,22 @@ def _environ(pid: int) -> dict[str, str]:
     return dict(v.decode(errors="replace").partition("=")[::2] for v in raw if b"=" in v)
 
 
-class Launcher:
+class Launcher(Supervisor):
     """Runs a world's hosts as torchrun agents (see the module docstring)."""
+
+    TICK = 0.05
 
     def __init__(self, world: World, faults: Sequence[Fault], commands: Sequence[Command],
                  workdir: Path, private_net: bool = True) -> None:
-        self.world = world
+        super().__init__(world, TraceFile(workdir / "launcher.jsonl"))
         self.faults = list(faults)
         self.commands = list(commands)
         self.workdir = workdir
         self.marker = uuid.uuid4().hex
-        self.agents: dict[str, Agent] = {}
         self._last_reap = 0.0
         self._seen: dict[int, int] = {}
         """(pid -> start time) of every marked process seen (to reap it once orphaned)."""
-        self.t0 = 0.0
-        self.trace = TraceFile(workdir / "launcher.jsonl")
-        self.injector = Injector(self.faults, self, self.trace, self._now)
-        self.netns: netns.Namespace | None = None
+        self.injector = Injector(self.faults, self, self._trace, self._now)
         self.isolation = isolation()
         if private_net and (netns.needs_cut(self.faults) or not self.isolation):
             self.netns = netns.Namespace(world.host_names, f"tr{os.getpid()}")
@@ -137,21 +127,15 @@ class Launcher:
         # with their parent).
         ward = warden.start(self.marker, None, env_mark=f"{MARK}={self.marker}:")
         try:
-            with contained(self.netns, self._kill_everything):
-                self._start()
-                self._wait_ready()
-                hung = self._supervise()
+            hung = self._supervised(self.injector)
         finally:
             warden.dismiss(ward)
         end = self.world.time_limit if hung else self._now()
         out = Outcome(self.t0, end, hung)
-        for host, a in self.agents.items():
+        for host, a in self.leaders.items():
             out.agent_codes[host] = int(a.proc.returncode)
             out.agent_exit_t[host] = a.exit_t if a.exit_t is not None else end
         return out
-
-    def _now(self) -> float:
-        return time.time() - self.t0
 
     def _start(self) -> None:
         base = {k: v for k, v in os.environ.items() if not k.startswith("ELASTIC_SIM_")}
@@ -170,59 +154,24 @@ class Launcher:
                     [*(cut.prefix() if cut else ()), *argv], stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE, stderr=log, env=env, start_new_session=True,
                     group=cut.gid(cmd.host) if cut else None)
-            self.agents[cmd.host] = Agent(cmd, proc, starts.get(cmd.host, 0.0))
+            self.leaders[cmd.host] = Leader(cmd.host, f"{cmd.host}/{AGENT}", proc,
+                                            go_at=starts.get(cmd.host, 0.0))
 
     def _wait_ready(self) -> None:
-        wait_ready([(a, a.proc) for a in self.agents.values()], READY_TIMEOUT, self._died_early,
+        wait_ready([(a, a.proc) for a in self.leaders.values()], READY_TIMEOUT,
+                   self._died_early,
                    lambda late: f"torchrun agents not ready after {READY_TIMEOUT:.0f}s: "
-                                + ", ".join(a.cmd.host for a in late))
-        self.t0 = self._origin()
+                                + ", ".join(a.host for a in late))
 
-    def _died_early(self, a: Agent) -> str:
-        log = self.workdir / f"agent-{a.cmd.host}.log"
-        return (f"the torchrun agent of {a.cmd.host} exited before it was ready; {log}:\n"
+    def _died_early(self, a: Leader) -> str:
+        log = self.workdir / f"agent-{a.host}.log"
+        return (f"the torchrun agent of {a.host} exited before it was ready; {log}:\n"
                 + log.read_text(errors="replace")[-1500:])
 
-    def _origin(self) -> float:
-        """The run's time origin on this machine's clock (a cluster node is told it)."""
-        return time.time()
-
-    def _should_stop(self) -> bool:
-        """Whether to end the run before the agents exit (a cluster node: when told)."""
-        return False
-
-    def _go_due(self, now: float) -> None:
-        for a in self.agents.values():
-            if not a.went and a.go_at <= now:
-                a.went = True
-                assert a.proc.stdin is not None and a.proc.stdout is not None
-                try:
-                    a.proc.stdin.write(f"GO {self.t0!r}\n".encode())
-                    a.proc.stdin.close()
-                except BrokenPipeError:
-                    pass  # it died: the loop sees its exit
-                a.proc.stdout.close()
-
-    def _supervise(self) -> bool:
-        """Start agents and fire faults on time until every agent has exited; True if the
-        time limit came first."""
-        while True:
-            now = self._now()
-            self._go_due(now)
-            for a in self.agents.values():
-                if a.exit_t is None and a.proc.poll() is not None:
-                    a.exit_t = now
-            self.injector.fire_due(now)
-            if all(a.exit_t is not None for a in self.agents.values()):
-                return False
-            if now >= self.world.time_limit or self._should_stop():
-                return True
-            if now - self._last_reap >= 0.5:
-                self._last_reap = now
-                self._reap_orphans()
-            pending = [a.go_at for a in self.agents.values() if not a.went]
-            wake = min([self.injector.next_due(), self.world.time_limit, *pending])
-            time.sleep(min(max(0.0, wake - self._now()), 0.05))
+    def _reap(self, now: float) -> None:
+        if now - self._last_reap >= 0.5:
+            self._last_reap = now
+            self._reap_orphans()
 
     def _reap_orphans(self) -> None:
         """Reap the run's exited processes that were reparented to this (subreaper)
@@ -243,10 +192,10 @@ class Launcher:
         """Signal ``hN/main`` (the agent) or ``hN/wK`` (the newest live worker of local rank
         K); "" if done, else why not."""
         host, _, proc = name.partition("/")
-        agent = self.agents.get(host)
+        agent = self.leaders.get(host)
         if agent is None:
             return f"no host {host}"
-        if proc == "main":
+        if proc == AGENT:
             if agent.proc.poll() is not None:
                 return f"process {name} had already exited"
             agent.proc.send_signal(sig)
@@ -264,11 +213,11 @@ class Launcher:
     def signal_role(self, host: str, to: str, sig: int) -> str:
         """Signal ``host``'s torchrun agent (``to`` "agent") or every live worker it started
         ("workers"); "" if done, else why not."""
-        agent = self.agents.get(host)
+        agent = self.leaders.get(host)
         if agent is None:
             return f"no host {host}"
         if to == "agent":
-            return self.signal_proc(f"{host}/main", sig)
+            return self.signal_proc(agent.name, sig)
         hit = [pid for pid, h in marked(self.marker)
                if h == host and pid != agent.proc.pid and reaper.signal_quietly(pid, sig)]
         return "" if hit else f"no worker process running on {host}"
@@ -294,18 +243,18 @@ class Launcher:
 
     # -- end -------------------------------------------------------------------------------
 
-    def _kill_everything(self, timeout: float = 15.0) -> None:
+    def _kill_everything(self) -> None:
         """SIGKILL every marked process and every agent's group; reap until none is left."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + KILL_TIMEOUT
         while True:
-            for a in self.agents.values():
+            for a in self.leaders.values():
                 if a.proc.poll() is None:
                     reaper.kill_hard(a.proc.pid, group=True)
             left = marked(self.marker)
             for pid, _ in left:
                 reaper.kill_hard(pid)
             self._reap_orphans()
-            running = [a for a in self.agents.values() if a.proc.poll() is None]
+            running = [a for a in self.leaders.values() if a.proc.poll() is None]
             if not left and not running:
                 break
             if time.monotonic() > deadline:
@@ -313,7 +262,4 @@ class Launcher:
                       file=sys.stderr)
                 break
             time.sleep(0.02)
-        for a in self.agents.values():
-            for pipe in (a.proc.stdin, a.proc.stdout):
-                if pipe is not None and not pipe.closed:
-                    pipe.close()
+        self._close_pipes()
