@@ -31,7 +31,8 @@ from typing import Any
 from elastic_sim.real.cluster import nodecut, wire
 from elastic_sim.real.cluster.place import Placement, PlacementError, placement
 from elastic_sim.real.cluster.worldjson import world_from_json
-from elastic_sim.real.faults.injector import Injector, Kill, Targets
+from elastic_sim.real.faults.injector import Injector, Kill
+from elastic_sim.real.faults.targets import HostTargets, Targets
 from elastic_sim.real.supervisor import reaper
 from elastic_sim.real.supervisor.launcher import Launcher
 from elastic_sim.real.supervisor.process import LaunchError
@@ -150,6 +151,7 @@ class NodeDriven(Supervisor):
     and torchrun mode's :class:`elastic_sim.real.torchrun.cluster.NodeAgents`."""
 
     control: NodeControl
+    targets: HostTargets
 
     def _origin(self) -> float:
         return self.control.origin()
@@ -159,6 +161,10 @@ class NodeDriven(Supervisor):
 
     def _kill_everything(self) -> None:
         self.control.teardown(super()._kill_everything)
+
+    def command(self, msg: wire.Message) -> wire.Message:
+        """Carry out one fault command on this node's processes (:meth:`NodeControl.command`)."""
+        return self.control.command(self.targets, msg)
 
 
 class NodeLauncher(NodeDriven, Launcher):
@@ -178,10 +184,6 @@ class NodeLauncher(NodeDriven, Launcher):
         for proc, k in kills.get("procs", {}).items():
             injector.proc_kills[proc] = Kill(float(k["t"]), str(k["fault"]))
         return super()._account(injector, hung, end)
-
-    def command(self, msg: wire.Message) -> wire.Message:
-        """Carry out one fault command (:meth:`NodeControl.command`)."""
-        return self.control.command(self, msg)
 
 
 def reader(coord: CoordinatorLink, command: Callable[[wire.Message], wire.Message],

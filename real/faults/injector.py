@@ -22,7 +22,7 @@ import heapq
 import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from elastic_sim.faults.model import (
     ClockJump,
@@ -58,6 +58,7 @@ from elastic_sim.faults.model import (
 from elastic_sim.faults.record import INJECTOR, FaultLedger, fault_event
 from elastic_sim.faults.triggers import Triggered
 from elastic_sim.real.faults import netns, shaping
+from elastic_sim.real.faults.targets import Targets
 from elastic_sim.real.supervisor.tracefile import TraceFile
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import FaultReport, World
@@ -111,35 +112,6 @@ def check_supported(world: World, faults: Sequence[Fault]) -> None:
         for host in fault.hosts():
             if host not in world.host_names:
                 raise ValueError(f"fault {fault.id!r}: no host named {host!r} in the world")
-
-
-class Targets(Protocol):
-    """What the injector signals: the launcher's view of the run's processes."""
-
-    def signal_host(self, host: str, sig: int) -> bool:
-        """Signal every process of ``host``; False if none is left."""
-
-    def signal_proc(self, name: str, sig: int) -> str:
-        """Signal process ``name``; "" if done, else why not."""
-
-    def start_fault(self, fault: CrashLoop | SlowStart) -> str:
-        """Make processes started on the fault's host from now on fail at start-up or
-        start late (:mod:`elastic_sim.real.faults.startfaults`); "" if done, else why not."""
-
-    def signal_role(self, host: str, to: str, sig: int) -> str:
-        """Signal ``host``'s first process (``to`` "agent") or every other process of it
-        ("workers"); "" if done, else why not."""
-
-    def cut(self, fault: Partition | OneWayPartition | PowerOff | LinkFault) -> str:
-        """Start dropping the packets ``fault`` cuts (a link fault: shaping them); "" if
-        done, else why not."""
-
-    def heal(self, fault: Partition | OneWayPartition | LinkFault) -> str:
-        """Stop dropping (shaping) them; "" if done, else why not."""
-
-    def reset(self, fault: ConnReset) -> tuple[str, int]:
-        """Reset the established connections between the fault's hosts; ("" if done, else
-        why not; how many)."""
 
 
 @dataclass(order=True)

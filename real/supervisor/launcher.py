@@ -23,18 +23,10 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from elastic_sim.faults.model import (
-    ConnReset,
-    CrashLoop,
-    Fault,
-    LinkFault,
-    OneWayPartition,
-    Partition,
-    PowerOff,
-    SlowStart,
-)
+from elastic_sim.faults.model import Fault
 from elastic_sim.real.faults import netns, startfaults
 from elastic_sim.real.faults.injector import Injector
+from elastic_sim.real.faults.targets import HostTargets
 from elastic_sim.real.supervisor import reaper, warden
 from elastic_sim.real.supervisor.process import popen, wait_ready
 from elastic_sim.real.supervisor.spec import ProcSpec
@@ -75,6 +67,9 @@ class Launcher(Supervisor):
         self.run_dir = run_dir
         if netns.needs_cut(self.faults):
             self.netns = netns.Namespace(world.host_names, str(next(_RUNS)))
+        self.targets = HostTargets(self.leaders, HostGroups(self.leaders, run_dir), self.netns,
+                                   start_dir=run_dir.root.resolve())
+        """What the injector (or, on a cluster node, the coordinator) acts on."""
 
     def run(self, emit: Callable[[TraceEvent], None]) -> RunResult:
         """Run the world; emit the merged trace; report exits and faults."""
@@ -106,7 +101,7 @@ class Launcher(Supervisor):
 
     def _injector(self) -> Injector:
         """What fires the run's faults (a cluster node takes its commands instead)."""
-        return Injector(self.faults, self, self._trace, self._now)
+        return Injector(self.faults, self.targets, self._trace, self._now)
 
     # -- start -----------------------------------------------------------------------------
 
@@ -171,71 +166,6 @@ class Launcher(Supervisor):
         own = {h.proc.pid for h in self.leaders.values()}
         return [(s.pid, s.start) for s in self.run_dir.started() if s.pid not in own]
 
-    # -- fault targets (see elastic_sim.real.faults.injector.Targets)
-    # ------------------------------------------
-
-    def signal_host(self, host: str, sig: int) -> bool:
-        """Signal every process of ``host``'s group; False if none is left."""
-        leader = self.leaders[host].proc
-        if leader.poll() is None:  # unreaped leader: its group id cannot be recycled
-            return reaper.signal_quietly(leader.pid, sig, group=True)
-        members = [e.pid for e in reaper.scan(self.run_dir.marker) if e.pgid == leader.pid]
-        for pid in members:
-            reaper.signal_quietly(pid, sig)
-        return bool(members)
-
-    def signal_proc(self, name: str, sig: int) -> str:
-        """Signal process ``name``; "" if done, else why not."""
-        host = self.leaders.get(name.partition("/")[0])
-        if host is not None and host.name == name:
-            if host.proc.poll() is not None:
-                return f"process {name} had already exited"
-            host.proc.send_signal(sig)
-            return ""
-        pid = self.run_dir.read_pid(name)
-        if pid is None:
-            return f"process {name} was never started"
-        if not reaper.is_running(pid, self.run_dir.marker) or not reaper.signal_quietly(pid, sig):
-            return f"process {name} had already exited"
-        return ""
-
-    def start_fault(self, fault: CrashLoop | SlowStart) -> str:
-        """Tell ``fault.host``'s processes what the processes they start from now on meet
-        (:mod:`elastic_sim.real.faults.startfaults`); "" if done, else why not."""
-        if self.leaders[fault.host].proc.poll() is not None:
-            return f"host {fault.host}: its first process had already exited"
-        root = self.run_dir.root.resolve()
-        if isinstance(fault, CrashLoop):
-            startfaults.add_loop(root, fault.host, fault.id, fault.to, fault.starts)
-        else:
-            startfaults.add_delay(root, fault.host, fault.delay)
-        return ""
-
-    def signal_role(self, host: str, to: str, sig: int) -> str:
-        """Signal ``host``'s first process (``to`` "agent") or every other process it
-        started that still runs ("workers"); "" if done, else why not."""
-        leader = self.leaders[host]
-        if to == "agent":
-            return self.signal_proc(leader.name, sig)
-        hit = [s.name for s in self.run_dir.started()
-               if s.host == host and s.pid != leader.proc.pid
-               and reaper.is_running(s.pid, self.run_dir.marker)
-               and reaper.signal_quietly(s.pid, sig)]
-        return "" if hit else f"no worker process running on {host}"
-
-    def cut(self, fault: Partition | OneWayPartition | PowerOff | LinkFault) -> str:
-        """Start dropping the packets ``fault`` cuts; "" if done, else why not."""
-        return netns.cut_or_heal(self.netns, fault, heal=False)
-
-    def heal(self, fault: Partition | OneWayPartition | LinkFault) -> str:
-        """Stop dropping them; "" if done, else why not."""
-        return netns.cut_or_heal(self.netns, fault, heal=True)
-
-    def reset(self, fault: ConnReset) -> tuple[str, int]:
-        """Reset the established connections between the fault's hosts (real mode's
-        namespace); ("" if done, else why not; how many)."""
-        return netns.reset_between(self.netns, fault)
-
     # -- end -------------------------------------------------------------------------------
 
     def _kill_everything(self) -> None:
@@ -298,6 +228,42 @@ class Launcher(Supervisor):
         if s.parent_pid in exit_t:
             return exit_t[s.parent_pid], "parent exited"
         return end, "killed at the end of the run"
+
+
+class HostGroups:
+    """Real mode's hosts' processes, for :class:`~elastic_sim.real.faults.targets.HostTargets`:
+    a host's first process leads a process group that the processes it starts stay in, and
+    every process's pid is in the run directory."""
+
+    def __init__(self, leaders: Mapping[str, Leader], run_dir: RunDir) -> None:
+        self.leaders = leaders
+        self.run_dir = run_dir
+
+    def signal_host(self, host: str, sig: int) -> bool:
+        """Signal every process of ``host``'s group; False if none is left."""
+        leader = self.leaders[host].proc
+        if leader.poll() is None:  # unreaped leader: its group id cannot be recycled
+            return reaper.signal_quietly(leader.pid, sig, group=True)
+        members = [e.pid for e in reaper.scan(self.run_dir.marker) if e.pgid == leader.pid]
+        for pid in members:
+            reaper.signal_quietly(pid, sig)
+        return bool(members)
+
+    def find(self, name: str) -> tuple[int | None, str]:
+        """The pid of live process ``name``, from its pid file."""
+        pid = self.run_dir.read_pid(name)
+        if pid is None:
+            return None, f"process {name} was never started"
+        if not reaper.is_running(pid, self.run_dir.marker):
+            return None, f"process {name} had already exited"
+        return pid, ""
+
+    def workers(self, host: str) -> list[int]:
+        """The live processes ``host``'s first process started (and theirs)."""
+        leader = self.leaders[host].proc.pid
+        return [s.pid for s in self.run_dir.started()
+                if s.host == host and s.pid != leader
+                and reaper.is_running(s.pid, self.run_dir.marker)]
 
 
 def clean_leftovers(marker: str) -> None:

@@ -20,13 +20,16 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from elastic_sim.real.faults import netns
-from elastic_sim.real.faults.injector import Injector
 from elastic_sim.real.supervisor import reaper
 from elastic_sim.real.supervisor.tail import TraceTail
 from elastic_sim.real.supervisor.tracefile import TraceFile
 from elastic_sim.world import World
+
+if TYPE_CHECKING:  # the injector's targets name this module's Leader
+    from elastic_sim.real.faults.injector import Injector
 
 Guard = Callable[[], "tuple[str, str] | None"]
 """A run's guard: (kind, message) when the run must stop now."""

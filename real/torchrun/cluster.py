@@ -13,8 +13,9 @@ from the measured clock offset); the coordinator converts them all at once
 (:func:`.convert.convert` rebuilds each round's members from every agent's report).
 
 Faults fire at the coordinator through real mode's injector; a node carries out the
-signals on its hosts' processes (:class:`.launcher.Launcher`'s targets) and the network
-cuts (nftables on its own address), as real mode's nodes do.
+signals on its hosts' processes (:class:`.launcher.Launcher`'s targets, real mode's
+:class:`~elastic_sim.real.faults.targets.HostTargets` over the marked processes) and the
+network cuts (nftables on its own address), as real mode's nodes do.
 """
 
 from __future__ import annotations
@@ -145,10 +146,6 @@ class NodeAgents(NodeDriven, Launcher):
                  coord: CoordinatorLink, bind: str) -> None:
         super().__init__(world, [], cmds, workdir, private_net=False)
         self.control = NodeControl(coord, bind, [c.host for c in cmds])
-
-    def command(self, msg: wire.Message) -> wire.Message:
-        """Carry out one fault command (:meth:`NodeControl.command`)."""
-        return self.control.command(self, msg)
 
 
 def serve_node(world: World, assign: wire.Message, root: Path, own: str,

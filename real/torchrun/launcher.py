@@ -23,22 +23,14 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from elastic_sim.faults.model import (
-    ConnReset,
-    CrashLoop,
-    Fault,
-    LinkFault,
-    OneWayPartition,
-    Partition,
-    PowerOff,
-    SlowStart,
-)
+from elastic_sim.faults.model import Fault
 from elastic_sim.real.faults import netns
 from elastic_sim.real.faults.injector import Injector
+from elastic_sim.real.faults.targets import HostTargets
 from elastic_sim.real.supervisor import reaper, warden
 from elastic_sim.real.supervisor.process import wait_ready
 from elastic_sim.real.supervisor.supervise import Leader, Supervisor
@@ -53,6 +45,9 @@ KILL_TIMEOUT = 15.0
 """Seconds the launcher keeps killing and reaping marked processes before it gives up."""
 AGENT = "main"
 """The process name of a host's agent (``hN/main``)."""
+NO_START_FAULTS = ("torchrun mode starts workers through upstream's agent, which cannot be "
+                   "made to fail or slow its starts; use --mode real")
+"""Why start-up faults are refused when due: they need the project's own process entry."""
 
 
 @dataclass
@@ -90,6 +85,42 @@ def _environ(pid: int) -> dict[str, str]:
     return dict(v.decode(errors="replace").partition("=")[::2] for v in raw if b"=" in v)
 
 
+class MarkedProcesses:
+    """torchrun mode's hosts' processes, for
+    :class:`~elastic_sim.real.faults.targets.HostTargets`: whatever carries the host's mark
+    in its environment (agents and upstream's workers start sessions of their own, so no
+    process group holds them); ``hN/wK`` is the newest live worker of local rank K."""
+
+    def __init__(self, leaders: Mapping[str, Leader], marker: str) -> None:
+        self.leaders = leaders
+        self.marker = marker
+
+    def signal_host(self, host: str, sig: int) -> bool:
+        """Signal every live process of ``host``; False if none is left."""
+        pids = [pid for pid, h in marked(self.marker) if h == host]
+        return sum(reaper.signal_quietly(pid, sig) for pid in pids) > 0
+
+    def find(self, name: str) -> tuple[int | None, str]:
+        """The pid of ``hN/wK``, the newest live worker of local rank K on host hN."""
+        host, _, proc = name.partition("/")
+        agent = self.leaders.get(host)
+        if agent is None:
+            return None, f"no host {host}"
+        if not proc.startswith("w") or not proc[1:].isdigit():
+            return None, f"process {name}: torchrun mode knows hN/{AGENT} and hN/wK only"
+        live = [pid for pid, h in marked(self.marker)
+                if h == host and _environ(pid).get("LOCAL_RANK") == proc[1:]
+                and pid != agent.proc.pid]
+        if not live:
+            return None, f"process {name} is not running"
+        return max(live, key=reaper.start_time), ""
+
+    def workers(self, host: str) -> list[int]:
+        """Every live process of ``host`` but its agent."""
+        agent = self.leaders[host].proc.pid
+        return [pid for pid, h in marked(self.marker) if h == host and pid != agent]
+
+
 class Launcher(Supervisor):
     """Runs a world's hosts as torchrun agents (see the module docstring)."""
 
@@ -105,10 +136,13 @@ class Launcher(Supervisor):
         self._last_reap = 0.0
         self._seen: dict[int, int] = {}
         """(pid -> start time) of every marked process seen (to reap it once orphaned)."""
-        self.injector = Injector(self.faults, self, self._trace, self._now)
         self.isolation = isolation()
         if private_net and (netns.needs_cut(self.faults) or not self.isolation):
             self.netns = netns.Namespace(world.host_names, f"tr{os.getpid()}")
+        self.targets = HostTargets(self.leaders, MarkedProcesses(self.leaders, self.marker),
+                                   self.netns, start_refused=NO_START_FAULTS)
+        """What the injector (or, on a cluster node, the coordinator) acts on."""
+        self.injector = Injector(self.faults, self.targets, self._trace, self._now)
 
     def stream(self, host: str) -> Path:
         """The agent's torchelastic stream file."""
@@ -179,67 +213,6 @@ class Launcher(Supervisor):
         for pid, _ in marked(self.marker):
             self._seen.setdefault(pid, reaper.start_time(pid))
         reaper.reap(self._seen.items())
-
-    # -- fault targets (elastic_sim.real.faults.injector.Targets)
-    # ---------------------------------------------
-
-    def signal_host(self, host: str, sig: int) -> bool:
-        """Signal every live process of ``host``; False if none is left."""
-        pids = [pid for pid, h in marked(self.marker) if h == host]
-        return sum(reaper.signal_quietly(pid, sig) for pid in pids) > 0
-
-    def signal_proc(self, name: str, sig: int) -> str:
-        """Signal ``hN/main`` (the agent) or ``hN/wK`` (the newest live worker of local rank
-        K); "" if done, else why not."""
-        host, _, proc = name.partition("/")
-        agent = self.leaders.get(host)
-        if agent is None:
-            return f"no host {host}"
-        if proc == AGENT:
-            if agent.proc.poll() is not None:
-                return f"process {name} had already exited"
-            agent.proc.send_signal(sig)
-            return ""
-        if not proc.startswith("w") or not proc[1:].isdigit():
-            return f"process {name}: torchrun mode knows hN/main and hN/wK only"
-        live = [pid for pid, h in marked(self.marker)
-                if h == host and _environ(pid).get("LOCAL_RANK") == proc[1:]
-                and pid != agent.proc.pid]
-        if not live:
-            return f"process {name} is not running"
-        newest = max(live, key=reaper.start_time)
-        return "" if reaper.signal_quietly(newest, sig) else f"process {name} had already exited"
-
-    def signal_role(self, host: str, to: str, sig: int) -> str:
-        """Signal ``host``'s torchrun agent (``to`` "agent") or every live worker it started
-        ("workers"); "" if done, else why not."""
-        agent = self.leaders.get(host)
-        if agent is None:
-            return f"no host {host}"
-        if to == "agent":
-            return self.signal_proc(agent.name, sig)
-        hit = [pid for pid, h in marked(self.marker)
-               if h == host and pid != agent.proc.pid and reaper.signal_quietly(pid, sig)]
-        return "" if hit else f"no worker process running on {host}"
-
-    def start_fault(self, fault: CrashLoop | SlowStart) -> str:
-        """Start-up faults need the project's own process entry, which upstream's agent
-        does not run: refused when due, saying so."""
-        return (f"{fault.type}: torchrun mode starts workers through upstream's agent, "
-                "which cannot be made to fail or slow its starts; use --mode real")
-
-    def cut(self, fault: Partition | OneWayPartition | PowerOff | LinkFault) -> str:
-        """Start dropping the packets ``fault`` cuts (real mode's namespace)."""
-        return netns.cut_or_heal(self.netns, fault, heal=False)
-
-    def heal(self, fault: Partition | OneWayPartition | LinkFault) -> str:
-        """Stop dropping them."""
-        return netns.cut_or_heal(self.netns, fault, heal=True)
-
-    def reset(self, fault: ConnReset) -> tuple[str, int]:
-        """Reset the established connections between the fault's hosts (real mode's
-        namespace); ("" if done, else why not; how many)."""
-        return netns.reset_between(self.netns, fault)
 
     # -- end -------------------------------------------------------------------------------
 
