@@ -104,8 +104,8 @@ async def _worker_main(rank: int, world: int, port: int, sizes: list[int], repea
     import torch.distributed as dist
 
     from elastic_sim.protocols.api import TracedGroup
-    from elastic_sim.real.group import new_group
-    from elastic_sim.real.store import connect_store, host_store
+    from elastic_sim.real.runtime.group import new_group
+    from elastic_sim.real.runtime.store import connect_store, host_store
 
     loop = asyncio.get_running_loop()
     pool = ThreadPoolExecutor(4)

@@ -8,8 +8,8 @@ directly: :mod:`elastic_sim.fault_schema` derives its models from these classes)
 hosts it names, how it is placed in a cluster (:meth:`Fault.resolve`), its cross-field
 rules (:meth:`Fault.problem`) and what its trace event names as target
 (:meth:`Fault.target`, :meth:`Fault.where`). Each runtime has one handler table over
-:data:`FAULT_TYPES` (``elastic_sim.sim.faults``, ``elastic_sim.real.injector``): inject it, or
-refuse it with the reason.
+:data:`FAULT_TYPES` (``elastic_sim.sim.faults``, ``elastic_sim.real.faults.injector``):
+inject it, or refuse it with the reason.
 
 Every fault has an ``id`` (unique in its schedule, used in the trace and the report) and a
 time ``at`` (seconds of run time); faults that heal carry a ``duration``. A field the

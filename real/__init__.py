@@ -1,6 +1,13 @@
 """The real runtime: a world's processes as OS processes on this machine, talking over
 TCP, a real ``torch.distributed.TCPStore`` and Gloo, with faults injected by signals.
 
+Its rooms: :mod:`.runtime`, what the protocols see inside a process; :mod:`.supervisor`,
+what starts, watches and reaps the processes; :mod:`.faults`, the fault mechanics
+(signals, nftables, tc, conntrack); :mod:`.cluster`, one node per machine under a
+coordinator; :mod:`.torchrun`, torchelastic scenarios run by upstream's own agents. The
+modules at the top, :mod:`.proc` and :mod:`.warden`, are only the ``python -m`` addresses
+of the processes a run starts.
+
 Importing this package does not import torch; only the processes it starts do.
 """
 
@@ -16,7 +23,7 @@ from pathlib import Path
 
 from elastic_sim.faults.model import Fault
 from elastic_sim.real.cluster.launchers import LaunchOptions
-from elastic_sim.real.injector import UnsupportedInRealMode, check_supported
+from elastic_sim.real.faults.injector import UnsupportedInRealMode, check_supported
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import RunResult, World
 
@@ -57,6 +64,6 @@ def run(
         from elastic_sim.real.cluster.launchers import run_cluster
 
         return run_cluster(world, faults, seed, Path(workdir), emit, launch, log)
-    from elastic_sim.real.launcher import Launcher
+    from elastic_sim.real.supervisor.launcher import Launcher
 
     return Launcher(world, faults, seed, Path(workdir), bind, guard=guard, watch=watch).run(emit)

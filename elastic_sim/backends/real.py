@@ -48,15 +48,15 @@ class RealBackend(Backend):
     launchers: ClassVar[tuple[str, ...]] = ("local", "netns", "slurm", "k8s", "env")
 
     def fault_table(self) -> FaultTable:
-        """:data:`elastic_sim.real.injector.REAL_HANDLERS`."""
-        from elastic_sim.real.injector import REAL_HANDLERS
+        """:data:`elastic_sim.real.faults.injector.REAL_HANDLERS`."""
+        from elastic_sim.real.faults.injector import REAL_HANDLERS
 
         return REAL_HANDLERS
 
     def why_not(self, fault: Fault) -> str:
         """Its table's refusal, or what this machine lacks for the fault (tc, nftables),
         or a trigger it cannot follow live."""
-        from elastic_sim.real.injector import why_unsupported
+        from elastic_sim.real.faults.injector import why_unsupported
 
         return why_unsupported(fault)
 

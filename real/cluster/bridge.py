@@ -2,7 +2,7 @@
 a bridge, and one namespace per node joined to it by a veth pair, each with an address of
 its own on a private subnet that exists only inside these namespaces.
 
-Names follow :mod:`elastic_sim.real.netns` (``es-<launcher pid>-<tag>``), so a run whose
+Names follow :mod:`elastic_sim.real.faults.netns` (``es-<launcher pid>-<tag>``), so a run whose
 launcher was SIGKILLed is cleaned up by the next run, as for partition namespaces.
 """
 
@@ -14,7 +14,7 @@ import socket
 import threading
 from pathlib import Path
 
-from elastic_sim.real import netns
+from elastic_sim.real.faults import netns
 
 SUBNET = "10.213.0"
 """The bridge's /24: the hub is .1, node ``i`` is ``.(i + 2)``; it exists only inside the

@@ -7,9 +7,9 @@ fastest of a few probe round trips (offset to the probe's midpoint, uncertainty 
 round trip: traced as ``clock_sync``), and sends GO with the run's origin translated to
 each node's clock, so every node's trace is on the coordinator's time axis. It then fires
 the scenario's faults through the real-mode injector, whose targets here are commands to
-the node that runs the host, relays published addresses between nodes, and ends the run
-when every node is idle or the time limit passes. Last it merges the nodes' traces with
-its own.
+the node that runs the host (:mod:`.forward`), relays published addresses between nodes,
+and ends the run when every node is idle or the time limit passes. Last it merges the
+nodes' traces with its own.
 """
 
 from __future__ import annotations
@@ -24,21 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from elastic_sim.faults.model import (
-    ConnReset,
-    CrashLoop,
-    Fault,
-    LinkFault,
-    OneWayPartition,
-    Partition,
-    PowerOff,
-    SlowStart,
-)
+from elastic_sim.faults.model import Fault
 from elastic_sim.real.cluster import wire
+from elastic_sim.real.cluster.forward import ForwardedTargets
 from elastic_sim.real.cluster.place import share
 from elastic_sim.real.cluster.worldjson import world_to_json
-from elastic_sim.real.injector import Injector
-from elastic_sim.real.tracefile import TraceFile, merge
+from elastic_sim.real.faults.injector import Injector
+from elastic_sim.real.supervisor.tracefile import TraceFile, merge
 from elastic_sim.trace import TraceEvent, encode
 from elastic_sim.world import RunResult, World
 
@@ -88,18 +80,6 @@ class Node:
     hung: bool = False
 
 
-def _blocks(fault: Partition | OneWayPartition | PowerOff, a: str, b: str) -> bool:
-    """Whether ``fault`` drops packets from host ``a`` to host ``b``."""
-    if isinstance(fault, OneWayPartition):
-        return a in fault.src and b in fault.dst
-    if isinstance(fault, PowerOff):  # its host cut from all others, for good
-        return a != b and fault.host in (a, b)
-    return fault.cut(a, b) or fault.cut(b, a)
-
-
-_NO_SHAPING = "cluster mode does not forward link faults (tc netem) to its nodes yet"
-
-
 class Coordinator:
     """Runs one world on nodes that connect to ``listener`` (see the module docstring)."""
 
@@ -137,7 +117,8 @@ class Coordinator:
             self._sync_clocks()
             self._wait(lambda n: n.ready, READY_TIMEOUT, "ready")
             self._go()
-            injector = Injector(self.faults, self, self._trace, self._now)
+            targets = ForwardedTargets(self.world.host_names, self.owner, self._ask)
+            injector = Injector(self.faults, targets, self._trace, self._now)
             hung = self._supervise(injector)
             end = self.world.time_limit if hung else self._now()
             self._end(injector)
@@ -358,10 +339,10 @@ class Coordinator:
                          faults=injector.reports(end), trace_sha256=digest.hexdigest(),
                          trace_events=count)
 
-    # -- fault targets (see elastic_sim.real.injector.Targets)
-    # ----------------------------------------
+    # -- fault commands (the targets: :mod:`.forward`) -----------------------------------
 
     def _ask(self, node: Node, msg: wire.Message) -> wire.Message:
+        """Send ``node`` a fault command; its answer (``ok``, and ``why`` when not)."""
         self._next_id += 1
         ident = self._next_id
         if not self._send(node, {**msg, "op": "cmd", "id": ident}):
@@ -373,71 +354,3 @@ class Coordinator:
                         f"{': ' + node.failed if node.failed else ''}"}
             self._pump(0.05)
         return self._results.pop(ident)
-
-    def signal_host(self, host: str, sig: int) -> bool:
-        """Signal every process of ``host`` on its node; False if none is left."""
-        return bool(self._ask(self.owner[host], {"do": "signal_host", "host": host,
-                                                 "sig": sig}).get("ok"))
-
-    def signal_proc(self, name: str, sig: int) -> str:
-        """Signal process ``name`` on its host's node; "" if done, else why not."""
-        node = self.owner.get(name.partition("/")[0])
-        if node is None:
-            return f"process {name}: no such host"
-        answer = self._ask(node, {"do": "signal_proc", "name": name, "sig": sig})
-        return "" if answer.get("ok") else str(answer.get("why", "refused"))
-
-    def signal_role(self, host: str, to: str, sig: int) -> str:
-        """Signal ``host``'s first process (``to`` "agent") or its workers on its node;
-        "" if done, else why not."""
-        node = self.owner.get(host)
-        if node is None:
-            return f"no host {host}"
-        answer = self._ask(node, {"do": "signal_role", "host": host, "to": to, "sig": sig})
-        return "" if answer.get("ok") else str(answer.get("why", "refused"))
-
-    def start_fault(self, fault: CrashLoop | SlowStart) -> str:
-        """Start-up faults are not forwarded to the nodes yet."""
-        return "cluster mode does not forward start-up faults to its nodes yet"
-
-    def cut(self, fault: Partition | OneWayPartition | PowerOff | LinkFault) -> str:
-        """Have every node involved drop the packets ``fault`` cuts; "" if done."""
-        if isinstance(fault, LinkFault):
-            return _NO_SHAPING
-        return self._cut(fault, "cut")
-
-    def heal(self, fault: Partition | OneWayPartition | LinkFault) -> str:
-        """Have them stop dropping."""
-        if isinstance(fault, LinkFault):
-            return _NO_SHAPING
-        return self._cut(fault, "heal")
-
-    def reset(self, fault: ConnReset) -> tuple[str, int]:
-        """Connection resets are not forwarded to the nodes yet."""
-        return "cluster mode does not forward connection resets to its nodes yet", 0
-
-    def _cut(self, fault: Partition | OneWayPartition | PowerOff, op: str) -> str:
-        names = self.world.host_names
-        addr = {h: self.owner[h].address for h in names}
-        plan: dict[int, tuple[set[str], set[str]]] = {}
-        for a in names:
-            for b in names:
-                if a == b or not (_blocks(fault, a, b) or _blocks(fault, b, a)):
-                    continue
-                if addr[a] == addr[b]:
-                    return (f"hosts {a} and {b} share the address {addr[a]} (one machine): "
-                            "they cannot be cut apart; use --launcher netns or separate "
-                            "machines")
-                out, in_ = plan.setdefault(self.owner[a].index, (set(), set()))
-                if _blocks(fault, a, b):
-                    out.add(addr[b])
-                if _blocks(fault, b, a):
-                    in_.add(addr[b])
-        whys = []
-        for index, (out, in_) in sorted(plan.items()):
-            answer = self._ask(self.nodes[index], {"do": op, "fault": fault.id,
-                                                   "out": sorted(out), "in": sorted(in_)})
-            if not answer.get("ok"):
-                whys.append(f"node {index}: {answer.get('why')}")
-        return "; ".join(whys)
-

@@ -21,7 +21,7 @@ from elastic_sim.faults.model import Fault
 from elastic_sim.real.cluster import wire
 from elastic_sim.real.cluster.bridge import Bridge, node_address
 from elastic_sim.real.cluster.coordinator import Coordinator
-from elastic_sim.real.launcher import interrupts_raise
+from elastic_sim.real.supervisor.supervise import interrupts_raise
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import RunResult, World
 

@@ -28,14 +28,16 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from elastic_sim.real import reaper
 from elastic_sim.real.cluster import nodecut, wire
 from elastic_sim.real.cluster.place import Placement, PlacementError, placement
 from elastic_sim.real.cluster.worldjson import world_from_json
-from elastic_sim.real.injector import Injector, Kill, Targets
-from elastic_sim.real.launcher import Launcher
-from elastic_sim.real.process import LaunchError
-from elastic_sim.real.workdir import write_atomic
+from elastic_sim.real.faults.injector import Injector, Kill
+from elastic_sim.real.faults.targets import HostTargets, Targets
+from elastic_sim.real.supervisor import reaper
+from elastic_sim.real.supervisor.launcher import Launcher
+from elastic_sim.real.supervisor.process import LaunchError
+from elastic_sim.real.supervisor.supervise import Supervisor
+from elastic_sim.real.supervisor.workdir import write_atomic
 from elastic_sim.trace import TraceEvent, encode
 from elastic_sim.world import World
 
@@ -142,14 +144,14 @@ class NodeControl:
             return {"ok": False, "why": f"unknown command {op!r} for this node"}
 
 
-class NodeLauncher(Launcher):
-    """The local launcher for this node's share of the hosts, driven by the coordinator."""
+class NodeDriven(Supervisor):
+    """What a launcher on a cluster node does as the coordinator says (through
+    :attr:`control`): it starts the run at the origin it is given, ends it when told, and
+    tears it down under the control's lock. Mixed into real mode's :class:`NodeLauncher`
+    and torchrun mode's :class:`elastic_sim.real.torchrun.cluster.NodeAgents`."""
 
-    def __init__(self, world: World, seed: int, workdir: Path, bind: str,
-                 local: Sequence[str], addresses: Mapping[str, str],
-                 coord: CoordinatorLink) -> None:
-        super().__init__(world, [], seed, workdir, bind, local=local, addresses=addresses)
-        self.control = NodeControl(coord, bind, local)
+    control: NodeControl
+    targets: HostTargets
 
     def _origin(self) -> float:
         return self.control.origin()
@@ -160,6 +162,20 @@ class NodeLauncher(Launcher):
     def _kill_everything(self) -> None:
         self.control.teardown(super()._kill_everything)
 
+    def command(self, msg: wire.Message) -> wire.Message:
+        """Carry out one fault command on this node's processes (:meth:`NodeControl.command`)."""
+        return self.control.command(self.targets, msg)
+
+
+class NodeLauncher(NodeDriven, Launcher):
+    """The local launcher for this node's share of the hosts, driven by the coordinator."""
+
+    def __init__(self, world: World, seed: int, workdir: Path, bind: str,
+                 local: Sequence[str], addresses: Mapping[str, str],
+                 coord: CoordinatorLink) -> None:
+        super().__init__(world, [], seed, workdir, bind, local=local, addresses=addresses)
+        self.control = NodeControl(coord, bind, local)
+
     def _account(self, injector: Injector, hung: bool, end: float) -> tuple[dict[str, int], float]:
         self.control.await_end()
         kills = self.control.coord.kills
@@ -168,10 +184,6 @@ class NodeLauncher(Launcher):
         for proc, k in kills.get("procs", {}).items():
             injector.proc_kills[proc] = Kill(float(k["t"]), str(k["fault"]))
         return super()._account(injector, hung, end)
-
-    def command(self, msg: wire.Message) -> wire.Message:
-        """Carry out one fault command (:meth:`NodeControl.command`)."""
-        return self.control.command(self, msg)
 
 
 def reader(coord: CoordinatorLink, command: Callable[[wire.Message], wire.Message],

@@ -4,7 +4,7 @@ Each host is an actual ``torchrun`` agent (torch's launcher, elastic agent and c
 rendezvous) on its own loopback address, the scenario's knobs mapped onto torchrun's flags
 and ``--rdzv-conf`` (:mod:`.flags`), training the bundled worker (:mod:`.worker`, the
 scenario's workload) or the user's own script. Faults go through real mode's injector
-(:class:`elastic_sim.real.injector.Injector`) against this launcher's view of the
+(:class:`elastic_sim.real.faults.injector.Injector`) against this launcher's view of the
 processes (:mod:`.launcher`); what happened is read back from torchelastic's own streams
 (:mod:`.agent`, :mod:`.convert`) into the project's trace format.
 
@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from elastic_sim.faults.model import Fault
-from elastic_sim.real.injector import Injector, UnsupportedInRealMode, check_supported
+from elastic_sim.real.faults.injector import Injector, UnsupportedInRealMode, check_supported
+from elastic_sim.real.supervisor.tracefile import merge
 from elastic_sim.real.torchrun import flags
 from elastic_sim.real.torchrun.convert import NOT_JUDGED, NOT_JUDGED_SCRIPT, Inputs, convert
-from elastic_sim.real.tracefile import merge
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import FaultReport, RunResult, World
 

@@ -13,8 +13,9 @@ from the measured clock offset); the coordinator converts them all at once
 (:func:`.convert.convert` rebuilds each round's members from every agent's report).
 
 Faults fire at the coordinator through real mode's injector; a node carries out the
-signals on its hosts' processes (:class:`.launcher.Launcher`'s targets) and the network
-cuts (nftables on its own address), as real mode's nodes do.
+signals on its hosts' processes (:class:`.launcher.Launcher`'s targets, real mode's
+:class:`~elastic_sim.real.faults.targets.HostTargets` over the marked processes) and the
+network cuts (nftables on its own address), as real mode's nodes do.
 """
 
 from __future__ import annotations
@@ -33,15 +34,21 @@ from elastic_sim.real.cluster import wire
 from elastic_sim.real.cluster.coordinator import ClusterError, Coordinator, Node
 from elastic_sim.real.cluster.launchers import LaunchOptions
 from elastic_sim.real.cluster.launchers import run_cluster as run_nodes
-from elastic_sim.real.cluster.node import TRACE_CHUNK, CoordinatorLink, NodeControl, reader
-from elastic_sim.real.injector import Injector
-from elastic_sim.real.netns import host_address
-from elastic_sim.real.process import LaunchError
+from elastic_sim.real.cluster.node import (
+    TRACE_CHUNK,
+    CoordinatorLink,
+    NodeControl,
+    NodeDriven,
+    reader,
+)
+from elastic_sim.real.faults.injector import Injector
+from elastic_sim.real.faults.netns import host_address
+from elastic_sim.real.supervisor.process import LaunchError
+from elastic_sim.real.supervisor.tracefile import merge
 from elastic_sim.real.torchrun import Options, deliver, free_port, killed_by
 from elastic_sim.real.torchrun.convert import Inputs, convert
 from elastic_sim.real.torchrun.flags import Command, commands
 from elastic_sim.real.torchrun.launcher import Launcher
-from elastic_sim.real.tracefile import merge
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import RunResult, World
 
@@ -132,26 +139,13 @@ class TorchrunCoordinator(Coordinator):
                        emit)
 
 
-class NodeAgents(Launcher):
+class NodeAgents(NodeDriven, Launcher):
     """A cluster node's share of the torchrun agents, driven by the coordinator."""
 
     def __init__(self, world: World, cmds: Sequence[Command], workdir: Path,
                  coord: CoordinatorLink, bind: str) -> None:
         super().__init__(world, [], cmds, workdir, private_net=False)
         self.control = NodeControl(coord, bind, [c.host for c in cmds])
-
-    def _origin(self) -> float:
-        return self.control.origin()
-
-    def _should_stop(self) -> bool:
-        return self.control.should_stop()
-
-    def _kill_everything(self, timeout: float = 15.0) -> None:
-        self.control.teardown(lambda: super(NodeAgents, self)._kill_everything(timeout))
-
-    def command(self, msg: wire.Message) -> wire.Message:
-        """Carry out one fault command (:meth:`NodeControl.command`)."""
-        return self.control.command(self, msg)
 
 
 def serve_node(world: World, assign: wire.Message, root: Path, own: str,

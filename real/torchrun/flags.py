@@ -1,7 +1,7 @@
 """A torchelastic scenario's knobs as torchrun's command line and environment.
 
 Every host runs one ``torchrun`` agent at its own loopback address (host number ``i`` at
-:func:`elastic_sim.real.netns.host_address`, as real mode's partitioned runs): that
+:func:`elastic_sim.real.faults.netns.host_address`, as real mode's partitioned runs): that
 address is the agent's ``--local-addr``, so it names the node in the rendezvous (upstream
 sorts nodes by it, as the model sorts them by host name) and it is where a rank-0 agent
 serves the shared agent store (MASTER_ADDR). The store host's agent serves the rendezvous
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from elastic_sim.real.netns import host_address
+from elastic_sim.real.faults.netns import host_address
 
 RDZV_CONF_KNOBS = ("join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout",
                    "keep_alive_interval", "keep_alive_max_attempt", "read_timeout")

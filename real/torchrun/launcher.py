@@ -23,43 +23,31 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from elastic_sim.faults.model import (
-    ConnReset,
-    CrashLoop,
-    Fault,
-    LinkFault,
-    OneWayPartition,
-    Partition,
-    PowerOff,
-    SlowStart,
-)
-from elastic_sim.real import netns, reaper, warden
-from elastic_sim.real.injector import Injector
-from elastic_sim.real.launcher import contained
-from elastic_sim.real.process import wait_ready
+from elastic_sim.faults.model import Fault
+from elastic_sim.real.faults import netns
+from elastic_sim.real.faults.injector import Injector
+from elastic_sim.real.faults.targets import HostTargets
+from elastic_sim.real.supervisor import reaper, warden
+from elastic_sim.real.supervisor.process import wait_ready
+from elastic_sim.real.supervisor.supervise import Leader, Supervisor
+from elastic_sim.real.supervisor.tracefile import TraceFile
 from elastic_sim.real.torchrun.flags import Command
-from elastic_sim.real.tracefile import TraceFile
 from elastic_sim.world import World
 
 MARK = "ELASTIC_SIM_MARK"
 READY_TIMEOUT = 180.0
 """Seconds every agent gets to start Python and import torch."""
-
-
-@dataclass
-class Agent:
-    """A host's agent as started."""
-
-    cmd: Command
-    proc: subprocess.Popen[bytes]
-    go_at: float
-    went: bool = False
-    exit_t: float | None = None
-    """Run time at which the launcher saw it exit."""
+KILL_TIMEOUT = 15.0
+"""Seconds the launcher keeps killing and reaping marked processes before it gives up."""
+AGENT = "main"
+"""The process name of a host's agent (``hN/main``)."""
+NO_START_FAULTS = ("torchrun mode starts workers through upstream's agent, which cannot be "
+                   "made to fail or slow its starts; use --mode real")
+"""Why start-up faults are refused when due: they need the project's own process entry."""
 
 
 @dataclass
@@ -97,27 +85,64 @@ def _environ(pid: int) -> dict[str, str]:
     return dict(v.decode(errors="replace").partition("=")[::2] for v in raw if b"=" in v)
 
 
-class Launcher:
+class MarkedProcesses:
+    """torchrun mode's hosts' processes, for
+    :class:`~elastic_sim.real.faults.targets.HostTargets`: whatever carries the host's mark
+    in its environment (agents and upstream's workers start sessions of their own, so no
+    process group holds them); ``hN/wK`` is the newest live worker of local rank K."""
+
+    def __init__(self, leaders: Mapping[str, Leader], marker: str) -> None:
+        self.leaders = leaders
+        self.marker = marker
+
+    def signal_host(self, host: str, sig: int) -> bool:
+        """Signal every live process of ``host``; False if none is left."""
+        pids = [pid for pid, h in marked(self.marker) if h == host]
+        return sum(reaper.signal_quietly(pid, sig) for pid in pids) > 0
+
+    def find(self, name: str) -> tuple[int | None, str]:
+        """The pid of ``hN/wK``, the newest live worker of local rank K on host hN."""
+        host, _, proc = name.partition("/")
+        agent = self.leaders.get(host)
+        if agent is None:
+            return None, f"no host {host}"
+        if not proc.startswith("w") or not proc[1:].isdigit():
+            return None, f"process {name}: torchrun mode knows hN/{AGENT} and hN/wK only"
+        live = [pid for pid, h in marked(self.marker)
+                if h == host and _environ(pid).get("LOCAL_RANK") == proc[1:]
+                and pid != agent.proc.pid]
+        if not live:
+            return None, f"process {name} is not running"
+        return max(live, key=reaper.start_time), ""
+
+    def workers(self, host: str) -> list[int]:
+        """Every live process of ``host`` but its agent."""
+        agent = self.leaders[host].proc.pid
+        return [pid for pid, h in marked(self.marker) if h == host and pid != agent]
+
+
+class Launcher(Supervisor):
     """Runs a world's hosts as torchrun agents (see the module docstring)."""
+
+    TICK = 0.05
 
     def __init__(self, world: World, faults: Sequence[Fault], commands: Sequence[Command],
                  workdir: Path, private_net: bool = True) -> None:
-        self.world = world
+        super().__init__(world, TraceFile(workdir / "launcher.jsonl"))
         self.faults = list(faults)
         self.commands = list(commands)
         self.workdir = workdir
         self.marker = uuid.uuid4().hex
-        self.agents: dict[str, Agent] = {}
         self._last_reap = 0.0
         self._seen: dict[int, int] = {}
         """(pid -> start time) of every marked process seen (to reap it once orphaned)."""
-        self.t0 = 0.0
-        self.trace = TraceFile(workdir / "launcher.jsonl")
-        self.injector = Injector(self.faults, self, self.trace, self._now)
-        self.netns: netns.Namespace | None = None
         self.isolation = isolation()
         if private_net and (netns.needs_cut(self.faults) or not self.isolation):
             self.netns = netns.Namespace(world.host_names, f"tr{os.getpid()}")
+        self.targets = HostTargets(self.leaders, MarkedProcesses(self.leaders, self.marker),
+                                   self.netns, start_refused=NO_START_FAULTS)
+        """What the injector (or, on a cluster node, the coordinator) acts on."""
+        self.injector = Injector(self.faults, self.targets, self._trace, self._now)
 
     def stream(self, host: str) -> Path:
         """The agent's torchelastic stream file."""
@@ -136,21 +161,15 @@ class Launcher:
         # with their parent).
         ward = warden.start(self.marker, None, env_mark=f"{MARK}={self.marker}:")
         try:
-            with contained(self.netns, self._kill_everything):
-                self._start()
-                self._wait_ready()
-                hung = self._supervise()
+            hung = self._supervised(self.injector)
         finally:
             warden.dismiss(ward)
         end = self.world.time_limit if hung else self._now()
         out = Outcome(self.t0, end, hung)
-        for host, a in self.agents.items():
+        for host, a in self.leaders.items():
             out.agent_codes[host] = int(a.proc.returncode)
             out.agent_exit_t[host] = a.exit_t if a.exit_t is not None else end
         return out
-
-    def _now(self) -> float:
-        return time.time() - self.t0
 
     def _start(self) -> None:
         base = {k: v for k, v in os.environ.items() if not k.startswith("ELASTIC_SIM_")}
@@ -169,59 +188,24 @@ class Launcher:
                     [*(cut.prefix() if cut else ()), *argv], stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE, stderr=log, env=env, start_new_session=True,
                     group=cut.gid(cmd.host) if cut else None)
-            self.agents[cmd.host] = Agent(cmd, proc, starts.get(cmd.host, 0.0))
+            self.leaders[cmd.host] = Leader(cmd.host, f"{cmd.host}/{AGENT}", proc,
+                                            go_at=starts.get(cmd.host, 0.0))
 
     def _wait_ready(self) -> None:
-        wait_ready([(a, a.proc) for a in self.agents.values()], READY_TIMEOUT, self._died_early,
+        wait_ready([(a, a.proc) for a in self.leaders.values()], READY_TIMEOUT,
+                   self._died_early,
                    lambda late: f"torchrun agents not ready after {READY_TIMEOUT:.0f}s: "
-                                + ", ".join(a.cmd.host for a in late))
-        self.t0 = self._origin()
+                                + ", ".join(a.host for a in late))
 
-    def _died_early(self, a: Agent) -> str:
-        log = self.workdir / f"agent-{a.cmd.host}.log"
-        return (f"the torchrun agent of {a.cmd.host} exited before it was ready; {log}:\n"
+    def _died_early(self, a: Leader) -> str:
+        log = self.workdir / f"agent-{a.host}.log"
+        return (f"the torchrun agent of {a.host} exited before it was ready; {log}:\n"
                 + log.read_text(errors="replace")[-1500:])
 
-    def _origin(self) -> float:
-        """The run's time origin on this machine's clock (a cluster node is told it)."""
-        return time.time()
-
-    def _should_stop(self) -> bool:
-        """Whether to end the run before the agents exit (a cluster node: when told)."""
-        return False
-
-    def _go_due(self, now: float) -> None:
-        for a in self.agents.values():
-            if not a.went and a.go_at <= now:
-                a.went = True
-                assert a.proc.stdin is not None and a.proc.stdout is not None
-                try:
-                    a.proc.stdin.write(f"GO {self.t0!r}\n".encode())
-                    a.proc.stdin.close()
-                except BrokenPipeError:
-                    pass  # it died: the loop sees its exit
-                a.proc.stdout.close()
-
-    def _supervise(self) -> bool:
-        """Start agents and fire faults on time until every agent has exited; True if the
-        time limit came first."""
-        while True:
-            now = self._now()
-            self._go_due(now)
-            for a in self.agents.values():
-                if a.exit_t is None and a.proc.poll() is not None:
-                    a.exit_t = now
-            self.injector.fire_due(now)
-            if all(a.exit_t is not None for a in self.agents.values()):
-                return False
-            if now >= self.world.time_limit or self._should_stop():
-                return True
-            if now - self._last_reap >= 0.5:
-                self._last_reap = now
-                self._reap_orphans()
-            pending = [a.go_at for a in self.agents.values() if not a.went]
-            wake = min([self.injector.next_due(), self.world.time_limit, *pending])
-            time.sleep(min(max(0.0, wake - self._now()), 0.05))
+    def _reap(self, now: float) -> None:
+        if now - self._last_reap >= 0.5:
+            self._last_reap = now
+            self._reap_orphans()
 
     def _reap_orphans(self) -> None:
         """Reap the run's exited processes that were reparented to this (subreaper)
@@ -230,81 +214,20 @@ class Launcher:
             self._seen.setdefault(pid, reaper.start_time(pid))
         reaper.reap(self._seen.items())
 
-    # -- fault targets (elastic_sim.real.injector.Targets)
-    # ---------------------------------------------
-
-    def signal_host(self, host: str, sig: int) -> bool:
-        """Signal every live process of ``host``; False if none is left."""
-        pids = [pid for pid, h in marked(self.marker) if h == host]
-        return sum(reaper.signal_quietly(pid, sig) for pid in pids) > 0
-
-    def signal_proc(self, name: str, sig: int) -> str:
-        """Signal ``hN/main`` (the agent) or ``hN/wK`` (the newest live worker of local rank
-        K); "" if done, else why not."""
-        host, _, proc = name.partition("/")
-        agent = self.agents.get(host)
-        if agent is None:
-            return f"no host {host}"
-        if proc == "main":
-            if agent.proc.poll() is not None:
-                return f"process {name} had already exited"
-            agent.proc.send_signal(sig)
-            return ""
-        if not proc.startswith("w") or not proc[1:].isdigit():
-            return f"process {name}: torchrun mode knows hN/main and hN/wK only"
-        live = [pid for pid, h in marked(self.marker)
-                if h == host and _environ(pid).get("LOCAL_RANK") == proc[1:]
-                and pid != agent.proc.pid]
-        if not live:
-            return f"process {name} is not running"
-        newest = max(live, key=reaper.start_time)
-        return "" if reaper.signal_quietly(newest, sig) else f"process {name} had already exited"
-
-    def signal_role(self, host: str, to: str, sig: int) -> str:
-        """Signal ``host``'s torchrun agent (``to`` "agent") or every live worker it started
-        ("workers"); "" if done, else why not."""
-        agent = self.agents.get(host)
-        if agent is None:
-            return f"no host {host}"
-        if to == "agent":
-            return self.signal_proc(f"{host}/main", sig)
-        hit = [pid for pid, h in marked(self.marker)
-               if h == host and pid != agent.proc.pid and reaper.signal_quietly(pid, sig)]
-        return "" if hit else f"no worker process running on {host}"
-
-    def start_fault(self, fault: CrashLoop | SlowStart) -> str:
-        """Start-up faults need the project's own process entry, which upstream's agent
-        does not run: refused when due, saying so."""
-        return (f"{fault.type}: torchrun mode starts workers through upstream's agent, "
-                "which cannot be made to fail or slow its starts; use --mode real")
-
-    def cut(self, fault: Partition | OneWayPartition | PowerOff | LinkFault) -> str:
-        """Start dropping the packets ``fault`` cuts (real mode's namespace)."""
-        return netns.cut_or_heal(self.netns, fault, heal=False)
-
-    def heal(self, fault: Partition | OneWayPartition | LinkFault) -> str:
-        """Stop dropping them."""
-        return netns.cut_or_heal(self.netns, fault, heal=True)
-
-    def reset(self, fault: ConnReset) -> tuple[str, int]:
-        """Reset the established connections between the fault's hosts (real mode's
-        namespace); ("" if done, else why not; how many)."""
-        return netns.reset_between(self.netns, fault)
-
     # -- end -------------------------------------------------------------------------------
 
-    def _kill_everything(self, timeout: float = 15.0) -> None:
+    def _kill_everything(self) -> None:
         """SIGKILL every marked process and every agent's group; reap until none is left."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + KILL_TIMEOUT
         while True:
-            for a in self.agents.values():
+            for a in self.leaders.values():
                 if a.proc.poll() is None:
                     reaper.kill_hard(a.proc.pid, group=True)
             left = marked(self.marker)
             for pid, _ in left:
                 reaper.kill_hard(pid)
             self._reap_orphans()
-            running = [a for a in self.agents.values() if a.proc.poll() is None]
+            running = [a for a in self.leaders.values() if a.proc.poll() is None]
             if not left and not running:
                 break
             if time.monotonic() > deadline:
@@ -312,7 +235,4 @@ class Launcher:
                       file=sys.stderr)
                 break
             time.sleep(0.02)
-        for a in self.agents.values():
-            for pipe in (a.proc.stdin, a.proc.stdout):
-                if pipe is not None and not pipe.closed:
-                    pipe.close()
+        self._close_pipes()

@@ -23,7 +23,7 @@ TRIES = 5
 
 
 def _needs_cut() -> str:
-    from elastic_sim.real import netns
+    from elastic_sim.real.faults import netns
 
     return netns.missing()
 

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from elastic_sim.cli import main
-from elastic_sim.real import netns, reaper, warden
-from elastic_sim.real.launcher import clean_leftovers
-from elastic_sim.real.workdir import RunDir
+from elastic_sim.real.faults import netns
+from elastic_sim.real.supervisor import reaper, warden
+from elastic_sim.real.supervisor.launcher import clean_leftovers
+from elastic_sim.real.supervisor.workdir import RunDir
 from tests.procs import processes_mentioning
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,8 +13,8 @@ from elastic_sim.backends import BACKENDS
 from elastic_sim.faults.model import FAULT_TYPES, Fault, Refusal, handler_for
 from elastic_sim.faults.record import FaultLedger
 from elastic_sim.pipeline import simulate
-from elastic_sim.real.injector import Injector, real_handler
-from elastic_sim.real.tracefile import TraceFile
+from elastic_sim.real.faults.injector import Injector, real_handler
+from elastic_sim.real.supervisor.tracefile import TraceFile
 from elastic_sim.scenario import parse_scenario
 from elastic_sim.sim.faults import sim_handler
 from tests.faults.test_fault_schema import EXAMPLES, HEAD

@@ -68,7 +68,7 @@ def test_a_real_signal_reaches_the_agent_and_ends_it_by_its_default_action(
 
 
 def test_a_real_crash_loop_fails_the_workers_started_after_it(tmp_path: Path) -> None:
-    from elastic_sim.real import startfaults
+    from elastic_sim.real.faults import startfaults
 
     startfaults.add_loop(tmp_path, "h1", "f", "workers", 2)
     env = [startfaults.take(tmp_path, "h1", is_agent=False) for _ in range(3)]

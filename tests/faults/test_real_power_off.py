@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from elastic_sim.faults.model import PowerOff
-from elastic_sim.real import netns
+from elastic_sim.real.faults import netns
 
 
 def test_a_power_off_drops_every_connection_to_and_from_its_host() -> None:

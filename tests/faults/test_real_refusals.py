@@ -9,7 +9,7 @@ import pytest
 
 from elastic_sim.cli import main
 from elastic_sim.faults.model import FAULT_TYPES, Refusal
-from elastic_sim.real.injector import real_handler
+from elastic_sim.real.faults.injector import real_handler
 from tests.faults.test_fault_schema import EXAMPLES, HEAD
 
 REAL = {"crash", "crash_process", "hang", "preempt", "scale_down", "straggler", "signal",

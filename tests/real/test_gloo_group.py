@@ -1,5 +1,6 @@
-"""The Gloo adapter (``elastic_sim.real.group.GlooGroup``) in one process: two members of one group
-on one event loop, so a pending collective and an abort can be staged exactly."""
+"""The Gloo adapter (``elastic_sim.real.runtime.group.GlooGroup``) in one process: two
+members of one group on one event loop, so a pending collective and an abort can be
+staged exactly."""
 
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ Members = tuple[Any, Any, list[str]]
 
 def with_members(body: Callable[[Any, Any, list[str]], Awaitable[None]]) -> None:
     """Run ``body(g0, g1, pooled)`` on a fresh two-member group (timeout 60 s)."""
-    from elastic_sim.real.group import new_group
-    from elastic_sim.real.store import connect_store, host_store
+    from elastic_sim.real.runtime.group import new_group
+    from elastic_sim.real.runtime.store import connect_store, host_store
 
     async def main() -> None:
         loop = asyncio.get_running_loop()

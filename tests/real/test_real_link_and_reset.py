@@ -20,8 +20,8 @@ import pytest
 
 from elastic_sim.faults.model import ConnReset, LinkFault
 from elastic_sim.protocols.api import Runtime, StoreConnectionError
-from elastic_sim.real import connreset, netns, shaping
-from elastic_sim.real.injector import why_unsupported
+from elastic_sim.real.faults import connreset, netns, shaping
+from elastic_sim.real.faults.injector import why_unsupported
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import HostSpec, World
 from tests.real.test_real_partition import SENDS, needs_cut

@@ -21,7 +21,7 @@ import pytest
 from elastic_sim.cli import main
 from elastic_sim.faults.model import OneWayPartition, Partition
 from elastic_sim.protocols.api import Runtime
-from elastic_sim.real import netns
+from elastic_sim.real.faults import netns
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import HostSpec, World
 
@@ -255,8 +255,8 @@ def test_a_cut_is_traced_from_when_it_is_in_force_not_from_when_it_was_due(
 ) -> None:
     """Otherwise a message sent between the two crosses a cut that the trace says was
     there (CI saw one: sent 1.7 ms after the traced start, delivered at once)."""
-    from elastic_sim.real.injector import Injector
-    from elastic_sim.real.tracefile import TraceFile
+    from elastic_sim.real.faults.injector import Injector
+    from elastic_sim.real.supervisor.tracefile import TraceFile
 
     targets = _SlowCut()
     trace = TraceFile(tmp_path / "trace.jsonl")

@@ -282,14 +282,14 @@ def test_launcher_failure_leaves_no_process_behind(
 ) -> None:
     from elastic_sim import real
 
-    monkeypatch.setattr(real.launcher, "READY_TIMEOUT", 0.05)
-    with pytest.raises(real.process.LaunchError, match="not ready"):
+    monkeypatch.setattr("elastic_sim.real.supervisor.launcher.READY_TIMEOUT", 0.05)
+    with pytest.raises(real.supervisor.process.LaunchError, match="not ready"):
         real.run(world("sleeper", 2), [], 1, tmp_path / "run", lambda ev: None)
     assert leftovers(tmp_path / "run") == []
 
 
 def test_importing_real_does_not_import_torch() -> None:
-    code = ("import sys, elastic_sim.real.launcher, elastic_sim.real.runtime; "
+    code = ("import sys, elastic_sim.real.supervisor.launcher, elastic_sim.real.runtime.runtime; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr

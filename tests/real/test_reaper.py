@@ -1,5 +1,5 @@
-"""elastic_sim.real.reaper.kill_run: nothing of a run is left, not even a zombie, including
-processes the run never registered and whose command lines carry no marker."""
+"""elastic_sim.real.supervisor.reaper.kill_run: nothing of a run is left, not even a zombie,
+including processes the run never registered and whose command lines carry no marker."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from elastic_sim.real import reaper
+from elastic_sim.real.supervisor import reaper
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
 

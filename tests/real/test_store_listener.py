@@ -41,7 +41,7 @@ def listeners(pids: set[int]) -> list[tuple[str, int]]:
 
 
 def hosted_store(bind: str) -> Any:
-    from elastic_sim.real.store import host_store
+    from elastic_sim.real.runtime.store import host_store
 
     async def main() -> Any:
         loop = asyncio.get_running_loop()

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from elastic_sim.real.process import LaunchError, wait_ready
+from elastic_sim.real.supervisor.process import LaunchError, wait_ready
 
 
 def _child(code: str) -> subprocess.Popen[bytes]:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from elastic_sim.real import netns
 from elastic_sim.real.cluster import wire
+from elastic_sim.real.faults import netns
 from tests.procs import membership, processes_mentioning
 from tests.real.cluster.conftest import (
     CLI,

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from elastic_sim.pipeline import execute
-from elastic_sim.real import netns
+from elastic_sim.real.faults import netns
 from elastic_sim.spec import compile_spec
 from tests.procs import reaped
 

@@ -2,7 +2,7 @@
 network namespace reset at once, while new ones can still be opened.
 
 The namespace's conntrack table (``/proc/net/nf_conntrack``) lists every connection with
-the mark of the host that opened it (:mod:`elastic_sim.real.netns`) and its original addresses. The
+the mark of the host that opened it (:mod:`.netns`) and its original addresses. The
 connections between the fault's hosts are found there, and the accepting end's socket of
 each is destroyed with ``ss -K`` (the kernel's ``SOCK_DESTROY``): the kernel aborts it
 (that end's next call fails with ECONNABORTED) and sends a TCP RST to the opening end,

@@ -30,8 +30,8 @@ from elastic_sim.protocols.api import (
     Store,
     StoreError,
 )
-from elastic_sim.real.aio import boundary
-from elastic_sim.real.store import Blocking, TCPStoreClient, torch_distributed
+from elastic_sim.real.runtime.aio import boundary
+from elastic_sim.real.runtime.store import Blocking, TCPStoreClient, torch_distributed
 
 R = TypeVar("R")
 

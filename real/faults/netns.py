@@ -8,10 +8,9 @@ rules, in the input hook, dropping the packets of connections between the two si
 by (originating host, original destination address) and, for a one-way cut, the direction.
 Dropped, not refused: TCP connections stall until the heal or their own timeouts, as under
 a real cut. Link faults shape the same connections with ``tc netem``
-(:mod:`elastic_sim.real.shaping`), and a connection reset aborts them with ``ss -K``
-(:mod:`elastic_sim.real.connreset`). Deleting the namespace at the end removes every rule with it;
-one left by a launcher that was SIGKILLed (so could not clean up) is deleted by the next
-run's.
+(:mod:`.shaping`), and a connection reset aborts them with ``ss -K`` (:mod:`.connreset`).
+Deleting the namespace at the end removes every rule with it; one left by a launcher that
+was SIGKILLed (so could not clean up) is deleted by the next run's.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from elastic_sim.faults.model import (
     Partition,
     PowerOff,
 )
-from elastic_sim.real import connreset, shaping
+from elastic_sim.real.faults import connreset, shaping
 
 CUT_TYPES = (Partition, OneWayPartition, PowerOff)
 """Fault types cut by nftables rules (isolate, isolate_store and bridge are partitions; a

@@ -1,6 +1,6 @@
 """Link faults for real: ``tc netem`` on the loopback of a run's network namespace.
 
-A run's hosts share one loopback (:mod:`elastic_sim.real.netns`), each at its own address, and every
+A run's hosts share one loopback (:mod:`.netns`), each at its own address, and every
 connection carries the mark of the host that opened it. A link fault between hosts ``a``
 and ``b`` gets a class of its own under an HTB root qdisc on ``lo``, with a ``netem``
 qdisc as its leaf holding the fault's delay, jitter, loss, duplication and reordering; an
@@ -106,7 +106,7 @@ def missing() -> str:
     """What this machine lacks for link faults ("" if nothing): root, ``ip``, ``nft`` and
     ``tc``, and a kernel with the ``htb`` and ``netem`` qdiscs (probed once per process, in
     a throwaway network namespace)."""
-    from elastic_sim.real import netns
+    from elastic_sim.real.faults import netns
 
     lacking = netns.missing()
     if lacking:
@@ -118,7 +118,7 @@ def missing() -> str:
 
 @functools.cache
 def _kernel_lacks() -> str:
-    from elastic_sim.real import netns
+    from elastic_sim.real.faults import netns
 
     name = f"{netns.Namespace.PREFIX}{os.getpid()}-probe"
     try:

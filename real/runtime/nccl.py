@@ -18,9 +18,9 @@ from datetime import timedelta
 from typing import Any
 
 from elastic_sim.protocols.api import CollectiveFailed, Sendable, Store
-from elastic_sim.real.aio import boundary
-from elastic_sim.real.group import GlooGroup, c10d_store, collective_error
-from elastic_sim.real.store import Blocking, torch_distributed
+from elastic_sim.real.runtime.aio import boundary
+from elastic_sim.real.runtime.group import GlooGroup, c10d_store, collective_error
+from elastic_sim.real.runtime.store import Blocking, torch_distributed
 
 
 async def new_group(

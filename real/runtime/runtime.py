@@ -2,10 +2,9 @@
 
 Time is the machine's wall clock relative to the run's origin ``t0`` (shifted and scaled
 by the host's clock skew for :meth:`RealRuntime.now`); messages go over TCP
-(:mod:`elastic_sim.real.net`), the store is a TCPStore (:mod:`elastic_sim.real.store`), groups are
-Gloo (:mod:`elastic_sim.real.group`), children are ``python -m elastic_sim.real.proc``
-(:mod:`elastic_sim.real.process`). Every blocking torch call runs on a thread pool so the loop
-stays free.
+(:mod:`.net`), the store is a TCPStore (:mod:`.store`), groups are Gloo (:mod:`.group`),
+children are ``python -m elastic_sim.real.proc`` (:mod:`.child`). Every blocking torch
+call runs on a thread pool so the loop stays free.
 """
 
 from __future__ import annotations
@@ -23,12 +22,15 @@ from typing import Any, TypeVar
 
 from elastic_sim.protocols import api
 from elastic_sim.protocols.api import JSON, Message, ProcessInfo, Store
-from elastic_sim.real import aio, group, net, reaper, startfaults, store
-from elastic_sim.real.aio import boundary
-from elastic_sim.real.process import ChildProc, popen
-from elastic_sim.real.spec import ProcSpec
-from elastic_sim.real.tracefile import TraceFile
-from elastic_sim.real.workdir import RunDir, Started, write_atomic
+from elastic_sim.real.faults import startfaults
+from elastic_sim.real.runtime import aio, group, net, store
+from elastic_sim.real.runtime.aio import boundary
+from elastic_sim.real.runtime.child import ChildProc
+from elastic_sim.real.supervisor import reaper
+from elastic_sim.real.supervisor.process import popen
+from elastic_sim.real.supervisor.spec import ProcSpec
+from elastic_sim.real.supervisor.tracefile import TraceFile
+from elastic_sim.real.supervisor.workdir import RunDir, Started, write_atomic
 
 T = TypeVar("T")
 
@@ -147,7 +149,7 @@ class RealRuntime(api.Runtime):
         self, store: Store, name: str, rank: int, size: int, timeout: float
     ) -> api.Group:
         if self.spec.device == "cuda":
-            from elastic_sim.real import nccl
+            from elastic_sim.real.runtime import nccl
 
             return await nccl.new_group(self._blocking, store, name, rank, size, timeout)
         return await group.new_group(
@@ -212,7 +214,7 @@ class RealRuntime(api.Runtime):
 
     def discovery_overlay(self) -> api.DiscoveryOverlay:
         """Always empty: real mode refuses discovery-source faults before a run starts
-        (:mod:`elastic_sim.real.injector`), so none is ever in effect."""
+        (:mod:`elastic_sim.real.faults.injector`), so none is ever in effect."""
         return api.NO_DISCOVERY_FAULTS
 
     def record(self, kind: str, **fields: JSON) -> None:

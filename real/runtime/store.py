@@ -18,7 +18,7 @@ from datetime import timedelta
 from typing import Any, Protocol, TypeVar
 
 from elastic_sim.protocols.api import Store, StoreConnectionError, StoreError, StoreTimeout
-from elastic_sim.real.aio import boundary
+from elastic_sim.real.runtime.aio import boundary
 
 R = TypeVar("R")
 

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from elastic_sim.real.workdir import write_atomic
+from elastic_sim.real.supervisor.workdir import write_atomic
 
 
 @dataclass(frozen=True)

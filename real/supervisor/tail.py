@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from elastic_sim.real.workdir import RunDir
+from elastic_sim.real.supervisor.workdir import RunDir
 from elastic_sim.trace import TraceEvent, decode
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from elastic_sim.real.workdir import append_line
+from elastic_sim.real.supervisor.workdir import append_line
 from elastic_sim.trace import TraceEvent, decode, encode
 
 

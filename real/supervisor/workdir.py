@@ -56,7 +56,7 @@ class Started:
     parent_pid: int
     start: int
     """Its start time in clock ticks since boot: with the pid, an identity that survives
-    pid reuse (see :func:`elastic_sim.real.reaper.start_time`)."""
+    pid reuse (see :func:`elastic_sim.real.supervisor.reaper.start_time`)."""
 
 
 @dataclass(frozen=True)

@@ -7,14 +7,13 @@ rules, through one handler table (:data:`REAL_HANDLERS`).
 slows the group down for real by duty-cycling it: in every :data:`STRAGGLE_PERIOD` it runs
 ``1/factor`` of the time and is SIGSTOPped for the rest. Partitions (symmetric, one-way,
 isolate, isolate_store, bridge) cut the network for real: the launcher runs such a world
-in a network namespace of its own (:mod:`elastic_sim.real.netns`) and the injector adds and removes
-its drop rules; link faults shape the same connections with ``tc netem`` there
-(:mod:`elastic_sim.real.shaping`) and connection resets abort them
-(:mod:`elastic_sim.real.connreset`). A type real mode cannot produce honestly has a
-:class:`~elastic_sim.faults.model.Refusal` as its handler, and a scenario with it is refused before
-a run starts, never faked. Fault events are encoded by
-:func:`elastic_sim.faults.record.fault_event` (the sim's encoder) and the reports read back from
-them.
+in a network namespace of its own (:mod:`.netns`) and the injector adds and removes its
+drop rules; link faults shape the same connections with ``tc netem`` there
+(:mod:`.shaping`) and connection resets abort them (:mod:`.connreset`). A type real mode
+cannot produce honestly has a :class:`~elastic_sim.faults.model.Refusal` as its handler,
+and a scenario with it is refused before a run starts, never faked. Fault events are
+encoded by :func:`elastic_sim.faults.record.fault_event` (the sim's encoder) and the
+reports read back from them.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ import heapq
 import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from elastic_sim.faults.model import (
     ClockJump,
@@ -58,8 +57,9 @@ from elastic_sim.faults.model import (
 )
 from elastic_sim.faults.record import INJECTOR, FaultLedger, fault_event
 from elastic_sim.faults.triggers import Triggered
-from elastic_sim.real import netns, shaping
-from elastic_sim.real.tracefile import TraceFile
+from elastic_sim.real.faults import netns, shaping
+from elastic_sim.real.faults.targets import Targets
+from elastic_sim.real.supervisor.tracefile import TraceFile
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import FaultReport, World
 
@@ -112,35 +112,6 @@ def check_supported(world: World, faults: Sequence[Fault]) -> None:
         for host in fault.hosts():
             if host not in world.host_names:
                 raise ValueError(f"fault {fault.id!r}: no host named {host!r} in the world")
-
-
-class Targets(Protocol):
-    """What the injector signals: the launcher's view of the run's processes."""
-
-    def signal_host(self, host: str, sig: int) -> bool:
-        """Signal every process of ``host``; False if none is left."""
-
-    def signal_proc(self, name: str, sig: int) -> str:
-        """Signal process ``name``; "" if done, else why not."""
-
-    def start_fault(self, fault: CrashLoop | SlowStart) -> str:
-        """Make processes started on the fault's host from now on fail at start-up or
-        start late (:mod:`elastic_sim.real.startfaults`); "" if done, else why not."""
-
-    def signal_role(self, host: str, to: str, sig: int) -> str:
-        """Signal ``host``'s first process (``to`` "agent") or every other process of it
-        ("workers"); "" if done, else why not."""
-
-    def cut(self, fault: Partition | OneWayPartition | PowerOff | LinkFault) -> str:
-        """Start dropping the packets ``fault`` cuts (a link fault: shaping them); "" if
-        done, else why not."""
-
-    def heal(self, fault: Partition | OneWayPartition | LinkFault) -> str:
-        """Stop dropping (shaping) them; "" if done, else why not."""
-
-    def reset(self, fault: ConnReset) -> tuple[str, int]:
-        """Reset the established connections between the fault's hosts; ("" if done, else
-        why not; how many)."""
 
 
 @dataclass(order=True)
