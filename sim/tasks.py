@@ -70,8 +70,11 @@ class Waitable(Generic[T]):
         was cancelled)."""
         return self._done
 
-    def _wake(self) -> None:
-        """It is done: schedule its awaiters."""
+    def _settle(self, result: Any, exc: BaseException | None) -> None:
+        """It is done, with ``result`` or ``exc``: schedule its awaiters."""
+        self._done = True
+        self._result = result
+        self._exc = exc
         if self._waiters:
             ws, self._waiters = self._waiters, []
             self._k.soon(wake_all, ws)
@@ -168,10 +171,7 @@ class SimTask(Waitable[T], Task[T]):
             self._send_cancel()
 
     def _finish(self, result: Any, exc: BaseException | None) -> None:
-        self._done = True
-        self._result = result
-        self._exc = exc
-        self._wake()
+        self._settle(result, exc)
         self.owner.task_done(self)
 
     # -- cancellation ------------------------------------------------------------------
@@ -287,19 +287,16 @@ class SimFuture(Waitable[T], Future[T]):
 
     def set_result(self, value: T) -> None:
         """Resolve with a value; InvalidStateError if already done."""
-        if self._done:
-            raise InvalidStateError("future already done")
-        self._done = True
-        self._result = value
-        self._wake()
+        self._resolve(value, None)
 
     def set_exception(self, exc: BaseException) -> None:
         """Resolve with an error, raised in every awaiter."""
+        self._resolve(None, exc)
+
+    def _resolve(self, value: Any, exc: BaseException | None) -> None:
         if self._done:
             raise InvalidStateError("future already done")
-        self._done = True
-        self._exc = exc
-        self._wake()
+        self._settle(value, exc)
 
     def result(self) -> T:
         """The value (or raise the error); InvalidStateError if not done."""
