@@ -76,6 +76,16 @@ class Fault:
     """The scenario name of the type (set by the ``tag`` a subclass is declared with)."""
     derived: ClassVar[tuple[str, ...]] = ()
     """Fields a scenario does not give: :meth:`resolve` computes them."""
+    ends_host: ClassVar[bool] = False
+    """Whether it takes the host it names out for good: every process there ends, and none
+    starts there again unless a ``scale_up`` adds the host anew. The one place this is said
+    (:data:`elastic_sim.faults.model.ENDS_A_HOST`): a search never aims such a fault at a
+    spare host and counts it against ``max_crashes``, and a contract counts its host as
+    lost for good."""
+    tells_to_leave: ClassVar[bool] = False
+    """Whether it tells its host's processes to end (a signal, a notice of preemption or
+    scale-down) where other faults end them unannounced: what the host does next is its
+    leaving, not a failure of the job."""
 
     def __init_subclass__(cls, tag: str = "", **kw: Any) -> None:
         super().__init_subclass__(**kw)

@@ -29,6 +29,7 @@ class CrashHost(OnHost, Fault, tag="crash"):
     a store it hosts is gone; peers' connections to it close at once (fast detection)."""
 
     host: HostName
+    ends_host: ClassVar[bool] = True
 
 
 @dataclass(frozen=True)

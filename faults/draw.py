@@ -15,24 +15,18 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal, get_type_hints
 
 from elastic_sim.faults.model import (
+    ENDS_A_HOST,
     Bridge,
-    CrashHost,
     Fault,
     LinkFault,
     OneWayPartition,
     Partition,
     Placement,
-    PowerOff,
-    Preempt,
-    ScaleDown,
     Wedge,
 )
 
 if TYPE_CHECKING:
     from elastic_sim.faults.schedule import Chooser, FaultSpace
-
-ENDS_A_HOST: tuple[type[Fault], ...] = (CrashHost, PowerOff, Preempt, ScaleDown)
-"""Types that take a host out for good: never a spare host, counted against max_crashes."""
 
 CLOCK_STEPS = (5.0, -5.0, 60.0, -60.0, 3600.0, -3600.0)
 """Clock offsets and jumps drawn (seconds), smallest first."""

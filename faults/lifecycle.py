@@ -5,7 +5,7 @@ signal, power_off, wedge, crash_loop (with :class:`CrashAtStart`) and slow_start
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
@@ -42,6 +42,8 @@ class Preempt(OnHost, Fault, tag="preempt"):
 
     host: HostName
     grace: Time = 30.0
+    ends_host: ClassVar[bool] = True
+    tells_to_leave: ClassVar[bool] = True
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class Signal(OnHost, Fault, tag="signal"):
     host: HostName
     signal: Literal["INT", "TERM", "HUP", "QUIT", "USR1", "USR2"]
     to: Literal["agent", "workers"] = "agent"
+    tells_to_leave: ClassVar[bool] = True
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ class PowerOff(OnHost, Fault, tag="power_off"):
     (the NCCL case, a powered-off Gloo peer), where a ``crash`` is seen at once."""
 
     host: HostName
+    ends_host: ClassVar[bool] = True
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ scale_up, scale_down, discovery_add, discovery_remove, discovery_error, discover
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from pydantic import Field
 
@@ -28,6 +28,8 @@ class ScaleDown(OnHost, Fault, tag="scale_down"):
 
     host: HostName
     grace: Time = 0.0
+    ends_host: ClassVar[bool] = True
+    tells_to_leave: ClassVar[bool] = True
 
 
 @dataclass(frozen=True)

@@ -86,8 +86,12 @@ from elastic_sim.faults.membership import (
     ScaleUp,
 )
 
+ENDS_A_HOST: tuple[type[Fault], ...] = tuple(c for c in FAULT_TYPES.values() if c.ends_host)
+"""The types that take a host out for good (:attr:`Fault.ends_host`), in declaration order."""
+
 __all__ = [
     "DISCOVERY_FAULTS",
+    "ENDS_A_HOST",
     "FAULT_TYPES",
     "NEEDED",
     "BetweenHosts",

@@ -14,8 +14,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
-from elastic_sim.faults.draw import ENDS_A_HOST, generator
+from elastic_sim.faults.draw import generator
 from elastic_sim.faults.model import (
+    ENDS_A_HOST,
     FAULT_TYPES,
     CrashHost,
     DiscoveryAdd,

@@ -10,8 +10,8 @@ collectives; see its module docstring for the model).
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from elastic_sim.protocols.api import CollectiveFailed, CollectiveTimeout
 from elastic_sim.sim.collective_state import BROKEN, DONE, Entry, GroupState, Member, _Op
@@ -40,6 +40,26 @@ class CollectiveFailures:
             e.deadline = None  # no entry <-> timer cycle
         e.member.pending.pop(id(e), None)
         e.member.group.pending.pop(id(e), None)
+
+    def _settle_all(self, outcomes: Iterable[tuple[Entry, Any, BaseException | None]]
+                    ) -> None:
+        """Settle each entry with its (value, error), in that order, and wake the tasks that
+        await them together after the current step (one scheduled callback)."""
+        wake: list[Waiter] = []
+        for e, value, exc in outcomes:
+            self._forget(e)
+            e.op = None  # no entry <-> op cycle
+            w = e.settle(value, exc)
+            if w is not None:
+                wake.append(w)
+        if wake:
+            self.k.soon(wake_all, wake)
+
+    def _drop_calls(self, m: Member) -> None:
+        """``m``'s process is gone: its pending calls end, with nobody to wake."""
+        for e in list(m.pending.values()):
+            self._forget(e)
+            e.settle()
 
     def _timeout(self, e: Entry) -> None:
         if e.done:
@@ -74,9 +94,7 @@ class CollectiveFailures:
             return
         m.dead = True
         m.died_at = self.k.now
-        for e in list(m.pending.values()):
-            self._forget(e)
-            e.settle()  # its process is gone: nobody to wake
+        self._drop_calls(m)
         g = m.group
         first = g.dead_at is None
         if first:
@@ -100,9 +118,7 @@ class CollectiveFailures:
         """``m``'s host was powered off: its own calls go with it, and the survivors are
         told nothing; their collectives cannot complete (it never runs again), so each
         times out at its own deadline, as with a hung peer."""
-        for e in list(m.pending.values()):
-            self._forget(e)
-            e.settle()
+        self._drop_calls(m)
 
     def reset(self, crosses: Callable[[str, str], bool]) -> None:
         """The connections between hosts ``x`` and ``y`` with ``crosses(x, y)`` are reset:
@@ -125,12 +141,6 @@ class CollectiveFailures:
             return
         m.aborted = True
         m.abort_reason = why
-        wake: list[Waiter] = []
-        for e in list(m.pending.values()):
-            self._forget(e)
-            w = e.settle(exc=CollectiveFailed(f"group {m.group.name}: {why}"))
-            if w is not None:
-                wake.append(w)
-        if wake:
-            self.k.soon(wake_all, wake)
+        self._settle_all((e, None, CollectiveFailed(f"group {m.group.name}: {why}"))
+                         for e in list(m.pending.values()))
         self._died(m)

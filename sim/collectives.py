@@ -50,7 +50,6 @@ from elastic_sim.sim.host import SimProcess
 from elastic_sim.sim.kernel import Kernel
 from elastic_sim.sim.network import Network
 from elastic_sim.sim.store import StoreServer
-from elastic_sim.sim.tasks import Waiter, wake_all
 
 if TYPE_CHECKING:
     from elastic_sim.sim.stretch import StretchBook
@@ -131,14 +130,9 @@ class CollectiveEngine(CollectiveFailures):
             return
         g.init.state = BROKEN
         self.blocked.pop(g.init.uid, None)
-        wake: list[Waiter] = []
-        for e in g.init.entries.values():
-            self._forget(e)
-            w = e.settle(exc=CollectiveFailed(f"group {g.name}: store {g.server.addr} is gone"))
-            if w is not None:
-                wake.append(w)
-        if wake:
-            self.k.soon(wake_all, wake)
+        self._settle_all((e, None, CollectiveFailed(f"group {g.name}: store {g.server.addr} "
+                                                    "is gone"))
+                         for e in list(g.init.entries.values()))
 
     # -- entering ----------------------------------------------------------------------
 
@@ -298,23 +292,13 @@ class CollectiveEngine(CollectiveFailures):
         op.state = DONE
         g = op.group
         results = op_results(op.entries)
-        wake: list[Waiter] = []
-        for rank in sorted(op.entries):
-            e = op.entries[rank]
-            self._forget(e)
-            e.op = None  # no entry <-> op cycle
-            w = e.settle(results[rank])
-            if w is not None:
-                wake.append(w)
         if op is g.init:
             g.formed = True
         elif op.seq >= 0:
             g.ops.pop(op.seq, None)
         else:
             g.p2p.pop(op.uid, None)
-        if wake:
-            self.k.soon(wake_all, wake)
-
+        self._settle_all((op.entries[rank], results[rank], None) for rank in sorted(op.entries))
 
     # -- costs -------------------------------------------------------------------------
 

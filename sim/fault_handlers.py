@@ -70,6 +70,17 @@ class FaultHandlers:
 
         def _later(self, delay: float, fn: Callable[..., None], *args: Any) -> None: ...
 
+    def _heal_later(self, f: Fault, delay: float, undo: Callable[..., None], *args: Any,
+                    reason: str = "", unless: Callable[[], bool] | None = None) -> None:
+        """How every fault that heals ends: ``delay`` seconds from now, unless the run is
+        over by then (or ``unless()`` holds then), trace ``f``'s heal (saying ``reason``),
+        then undo what it did: ``undo(*args)``."""
+        def heal() -> None:
+            if unless is None or not unless():
+                self._trace(f, "heal", reason)
+                undo(*args)
+        self._later(delay, heal)
+
     def _crash(self, f: CrashHost) -> None:
         host = self._host(f, f.host)
         if host is not None:
@@ -104,9 +115,8 @@ class FaultHandlers:
 
         def restart() -> None:
             host.restarts_pending -= 1
-            self._trace(f, "heal")
             self.cluster.restart_host(host)
-        self._later(f.downtime, restart)
+        self._heal_later(f, f.downtime, restart)
 
     def _hang(self, f: HangHost) -> None:
         host = self._host(f, f.host)
@@ -114,11 +124,7 @@ class FaultHandlers:
             return
         self._fired(f)
         self.cluster.pause_host(host)
-
-        def resume() -> None:
-            self._trace(f, "heal")
-            self.cluster.resume_host(host)
-        self._later(f.duration, resume)
+        self._heal_later(f, f.duration, self.cluster.resume_host, host)
 
     def _wedge(self, f: Wedge) -> None:
         host = self._host(f, f.host)
@@ -136,12 +142,11 @@ class FaultHandlers:
             p.wedged.setdefault(f.activity, [])
 
         def unwedge() -> None:
-            self._trace(f, "heal")
             for p in stuck:
                 held = p.wedged.pop(f.activity, [])
                 for task, gen, value, exc in held:
                     self.k.soon(task._resume, gen, value, exc)
-        self._later(f.duration, unwedge)
+        self._heal_later(f, f.duration, unwedge)
 
     def _straggler(self, f: Straggler) -> None:
         host = self._host(f, f.host)
@@ -150,10 +155,9 @@ class FaultHandlers:
         self._fired(f)
         host.slowdown *= f.factor
 
-        def heal() -> None:
-            self._trace(f, "heal")
+        def recover() -> None:
             host.slowdown /= f.factor
-        self._later(f.duration, heal)
+        self._heal_later(f, f.duration, recover)
 
     def _preempt(self, f: Preempt | ScaleDown) -> None:
         host = self._host(f, f.host)
@@ -165,12 +169,8 @@ class FaultHandlers:
         self._fired(f)
         for proc in list(host.procs.values()):
             self.cluster.signal(proc, "TERM")
-
-        def kill() -> None:
-            if not host.down:
-                self._trace(f, "heal", "grace over: SIGKILL to what is left")
-                self.cluster.crash_host(host)
-        self._later(f.grace, kill)
+        self._heal_later(f, f.grace, self.cluster.crash_host, host,
+                         reason="grace over: SIGKILL to what is left", unless=lambda: host.down)
 
     def _signal(self, f: Signal) -> None:
         host = self._host(f, f.host)
@@ -222,19 +222,19 @@ class FaultHandlers:
     def _partition(self, f: Partition) -> None:
         self._fired(f)
         token = self.net.add_cut(f)
-        self._later(f.duration, self._heal_net, f, token)
+        self._heal_later(f, f.duration, self._undo_net, f, token)
 
     def _one_way(self, f: OneWayPartition) -> None:
         self._fired(f)
         token = self.net.add_one_way(f.src, f.dst)
-        self._later(f.duration, self._heal_net, f, token)
+        self._heal_later(f, f.duration, self._undo_net, f, token)
 
     def _link(self, f: LinkFault) -> None:
         self._fired(f)
         token = self.net.add_link_fault(f)
         if self.collectives is not None:
             self.collectives.paths_changed()
-        self._later(f.duration, self._heal_net, f, token)
+        self._heal_later(f, f.duration, self._undo_net, f, token)
 
     def _conn_reset(self, f: ConnReset) -> None:
         self._fired(f)
@@ -244,8 +244,7 @@ class FaultHandlers:
         if self.collectives is not None:
             self.collectives.reset(f.applies)
 
-    def _heal_net(self, f: Fault, token: int) -> None:
-        self._trace(f, "heal")
+    def _undo_net(self, f: Fault, token: int) -> None:
         self.net.remove_cut(token)
         if isinstance(f, LinkFault) and self.collectives is not None:
             self.collectives.paths_changed()
@@ -257,11 +256,7 @@ class FaultHandlers:
             return
         self._fired(f)
         host.clock.jump(f.offset)
-
-        def heal() -> None:
-            self._trace(f, "heal")
-            host.clock.jump(-f.offset)
-        self._later(f.duration, heal)
+        self._heal_later(f, f.duration, host.clock.jump, -f.offset)
 
     def _clock_jump(self, f: ClockJump) -> None:
         host = self._host(f, f.host, up=False)
@@ -292,11 +287,10 @@ class FaultHandlers:
             s.frozen += 1
 
         def thaw() -> None:
-            self._trace(f, "heal")
             for s in servers:
                 s.frozen -= 1
             self.cluster.notify_resume()
-        self._later(f.duration, thaw)
+        self._heal_later(f, f.duration, thaw)
 
     def _collective(self, f: CollectiveFault) -> None:
         host = self._host(f, f.host)

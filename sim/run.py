@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from elastic_sim.faults.model import Fault
 from elastic_sim.protocols.api import JSON, Runtime
@@ -44,6 +45,8 @@ class Simulation:
             raise ValueError("world.time_limit must be positive")
         self.world = world
         self.seed = seed
+        self.memos: dict[str, Any] = {}
+        """The objects the run's processes share (:meth:`SimRuntime.shared`)."""
         self._emit = emit
         self.kernel = Kernel(self._trace, tie_seed)
         self.kernel.livelock_calls = livelock_threshold(len(world.hosts))

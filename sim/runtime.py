@@ -11,7 +11,7 @@ import json
 import math
 import random
 from collections.abc import Callable, Coroutine, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from elastic_sim.protocols.api import (
     HANDLED_SIGNALS,
@@ -103,6 +103,16 @@ class SimRuntime(Runtime):
             return
         await Ticks(self._k, self._sim.ticks, self._proc, interval, self._wake_latency, idle,
                     until or _unknown)
+
+    # -- memos -------------------------------------------------------------------------
+
+    def shared(self, name: str, make: Callable[[], T]) -> T:
+        """:meth:`Runtime.shared`: one object per run, for all its processes (the sim's
+        store hands a reader the bytes object its writer stored)."""
+        memos = self._sim.memos
+        if name not in memos:
+            memos[name] = make()
+        return cast(T, memos[name])
 
     # -- concurrency -------------------------------------------------------------------
 

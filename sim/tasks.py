@@ -53,24 +53,67 @@ def wake_all(waiters: list[Waiter]) -> None:
         task._resume(gen)
 
 
-class SimTask(Task[T]):
+class Waitable(Generic[T]):
+    """What tasks await until it is done (a task's end, a future's resolution): its result
+    or error, and the tasks waiting for it, which resume at the same time, after the
+    current step, in FIFO order (one scheduled callback for all of them)."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self._k = kernel
+        self._done = False
+        self._result: Any = None
+        self._exc: BaseException | None = None
+        self._waiters: list[Waiter] = []
+
+    def done(self) -> bool:
+        """Whether it is done: a result or an error is set (a task: it returned, raised or
+        was cancelled)."""
+        return self._done
+
+    def _settle(self, result: Any, exc: BaseException | None) -> None:
+        """It is done, with ``result`` or ``exc``: schedule its awaiters."""
+        self._done = True
+        self._result = result
+        self._exc = exc
+        if self._waiters:
+            ws, self._waiters = self._waiters, []
+            self._k.soon(wake_all, ws)
+
+    def _wait(self, task: SimTask[Any], gen: int) -> None:
+        if self._done:
+            self._k.soon(task._resume, gen)
+        else:
+            self._waiters.append((task, gen))
+
+    def __await__(self) -> Generator[Any, Any, T]:
+        """Suspend the awaiting task until done (not at all if it already is); return the
+        result or raise the error (Cancelled included)."""
+        if not self._done:
+            yield self
+        if self._exc is None:
+            return self._result  # type: ignore[no-any-return]
+        exc = self._exc
+        del self  # the traceback keeps this frame: let it hold neither this nor exc
+        try:
+            raise exc
+        finally:
+            del exc
+
+
+class SimTask(Waitable[T], Task[T]):
     """A coroutine of one process, stepped by the kernel."""
 
     def __init__(
         self, kernel: Kernel, owner: Owner, coro: Coroutine[Any, Any, T], name: str, tid: int
     ) -> None:
+        super().__init__(kernel)
         self.name = name
         self.tid = tid
         self.tie_salt: int | None = None
         """Its lane's salt, in a run with a tie seed (drawn when it first schedules)."""
-        self._k = kernel
         self.owner = owner
         self._coro = coro
         self._gen = 0
-        self._done = False
-        self._result: Any = None
-        self._exc: BaseException | None = None
-        self._waiters: list[Waiter] = []
         self._cancel = 0  # 0: none, 1: requested while running, 2: throw scheduled
 
     def start(self) -> None:
@@ -128,12 +171,7 @@ class SimTask(Task[T]):
             self._send_cancel()
 
     def _finish(self, result: Any, exc: BaseException | None) -> None:
-        self._done = True
-        self._result = result
-        self._exc = exc
-        if self._waiters:
-            ws, self._waiters = self._waiters, []
-            self._k.soon(wake_all, ws)
+        self._settle(result, exc)
         self.owner.task_done(self)
 
     # -- cancellation ------------------------------------------------------------------
@@ -198,31 +236,6 @@ class SimTask(Task[T]):
         self._waiters.clear()
         _close(self._coro)
 
-    # -- the api.Task face -------------------------------------------------------------
-
-    def done(self) -> bool:
-        """Whether the task has finished (returned, raised or was cancelled)."""
-        return self._done
-
-    def _wait(self, task: SimTask[Any], gen: int) -> None:
-        if self._done:
-            self._k.soon(task._resume, gen)
-        else:
-            self._waiters.append((task, gen))
-
-    def __await__(self) -> Generator[Any, Any, T]:
-        """Wait for the task; return its result or raise its error (Cancelled included)."""
-        if not self._done:
-            yield self
-        if self._exc is None:
-            return self._result  # type: ignore[no-any-return]
-        exc = self._exc
-        del self  # the traceback keeps this frame: let it hold neither the task nor exc
-        try:
-            raise exc
-        finally:
-            del exc
-
 
 def _replan(ticks: list[Any], stepped: SimTask[Any]) -> None:
     """A task stepped: the other polled waits of its process look again
@@ -268,41 +281,22 @@ def _close(coro: Coroutine[Any, Any, Any]) -> None:
         pass
 
 
-class SimFuture(Future[T]):
+class SimFuture(Waitable[T], Future[T]):
     """A future: resolving it wakes its awaiters at the same time, after the current step,
     in FIFO order (one scheduled callback for all of them)."""
 
-    def __init__(self, kernel: Kernel) -> None:
-        self._k = kernel
-        self._done = False
-        self._value: Any = None
-        self._exc: BaseException | None = None
-        self._waiters: list[Waiter] = []
-
-    def done(self) -> bool:
-        """Whether a result or an exception is set."""
-        return self._done
-
     def set_result(self, value: T) -> None:
         """Resolve with a value; InvalidStateError if already done."""
-        if self._done:
-            raise InvalidStateError("future already done")
-        self._done = True
-        self._value = value
-        self._wake()
+        self._resolve(value, None)
 
     def set_exception(self, exc: BaseException) -> None:
         """Resolve with an error, raised in every awaiter."""
+        self._resolve(None, exc)
+
+    def _resolve(self, value: Any, exc: BaseException | None) -> None:
         if self._done:
             raise InvalidStateError("future already done")
-        self._done = True
-        self._exc = exc
-        self._wake()
-
-    def _wake(self) -> None:
-        if self._waiters:
-            ws, self._waiters = self._waiters, []
-            self._k.soon(wake_all, ws)
+        self._settle(value, exc)
 
     def result(self) -> T:
         """The value (or raise the error); InvalidStateError if not done."""
@@ -310,26 +304,7 @@ class SimFuture(Future[T]):
             raise InvalidStateError("future not done")
         if self._exc is not None:
             _raise(self._exc)
-        return self._value  # type: ignore[no-any-return]
-
-    def _wait(self, task: SimTask[Any], gen: int) -> None:
-        if self._done:
-            self._k.soon(task._resume, gen)
-        else:
-            self._waiters.append((task, gen))
-
-    def __await__(self) -> Generator[Any, Any, T]:
-        """Suspend the awaiting task until resolved (not at all if already done)."""
-        if not self._done:
-            yield self
-        if self._exc is None:
-            return self._value  # type: ignore[no-any-return]
-        exc = self._exc
-        del self  # the traceback keeps this frame: let it hold neither the future nor exc
-        try:
-            raise exc
-        finally:
-            del exc
+        return self._result  # type: ignore[no-any-return]
 
 
 class Pending(Generic[T]):

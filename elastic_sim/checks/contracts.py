@@ -19,11 +19,12 @@ from elastic_sim.checks.facts import (
     run_start,
 )
 from elastic_sim.checks.verdict import CheckResult
+from elastic_sim.faults.model import ENDS_A_HOST
 from elastic_sim.history import history
 from elastic_sim.trace import TraceEvent
 
 Standing = Literal["kept", "broken_promise", "weak_spot", "outside_contract", "n/a"]
-LOST_FOR_GOOD = ("crash", "power_off", "preempt", "scale_down")
+LOST_FOR_GOOD = tuple(c.scenario_type for c in ENDS_A_HOST)
 """Fault types after which a host does not come back."""
 
 

@@ -44,7 +44,7 @@ INSTANT = tuple(t for t, c in FAULT_TYPES.items()
                 if c.heals_at is Fault.heals_at or t in ("discovery_add", "discovery_remove"))
 """Fault types that happen at an instant: never "in force" (a crash does not heal; a
 discovery change is a new state of the world, not a fault in force)."""
-TOLD_TO_LEAVE = ("signal", "preempt", "scale_down")
+TOLD_TO_LEAVE = tuple(t for t, c in FAULT_TYPES.items() if c.tells_to_leave)
 """Fault types that tell a host's processes to end (a signal, a preemption or scale-down
 notice): the host's own failure that follows is its leaving, not the job failing."""
 

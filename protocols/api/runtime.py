@@ -8,7 +8,7 @@ import abc
 import random
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from elastic_sim.protocols.api.concurrency import Future, T, Task, TaskTimer, Timer
 from elastic_sim.protocols.api.errors import CollectiveError, OperationTimeout
@@ -245,6 +245,24 @@ class Runtime(abc.ABC):
         """The discovery-source faults in effect now, for a protocol's discovery source to
         apply to each call. Calling it declares that this process runs a discovery source:
         a run where no process ever does reports its discovery faults as not fired."""
+
+    # -- memos -------------------------------------------------------------------------
+
+    def shared(self, name: str, make: Callable[[], T]) -> T:
+        """The object ``name`` of the processes that can hand this one the very objects
+        they made, made by ``make()`` when first asked for: where a memo keyed by object
+        identity lives (what a value written to the store stands for, say:
+        :mod:`elastic_sim.protocols.torchelastic.memo`), never in a module. A real process
+        gets objects over the wire only, so by default the object is its own; the sim,
+        whose store hands a reader the writer's very bytes, gives one to all the processes
+        of a run. What a protocol keeps there may change its speed, never its results."""
+        memos: dict[str, Any] | None = getattr(self, "_memos", None)
+        if memos is None:
+            memos = {}
+            self._memos: dict[str, Any] = memos
+        if name not in memos:
+            memos[name] = make()
+        return cast(T, memos[name])
 
     # -- trace -------------------------------------------------------------------------
 

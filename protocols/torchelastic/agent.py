@@ -66,8 +66,25 @@ TRANSITIONS: dict[WorkerState, frozenset[WorkerState]] = {
     WorkerState.SUCCEEDED: frozenset(),
     WorkerState.UNKNOWN: frozenset(),
 }
-"""Which group state may follow which in the control loop (STOPPED -> HEALTHY is a restart
-whose rendezvous and worker start succeeded)."""
+"""Which group state may follow which in the control loop, as upstream's
+``SimpleElasticAgent`` sets them: INIT -> HEALTHY once the first workers started; HEALTHY ->
+whatever a monitor pass reads (UNKNOWN: it lost track of its workers), or STOPPED for a
+membership restart; UNHEALTHY or FAILED -> STOPPED for a counted restart, or FAILED with
+no restart left; STOPPED -> HEALTHY once the restart's rendezvous and worker start
+succeeded. SUCCEEDED and UNKNOWN are final. Every change goes through :func:`transition`."""
+
+
+class IllegalTransition(RuntimeError):
+    """A change of the worker group's state that :data:`TRANSITIONS` does not allow."""
+
+
+def transition(current: WorkerState, new: WorkerState) -> WorkerState:
+    """``new``, if the group may go from ``current`` to it (:data:`TRANSITIONS`); else
+    :class:`IllegalTransition`."""
+    if new not in TRANSITIONS[current]:
+        raise IllegalTransition(f"[{ROLE}] worker group cannot go from {current.value} to "
+                                f"{new.value}")
+    return new
 
 
 class SignalException(Exception):
@@ -380,7 +397,8 @@ class ElasticAgent:
                 self.rt.record("commit", step=step, digest=str(body["digest"]))
 
     def _set_state(self, state: WorkerState) -> None:
-        if state is not self.state:
+        """The group's state changes (:func:`transition`); a change is traced."""
+        if transition(self.state, state) is not self.state:
             self.rt.record("agent_state", state=state.value,
                            remaining_restarts=self.remaining_restarts)
         self.state = state

@@ -23,11 +23,16 @@ class C10dBackend:
 
     name = "c10d"
 
-    def __init__(self, store: Store, run_id: str) -> None:
+    def __init__(self, store: Store, run_id: str, written: WriteMemo[bytes] | None = None
+                 ) -> None:
         if not run_id:
             raise ValueError("The run id must be a non-empty string.")
         self.store = store
         self.key = "torch.rendezvous." + run_id
+        self.written: WriteMemo[bytes] = WriteMemo() if written is None else written
+        """Stored value -> state bytes, for the values written through this backend or
+        through those it shares the memo with
+        (:class:`~elastic_sim.protocols.torchelastic.executor.WrittenMemos`)."""
 
     async def init(self) -> None:
         """Install the sentinel if no state exists yet (upstream does it in __init__)."""
@@ -43,12 +48,13 @@ class C10dBackend:
         """Write ``state`` if ``token`` is still current; return what is stored now."""
         expected = token if token else NULL_SENTINEL
         value = base64.b64encode(state)
-        _WRITTEN.hold(value, state)
+        self.written.hold(value, state)
         current: bytes | None = None
         try:
             current = await self._call(self.store.compare_set(self.key, expected, value))
         finally:
-            _WRITTEN.settle(value, current is value)  # `is`: the simulator's store hands it back
+            # `is`: the simulator's store hands it back
+            self.written.settle(value, current is value)
         pair = self._decode(current)
         if pair is None:
             return None
@@ -64,11 +70,10 @@ class C10dBackend:
                 f"The connection to the C10d store has failed: {exc}"
             ) from exc
 
-    @staticmethod
-    def _decode(value: bytes) -> tuple[bytes, bytes] | None:
+    def _decode(self, value: bytes) -> tuple[bytes, bytes] | None:
         if value == NULL_SENTINEL:
             return None
-        known = _WRITTEN.get(value)
+        known = self.written.get(value)
         if known is not None:
             return known, value
         bits = _B64_DECODED.get(value)
@@ -87,5 +92,3 @@ _B64_CACHE_SIZE = 64
 _B64_DECODED: OrderedDict[bytes, bytes] = OrderedDict()
 """Stored value -> decoded bytes, for the latest few values: every node polls the same
 stored value again and again (bytes are immutable, so sharing them is safe)."""
-_WRITTEN: WriteMemo[bytes] = WriteMemo(64)
-"""Stored value -> state bytes, for the values this process wrote."""

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from elastic_sim.protocols.torchelastic.backend import C10dBackend
+from elastic_sim.protocols.torchelastic.memo import WriteMemo
 from elastic_sim.protocols.torchelastic.ops import (
     Action,
     Context,
@@ -19,7 +20,6 @@ from elastic_sim.protocols.torchelastic.ops import (
     apply,
 )
 from elastic_sim.protocols.torchelastic.state import (
-    WRITTEN,
     NodeDesc,
     RendezvousSettings,
     RendezvousState,
@@ -66,6 +66,17 @@ async def _free(seconds: float) -> None:
     """No cost: the holder's default ``spend``."""
 
 
+@dataclass
+class WrittenMemos:
+    """What the bytes a rendezvous's nodes wrote stand for, shared by the nodes that hand
+    each other the very objects they write (:meth:`elastic_sim.protocols.api.Runtime.shared`):
+    a stored (base64) value -> its state bytes (:class:`C10dBackend`), and state bytes ->
+    the state (:class:`StateHolder`)."""
+
+    values: WriteMemo[bytes] = field(default_factory=WriteMemo)
+    states: WriteMemo[RendezvousState] = field(default_factory=WriteMemo)
+
+
 class StateHolder:
     """The node's copy of the shared state, synced with the backend.
 
@@ -78,7 +89,8 @@ class StateHolder:
                  cache_duration: float = 1.0,
                  on_completed: Callable[[RendezvousState], None] | None = None,
                  codec: CodecCost = FREE,
-                 spend: Callable[[float], Awaitable[None]] = _free) -> None:
+                 spend: Callable[[float], Awaitable[None]] = _free,
+                 written: WriteMemo[RendezvousState] | None = None) -> None:
         self.on_completed = on_completed
         self.codec = codec
         """What encoding and decoding the state costs (charged through ``spend``)."""
@@ -89,6 +101,10 @@ class StateHolder:
         self.settings = settings
         self.clock = clock
         self.cache_duration = cache_duration
+        self.written: WriteMemo[RendezvousState] = WriteMemo() if written is None else written
+        """The states behind the bytes this holder wrote (each write is held until it
+        settles), and those of the holders it shares the memo with: reading them back is a
+        lookup (:meth:`RendezvousState.decode_shared`)."""
         self.state = RendezvousState()
         """The local copy. Possibly shared with other nodes' holders (the decoded store
         value): change it only through :meth:`mutable`."""
@@ -113,12 +129,12 @@ class StateHolder:
             written = self.state
             data = written.encode()
             self._shared = True  # `written` may become the stored state: copy before changing it
-            WRITTEN.hold(data, written)
+            self.written.hold(data, written)
             resp = None
             try:
                 resp = await self.backend.set_state(data, self.token)
             finally:
-                WRITTEN.settle(data, resp is not None and resp[2])
+                self.written.settle(data, resp is not None and resp[2])
             if resp is not None:
                 bits, token, has_set = resp
         else:
@@ -130,7 +146,7 @@ class StateHolder:
                 bits, token = got
         if bits is not None:
             try:
-                decoded = RendezvousState.decode_shared(bits)
+                decoded = RendezvousState.decode_shared(bits, self.written)
             except ValueError as exc:
                 raise RendezvousStateError(str(exc)) from exc
             await self.spend(self.codec.of(decoded))  # pickle.loads

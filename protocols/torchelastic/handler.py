@@ -9,7 +9,13 @@ from dataclasses import dataclass
 from elastic_sim.protocols.api import OperationTimeout, Runtime, Store, StoreError, Task
 from elastic_sim.protocols.sync import Event, Lock
 from elastic_sim.protocols.torchelastic.backend import C10dBackend
-from elastic_sim.protocols.torchelastic.executor import FREE, CodecCost, Executor, StateHolder
+from elastic_sim.protocols.torchelastic.executor import (
+    FREE,
+    CodecCost,
+    Executor,
+    StateHolder,
+    WrittenMemos,
+)
 from elastic_sim.protocols.torchelastic.ops import (
     RendezvousError,
     close_op,
@@ -105,11 +111,12 @@ class DynamicRendezvousHandler:
         self.share_store = share_store
         """Default mode: rank 0 hosts one long-lived agent store (TORCH_DISABLE_SHARE_RDZV_TCP_STORE
         unset). Off: every round's rank 0 publishes a fresh free port."""
-        self.backend = C10dBackend(store, settings.run_id)
+        written = rt.shared("torchelastic.rendezvous.written", WrittenMemos)
+        self.backend = C10dBackend(store, settings.run_id, written.values)
         clock = RuntimeClock(rt)
         self.holder = StateHolder(self.backend, settings, clock, cache_duration,
                                   on_completed=self._record_completed,
-                                  codec=codec, spend=rt.spend)
+                                  codec=codec, spend=rt.spend, written=written.states)
         self.executor = Executor(node, self.holder, settings, clock, lambda s: delay(rt, s))
         self.heartbeat_lock = Lock(rt, "heartbeat")
         self._timer: Task[None] | None = None

@@ -59,19 +59,35 @@ def rendezvous_settings(raw: Mapping[str, Any]) -> RendezvousSettings:
 MEMBERS_LISTED = 100
 """Up to this many members, ``rdzv_done`` lists them; above, it carries their digest (every
 node listing 10,000 addresses would make a gigabyte of trace)."""
-_DIGESTS: dict[int, tuple[tuple[NodeDesc, ...], str]] = {}
 
 
-def _members_field(members: tuple[NodeDesc, ...]) -> dict[str, Any]:
+class MemberDigests:
+    """The sha256 of the latest rounds' member lists, known by the list's identity: the
+    nodes of a round that share objects (:meth:`~elastic_sim.protocols.api.Runtime.shared`)
+    share one members tuple, so a digest is computed once a round, not once a node."""
+
+    KEEP = 8
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[tuple[NodeDesc, ...], str]] = {}
+        """id(members) -> (members, digest); holding the tuple keeps its id from reuse."""
+
+    def of(self, members: tuple[NodeDesc, ...]) -> str:
+        """The digest of ``members`` (``addr pid local_id`` lines)."""
+        known = self._known.get(id(members))
+        if known is None or known[0] is not members:
+            text = "\n".join(f"{n.addr} {n.pid} {n.local_id}" for n in members)
+            known = self._known[id(members)] = (members,
+                                                hashlib.sha256(text.encode()).hexdigest())
+            if len(self._known) > self.KEEP:
+                del self._known[next(iter(self._known))]
+        return known[1]
+
+
+def _members_field(members: tuple[NodeDesc, ...], digests: MemberDigests) -> dict[str, Any]:
     if len(members) <= MEMBERS_LISTED:
         return {"members": [n.addr for n in members]}
-    known = _DIGESTS.get(id(members))  # the nodes of one round share one tuple
-    if known is None or known[0] is not members:
-        text = "\n".join(f"{n.addr} {n.pid} {n.local_id}" for n in members)
-        known = _DIGESTS[id(members)] = (members, hashlib.sha256(text.encode()).hexdigest())
-        if len(_DIGESTS) > 8:
-            del _DIGESTS[next(iter(_DIGESTS))]
-    return {"members_count": len(members), "members_sha256": known[1]}
+    return {"members_count": len(members), "members_sha256": digests.of(members)}
 
 
 async def rendezvous_once(rt: Runtime, args: Mapping[str, Any]) -> int:
@@ -90,7 +106,9 @@ async def rendezvous_once(rt: Runtime, args: Mapping[str, Any]) -> int:
     info = await handler.next_rendezvous()
     ops_at_join = store.ops
     rt.record("rdzv_done", round=info.round, rank=info.rank, world_size=info.world_size,
-              store_ops=ops_at_join, **_members_field(info.members))
+              store_ops=ops_at_join,
+              **_members_field(info.members, rt.shared("torchelastic.join_once.digests",
+                                                       MemberDigests)))
     # Leave only when everyone has seen the round complete: closing earlier would fail a
     # participant that syncs late (JoinOp looks at `closed` first).
     done = await info.store.add("bench/joined", 1)

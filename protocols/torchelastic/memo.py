@@ -3,7 +3,10 @@
 In the simulator a reader of the store is handed the very bytes object a writer stored, so
 "decoding" it can be a lookup that neither parses nor even hashes a value that, in a large
 round, is a megabyte. Only an identity hit is used; anything else (real mode, an evicted
-entry) falls back to decoding, so the memo changes speed, never results.
+entry) falls back to decoding, so the memo changes speed, never results. A memo belongs to
+the processes that hand each other their objects, and lives where they share it
+(:meth:`elastic_sim.protocols.api.Runtime.shared`: a sim run's processes, or one real
+process), never in a module: identities mean nothing across runs.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ class WriteMemo(Generic[V]):
     winner is evicted before anyone reads it. Entries hold their bytes, so an id is not
     reused while its entry lasts."""
 
-    def __init__(self, keep: int) -> None:
+    def __init__(self, keep: int = 64) -> None:
         self.keep = keep
         self._in_flight: dict[int, tuple[bytes, V]] = {}
         self._won: OrderedDict[int, tuple[bytes, V]] = OrderedDict()

@@ -126,11 +126,14 @@ class RendezvousState:
         return RendezvousState.decode_shared(data).copy()
 
     @staticmethod
-    def decode_shared(data: bytes) -> RendezvousState:
+    def decode_shared(data: bytes, written: WriteMemo[RendezvousState] | None = None
+                      ) -> RendezvousState:
         """:meth:`decode` without the copy: a cached state that the caller must NOT change
         (copy it first). Every node reads the same stored bytes again and again, and most
-        only look; in a round of N nodes, a private copy each would be N² memory."""
-        known = WRITTEN.get(data)
+        only look; in a round of N nodes, a private copy each would be N² memory. Bytes
+        held in ``written`` (the states behind the bytes written:
+        :class:`~elastic_sim.protocols.torchelastic.executor.StateHolder`) are a lookup."""
+        known = None if written is None else written.get(data)
         if known is not None:
             return known
         cached = _DECODED.get(data)
@@ -146,10 +149,6 @@ class RendezvousState:
 
 _DECODE_CACHE_SIZE = 64
 _DECODED: OrderedDict[bytes, RendezvousState] = OrderedDict()
-WRITTEN: WriteMemo[RendezvousState] = WriteMemo(64)
-"""The states behind the bytes this process wrote
-(:class:`~elastic_sim.protocols.torchelastic.executor. StateHolder` holds each write):
-:meth:`RendezvousState.decode_shared` of those bytes is a lookup."""
 _JSON_CACHE_SIZE = 1 << 17
 
 

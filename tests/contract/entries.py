@@ -1,6 +1,8 @@
 """Protocol processes for the contract suite (``tests.contract.entries:NAME``): each one
 exercises one part of :mod:`elastic_sim.protocols.api` and records what it observed, in a form that
-does not depend on the runtime (no timings beyond coarse bounds)."""
+does not depend on the runtime (no timings beyond coarse bounds). The set-up they share
+(:func:`shared_store`, :func:`store_of_h0`, :func:`join_group`) is the one every test entry
+uses, the real runtime's own (:mod:`tests.real.entries`) included."""
 
 from __future__ import annotations
 
@@ -12,11 +14,47 @@ from elastic_sim.protocols.api import (
     CollectiveError,
     OperationTimeout,
     Runtime,
+    Store,
     StoreTimeout,
+    TracedGroup,
 )
-from tests.real.entries import _join, _shared_store
 
 Args = Mapping[str, Any]
+
+
+async def shared_store(rt: Runtime, peers: list[str], timeout: float = 5.0) -> Store:
+    """h0 hosts a store and tells ``peers`` where; everyone returns a client of it."""
+    if rt.host == "h0":
+        addr = await rt.host_store(0)
+        rt.record("store_addr", addr=addr)
+        for peer in peers:
+            rt.send(peer, {"store": addr})
+    else:
+        addr = str((await rt.recv(timeout=30)).body["store"])
+    return await rt.connect_store(addr, timeout)
+
+
+async def store_of_h0(rt: Runtime) -> Store | None:
+    """h0 hosts a store and serves it until h1 says it is done (:func:`done_with_store`):
+    None; h1 gets a client of it whose calls time out after 0.5 s."""
+    if rt.host == "h0":
+        await shared_store(rt, ["h1/main"])
+        await rt.recv(timeout=30)
+        return None
+    return await shared_store(rt, [], timeout=0.5)
+
+
+def done_with_store(rt: Runtime) -> None:
+    """Tell h0 that its store may go (:func:`store_of_h0`)."""
+    rt.send("h0/main", {"done": True})
+
+
+async def join_group(rt: Runtime, size: int, timeout: float) -> tuple[Store, TracedGroup]:
+    """Hosts h0..h<size-1> join group ``g0`` (rank: the host's number) through h0's store."""
+    rank = int(rt.host[1:])
+    store = await shared_store(rt, [f"h{r}/main" for r in range(1, size)])
+    group = await rt.new_group(store.prefixed("epoch0"), "g0", rank, size, timeout)
+    return store, group
 
 
 async def returns(rt: Runtime, args: Args) -> Any:
@@ -31,11 +69,9 @@ async def returns(rt: Runtime, args: Args) -> Any:
 
 async def store_semantics(rt: Runtime, args: Args) -> int:
     """h1 uses the store h0 hosts: values, counters, compare-and-set, delete, timeouts."""
-    if rt.host == "h0":
-        await _shared_store(rt, ["h1/main"])
-        await rt.recv(timeout=30)
+    store = await store_of_h0(rt)
+    if store is None:
         return 0
-    store = await _shared_store(rt, [], timeout=0.5)
     obs: list[Any] = []
     await store.set("k", b"v")
     obs += [(await store.get("k")).decode(), await store.add("n", 2), await store.add("n", -5)]
@@ -52,7 +88,7 @@ async def store_semantics(rt: Runtime, args: Args) -> int:
         except StoreTimeout:
             obs.append(f"{op}: StoreTimeout after >= 0.3 s: {rt.monotonic() - t >= 0.29}")
     rt.record("obs", values=obs)
-    rt.send("h0/main", {"done": True})
+    done_with_store(rt)
     return 0
 
 
@@ -103,7 +139,7 @@ async def cancellation(rt: Runtime, args: Args) -> int:
 async def collective_errors(rt: Runtime, args: Args) -> int:
     """Two hosts allreduce once; then h1 ``args["then"]``: "exit" (h0's next collective
     fails) or "hang" (it times out: h1 sleeps past the group timeout)."""
-    _, g = await _join(rt, 2, float(args["timeout"]))
+    _, g = await join_group(rt, 2, float(args["timeout"]))
     await g.allreduce([1.0])
     if rt.host == "h1":
         if args["then"] == "hang":

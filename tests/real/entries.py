@@ -1,7 +1,8 @@
 """Small protocol processes that the real-mode tests run (``tests.real.entries:NAME``).
 
 They are written against :mod:`elastic_sim.protocols.api` only, like any protocol, and report what
-they observed with ``rt.record`` so the tests can assert on the trace.
+they observed with ``rt.record`` so the tests can assert on the trace. The set-up they share
+with the contract suite's entries is :mod:`tests.contract.entries`.
 """
 
 from __future__ import annotations
@@ -16,13 +17,12 @@ from elastic_sim.protocols.api import (
     CollectiveFailed,
     OperationTimeout,
     Runtime,
-    Store,
     StoreConnectionError,
     StoreTimeout,
-    TracedGroup,
 )
 from elastic_sim.protocols.broadcast import broadcast_bytes
 from elastic_sim.protocols.sync import Event
+from tests.contract.entries import done_with_store, join_group, shared_store, store_of_h0
 
 Args = Mapping[str, Any]
 
@@ -82,25 +82,11 @@ async def tasks_and_futures(rt: Runtime) -> None:
     rt.record("tasks", outcome=outcome)
 
 
-async def _shared_store(rt: Runtime, peers: list[str], timeout: float = 5.0) -> Store:
-    """h0 hosts a store and tells ``peers`` where; everyone returns a client of it."""
-    if rt.host == "h0":
-        addr = await rt.host_store(0)
-        rt.record("store_addr", addr=addr)
-        for peer in peers:
-            rt.send(peer, {"store": addr})
-    else:
-        addr = str((await rt.recv(timeout=30)).body["store"])
-    return await rt.connect_store(addr, timeout)
-
-
 async def store_ops(rt: Runtime, args: Args) -> int:
     """h1 exercises the store that h0 hosts; h0 stays up until h1 says it is done."""
-    if rt.host == "h0":
-        await _shared_store(rt, ["h1/main"])
-        await rt.recv(timeout=30)
+    store = await store_of_h0(rt)
+    if store is None:
         return 0
-    store = await _shared_store(rt, [], timeout=0.5)
     await store.set("k", b"v")
     rt.record("get", value=(await store.get("k")).decode())
     rt.record("add", values=[await store.add("n", 2), await store.add("n", 3)])
@@ -142,21 +128,14 @@ async def store_ops(rt: Runtime, args: Args) -> int:
         await rt.connect_store(f"127.0.0.1:{args['dead_port']}", 0.5)
     except StoreConnectionError:
         rt.record("connect_refused", after=rt.monotonic() - t)
-    rt.send("h0/main", {"done": True})
+    done_with_store(rt)
     return 0
-
-
-async def _join(rt: Runtime, size: int, timeout: float) -> tuple[Store, TracedGroup]:
-    rank = int(rt.host[1:])
-    store = await _shared_store(rt, [f"h{r}/main" for r in range(1, size)])
-    group = await rt.new_group(store.prefixed("epoch0"), "g0", rank, size, timeout)
-    return store, group
 
 
 async def collectives(rt: Runtime, args: Args) -> int:
     """Every host joins one group and runs each collective once."""
     size = int(args["size"])
-    _, g = await _join(rt, size, 10.0)
+    _, g = await join_group(rt, size, 10.0)
     rt.record("allreduce", values=await g.allreduce([g.rank + 1.0, 1.0]))
     mine = b"hello" if g.rank == 0 else b"xxxxx"
     rt.record("broadcast", value=bytes(await g.broadcast(mine, root=0)).decode())
@@ -193,7 +172,7 @@ async def collectives(rt: Runtime, args: Args) -> int:
 
 async def allreduce_until_error(rt: Runtime, args: Args) -> int:
     """Allreduce in a loop until the group fails; record the error and when."""
-    _, g = await _join(rt, int(args["size"]), float(args["timeout"]))
+    _, g = await join_group(rt, int(args["size"]), float(args["timeout"]))
     ticker = rt.spawn(_tick(rt), "ticker")
     try:
         while True:
@@ -228,7 +207,7 @@ async def _tick(rt: Runtime) -> None:
 
 async def store_until_gone(rt: Runtime, args: Args) -> int:
     """h0 hosts a store and idles; h1 reads it until the server is gone."""
-    store = await _shared_store(rt, ["h1/main"])
+    store = await shared_store(rt, ["h1/main"])
     if rt.host == "h0":
         await rt.sleep(3600)
         return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -339,6 +340,20 @@ def test_term_to_stopped_process_acts_on_cont() -> None:
     assert one(ev, "code").data == {"code": -15}
     assert one(ev, "proc_exit", "h0/w").t == pytest.approx(2.0)
     assert res.exit_codes == {"h0/w": -15, "h0/main": 0}
+
+
+async def shared_main(rt: Runtime, args: Mapping[str, Any]) -> int:
+    drawn = rt.shared("tests.drawn", itertools.count)
+    await rt.sleep(0.1 * int(rt.host[1:]))
+    rt.record("drew", n=next(drawn))
+    return 0
+
+
+def test_a_runs_processes_share_one_object_by_name_and_no_two_runs_share_it() -> None:
+    for _ in range(2):
+        _, ev = simulate(make_world(f"{M}:shared_main", ["h0", "h1", "h2"]))
+        assert [(e.host, e.data["n"]) for e in of(ev, "drew")] == [("h0", 0), ("h1", 1),
+                                                                   ("h2", 2)]
 
 
 def test_bad_entry_exits_1() -> None:

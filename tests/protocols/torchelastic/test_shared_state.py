@@ -6,7 +6,7 @@ identity, as the state it wrote, however many writes are in flight."""
 from __future__ import annotations
 
 from elastic_sim.protocols.torchelastic.backend import C10dBackend
-from elastic_sim.protocols.torchelastic.executor import Executor, StateHolder
+from elastic_sim.protocols.torchelastic.executor import Executor, StateHolder, WrittenMemos
 from elastic_sim.protocols.torchelastic.memo import WriteMemo
 from elastic_sim.protocols.torchelastic.ops import Action, join_op, keep_alive_op
 from elastic_sim.protocols.torchelastic.state import NodeDesc, RendezvousSettings, RendezvousState
@@ -31,12 +31,18 @@ async def _no_delay(seconds: float) -> None:
     return None
 
 
-def _node(store: MemStore, name: str) -> Executor:
-    backend = C10dBackend(store, SETTINGS.run_id)
-    run_now(backend.init())
-    clock = _Clock()
-    return Executor(NodeDesc(name, 1), StateHolder(backend, SETTINGS, clock, cache_duration=0),
-                    SETTINGS, clock, _no_delay)
+def _nodes(*names: str) -> tuple[MemStore, list[Executor]]:
+    """Nodes of one rendezvous that hand each other the objects they write, as a sim
+    run's do: they share one store and its memos (``Runtime.shared``)."""
+    store, memos = MemStore(), WrittenMemos()
+    out = []
+    for name in names:
+        backend = C10dBackend(store, SETTINGS.run_id, memos.values)
+        run_now(backend.init())
+        clock = _Clock()
+        holder = StateHolder(backend, SETTINGS, clock, cache_duration=0, written=memos.states)
+        out.append(Executor(NodeDesc(name, 1), holder, SETTINGS, clock, _no_delay))
+    return store, out
 
 
 def _join(ex: Executor) -> None:
@@ -53,8 +59,7 @@ def _stored(store: MemStore) -> RendezvousState:
 
 
 def test_a_node_changing_its_state_leaves_the_others_and_the_store_alone() -> None:
-    store = MemStore()
-    a, b = _node(store, "a"), _node(store, "b")
+    store, (a, b) = _nodes("a", "b")
     _join(a)  # the store holds {a}
     run_now(b.holder.sync())
     run_now(a.holder.sync())
@@ -74,8 +79,7 @@ def test_a_node_changing_its_state_leaves_the_others_and_the_store_alone() -> No
 
 
 def test_a_keep_alive_of_a_node_reading_the_shared_state_is_its_own() -> None:
-    store = MemStore()
-    a, b = _node(store, "a"), _node(store, "b")
+    _, (a, b) = _nodes("a", "b")
     _join(a)
     run_now(b.holder.sync())
     _join(b)
@@ -91,8 +95,7 @@ def test_a_keep_alive_of_a_node_reading_the_shared_state_is_its_own() -> None:
 
 
 def test_a_sweep_copies_before_it_removes_an_expired_node() -> None:
-    store = MemStore()
-    a, b = _node(store, "a"), _node(store, "b")
+    store, (a, b) = _nodes("a", "b")
     _join(a)
     run_now(b.holder.sync())
     shared = b.holder.state

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from elastic_sim.protocols.torchelastic.memo import WriteMemo
 from elastic_sim.protocols.torchelastic.state import (
-    WRITTEN,
     NodeDesc,
     NodeMap,
     RendezvousSettings,
@@ -107,9 +107,10 @@ def test_a_state_copied_edited_and_reencoded_still_writes_the_canonical_json(
                 state.wait_list.add(node)
         data = state.encode()
         assert data == json.dumps(state.to_json(), separators=(",", ":")).encode()
-        WRITTEN.hold(data, state)
-        assert RendezvousState.decode_shared(data) is state  # by identity
-        WRITTEN.settle(data, won=True)
+        written: WriteMemo[RendezvousState] = WriteMemo(64)
+        written.hold(data, state)
+        assert RendezvousState.decode_shared(data, written) is state  # by identity
+        written.settle(data, won=True)
         assert RendezvousState.decode(data) == state
         assert RendezvousState.decode(bytes(bytearray(data))) == state  # parsed
         assert RendezvousState.decode(data).participants.members() == tuple(
