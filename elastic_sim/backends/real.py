@@ -93,5 +93,6 @@ class RealBackend(Backend):
             from elastic_sim.live import LiveStatus
 
             watch = LiveStatus(len(spec.world.hosts), progress)
-        return real.run(spec.world, list(spec.faults), spec.seed, workdir / "real", emit,
-                        launch=spec.launch, log=log_line, guard=guard, watch=watch)
+        # Its refusal was asked when the spec was compiled: start, without asking again.
+        return real.start(spec.world, list(spec.faults), spec.seed, workdir / "real", emit,
+                          launch=spec.launch, log=log_line, guard=guard, watch=watch)
