@@ -45,7 +45,7 @@ def scenario_schema() -> dict[str, Any]:
         ref = full["properties"][f"knobs_{name}"]["$ref"]
         knobs = defs[ref.rsplit("/", 1)[1]]
         knobs["additionalProperties"] = False  # unknown knobs are errors
-        docs = attribute_docs(info.knobs)
+        docs = attribute_docs(info.knobs) if info.knobs is not None else {}
         for knob, prop in knobs.get("properties", {}).items():
             if knob in docs and "description" not in prop:
                 prop["description"] = docs[knob]
