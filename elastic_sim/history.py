@@ -20,6 +20,10 @@ Every event has a *key* ``(t, r, j)``, its place in the expanded view: time, the
 in the recorded trace of the event (or of the summary it came from) and its index within
 that summary's events (0 for a recorded event). The expanded view is its events sorted by
 key (the stable sort by time of :func:`~elastic_sim.trace.expand_stretches`).
+
+What the checks need of the summaries they ask the history (:meth:`History.entries`,
+:meth:`History.occurs`, :meth:`History.made_first_from`, :meth:`History.relabelled`),
+never the summaries themselves.
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ import heapq
 import itertools
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator, Sequence
-from typing import TypeVar, overload
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
+from typing import Any, NamedTuple, TypeVar, overload
 
 from elastic_sim.summaries import Key as Key
 from elastic_sim.summaries import Stretch as Stretch
@@ -37,6 +42,23 @@ from elastic_sim.trace import STRETCH, SUMMARISED, TraceEvent, expand_stretches
 
 _INF = math.inf
 T = TypeVar("T")
+
+
+class Entries(NamedTuple):
+    """One process's entries into consecutive collectives of one group, all of one
+    operation and size, that a training summary stands for: its steps', and the next
+    one's when it was entered."""
+
+    key: Key
+    """The first one's place in the expanded view."""
+    proc: str
+    group: Any
+    seq: int
+    """The first one's sequence number."""
+    end: int
+    """One past the last one's."""
+    op: Any
+    nbytes: Any
 
 
 class History(Sequence[TraceEvent]):
@@ -68,6 +90,7 @@ class History(Sequence[TraceEvent]):
         self._by_proc: dict[str, list[Key]] | None = None
         self._entries: dict[tuple[str, str], list[Stretch]] | None = None
         self._blocks: list[tuple[Key, Stretch | TraceEvent]] | None = None
+        self._times: dict[str, list[float]] = {}
 
     # -- the expanded view --------------------------------------------------------------
 
@@ -121,14 +144,7 @@ class History(Sequence[TraceEvent]):
         got = self._of.get(kinds)
         if got is not None:
             return got
-        if self.raw:  # ask the trace: a kind that records what it is compared with (checks.reads)
-            for kind in kinds:
-                _ = self.raw[0].kind == kind
-        if self._by_kind is None:
-            self._by_kind = {}
-            for i, ev in enumerate(self.plain):
-                self._by_kind.setdefault(str(ev.kind), []).append(i)
-        idx = sorted(i for k in dict.fromkeys(kinds) for i in self._by_kind.get(k, ()))
+        idx = self._indices(kinds)
         made = [k for k in SUMMARISED if k in kinds]
         if made and self.stretches:
             keyed = [(self.keys[i], self.plain[i]) for i in idx]
@@ -140,6 +156,17 @@ class History(Sequence[TraceEvent]):
             got = [self.plain[i] for i in idx]
         self._of[kinds] = got
         return got
+
+    def _indices(self, kinds: tuple[str, ...]) -> list[int]:
+        """The indices in :attr:`plain` of its events of these kinds, in order."""
+        if self.raw:  # ask the trace: a kind that records what it is compared with (checks.reads)
+            for kind in kinds:
+                _ = self.raw[0].kind == kind
+        if self._by_kind is None:
+            self._by_kind = {}
+            for i, ev in enumerate(self.plain):
+                self._by_kind.setdefault(str(ev.kind), []).append(i)
+        return sorted(i for k in dict.fromkeys(kinds) for i in self._by_kind.get(k, ()))
 
     def step_blocks(self) -> list[tuple[Key, Stretch | TraceEvent]]:
         """The steps of the stretches, in key order: each stretch as one block at its first
@@ -179,6 +206,82 @@ class History(Sequence[TraceEvent]):
                 if key < before and (best is None or key > best):
                     best = key
         return best
+
+    def keyed(self, *kinds: str) -> list[tuple[Key, TraceEvent]]:
+        """The recorded events of these kinds (none a summary stands for) with their keys,
+        in the order of :attr:`plain`."""
+        return [(self.keys[i], self.plain[i]) for i in self._indices(kinds)]
+
+    def entries(self, whole: bool = False) -> list[Entries] | None:
+        """The ``coll_enter`` events that training summaries stand for, each summary's as
+        one :class:`Entries`, in summary order (the recorded ones: :meth:`recorded`). With
+        ``whole``, None when a recorded event of its process lies among a summary's (a
+        hand-made trace: to be read one by one)."""
+        out: list[Entries] = []
+        for st in self.stretches:
+            if len(st):
+                if whole and self.interrupted(st):
+                    return None
+                d = st.ev.data
+                out.append(Entries(st.first_key(), st.proc, st.group, st.seq,
+                                   st.seq + st.steps + st.open, d["op"], d["nbytes"]))
+        return out
+
+    def occurs(self, kind: str, a: float, b: float) -> bool:
+        """Whether an event of this kind lies at an instant in ``[a, b]`` (those that
+        summaries stand for found without making them)."""
+        times = self._times.get(kind)
+        if times is None:
+            times = self._times[kind] = sorted(ev.t for ev in self.recorded(kind))
+        i = bisect_left(times, a)
+        if i < len(times) and times[i] <= b:
+            return True
+        if kind not in SUMMARISED:
+            return False
+        for st in self.spanning((a, -1, -1), (b, len(self.raw), 0)):
+            inst = st.instants(kind)
+            i = bisect_left(inst, a)
+            if i < len(inst) and inst[i] <= b:
+                return True
+        return False
+
+    def made_first_from(self, t: float) -> list[tuple[Key, TraceEvent]]:
+        """The first event of the expanded view at ``t`` or later, with its key, when a
+        summary stands for it; none when it is recorded (or there is none): what a reader
+        of the recorded events (:attr:`plain`) puts in its place where that event
+        matters."""
+        if not self.stretches:
+            return []
+        nxt = self.next_after((t, -1, -1))
+        i = bisect_left(self.keys, (t, -1, -1))
+        if nxt is None or (i < len(self.keys) and nxt[0] == self.keys[i]):
+            return []
+        return [nxt]
+
+    def relabelled(self, marks: Callable[[TraceEvent], bool],
+                   relabel: Callable[[TraceEvent, int], TraceEvent]) -> History:
+        """This history with each event ``ev`` as ``relabel(ev, n)``: ``n`` counts the
+        recorded events for which ``marks`` holds, up to ``ev`` and itself included, in
+        the expanded view's order. ``relabel`` changes fields only; a summary is
+        relabelled as its events would be (its own fields, and its steps' as an event of
+        no kind), once every summary is read step by step if one spans a mark."""
+        at = [k for k, ev in zip(self.keys, self.plain, strict=True) if marks(ev)]
+        hist = self
+        if any(bisect_left(at, st.first_key()) != bisect_left(at, st.last_key())
+               for st in self.stretches):
+            hist = History(expand_stretches(self.raw))
+        n, out = 0, list(hist.raw)
+        for key, ev in zip(hist.keys, hist.plain, strict=True):
+            n += marks(ev)
+            out[key[1]] = relabel(ev, n)
+        for st in hist.stretches:
+            before = bisect_left(at, st.first_key())
+            steps = dict(st.ev.data.get("fields") or {})
+            stepped = relabel(TraceEvent(0.0, "", "", "", steps), before).data
+            ev = relabel(st.ev, before)
+            out[st.r] = replace(ev, data={**ev.data, "fields": stepped}) \
+                if stepped != steps else ev
+        return History(out)
 
     def first(self, kind: str) -> TraceEvent | None:
         """The first event of a kind."""

@@ -112,3 +112,9 @@ class Stretch:
     def step_times(self) -> Sequence[float]:
         """The instants of its ``step`` events."""
         return self.times[2:self.per * self.step_events:self.per]
+
+    def instants(self, kind: str) -> Sequence[float]:
+        """The instants of its events of a kind, in order."""
+        if kind == "step":
+            return self.step_times()
+        return [self.times[j] for j in self.indices((kind,))]

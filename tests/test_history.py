@@ -187,6 +187,35 @@ def test_history_answers_as_the_expanded_view(path: str, seed: int) -> None:
         t = rng.choice(expanded).t + rng.choice((0.0, -1e-9, 1e-9))
         got = hist.first_from(t)
         assert got == next((e for e in expanded if e.t >= t), None)
+        made = hist.made_first_from(t)
+        assert [e for _, e in made] == ([got] if got is not None and not any(
+            got is p for p in raw) else [])
+        b = t + rng.choice((0.0, 0.05, 1.0, 30.0))
+        for kind in ("step", "coll_enter", "job_done"):
+            assert hist.occurs(kind, t, b) == any(
+                e.kind == kind and t <= e.t <= b for e in expanded), (kind, t, b)
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("path", ["scenarios/torchelastic/worker_crash.yaml",
+                                  "scenarios/horovod/hosts_added_and_removed.yaml"])
+def test_the_runs_of_entries_are_the_entries(path: str, seed: int) -> None:
+    """History.entries: the coll_enter events that summaries stand for, each summary's as
+    one run of one process into one group's consecutive collectives: with the recorded
+    ones, every coll_enter of the expanded view, once."""
+    sc = load_scenario(ROOT / path)
+    raw = _perturbed(simulate(sc, sc.seed)[0].raw, seed)
+    hist, expanded = History(raw), list(expand_stretches(raw))
+    runs = hist.entries()
+    assert runs is not None
+    made = [(r.proc, str(r.group), seq, r.op, r.nbytes) for r in runs
+            for seq in range(r.seq, r.end)]
+    made += [(e.proc, str(e.get("group")), e.get("seq"), e.get("op"), e.get("nbytes"))
+             for e in hist.recorded("coll_enter")]
+    assert sorted(made) == sorted((e.proc, str(e.get("group")), e.get("seq"), e.get("op"),
+                                   e.get("nbytes")) for e in expanded if e.kind == "coll_enter")
+    split = any(hist.interrupted(st) for st in hist.stretches if len(st))
+    assert (hist.entries(whole=True) is None) == split
 
 
 @pytest.mark.parametrize("path", ["scenarios/scale_down.yaml",

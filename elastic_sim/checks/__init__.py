@@ -111,19 +111,18 @@ def collective_sequence(events: Sequence[TraceEvent]) -> CheckResult:
 
 def _groups_in_agreement(hist: History) -> int | None:
     """The number of groups entered, when no two entries of one collective (group, seq)
-    differ in op or size: a recorded ``coll_enter`` enters one, a training stretch
-    ``seq`` .. ``seq + n - 1``, all the same (nothing to compare step by step then).
-    None when two do, or a ``seq`` is not a number (each entry is read then)."""
+    differ in op or size: a recorded ``coll_enter`` enters one, a training summary's
+    entries (:meth:`~elastic_sim.history.History.entries`) ``seq`` .. ``end - 1``, all
+    alike (nothing to compare one by one then). None when two do, or a ``seq`` is not a
+    number (each entry is read then)."""
     spans: dict[object, list[tuple[int, int, tuple[object, object]]]] = defaultdict(list)
     for ev in hist.recorded("coll_enter"):
         seq = ev.get("seq")
         if type(seq) is not int:
             return None
         spans[ev.get("group")].append((seq, seq + 1, (ev.get("op"), ev.get("nbytes"))))
-    for st in hist.stretches:
-        if len(st):
-            d = st.ev.data
-            spans[st.group].append((st.seq, st.seq + st.steps + st.open, (d["op"], d["nbytes"])))
+    for run in hist.entries() or ():
+        spans[run.group].append((run.seq, run.end, (run.op, run.nbytes)))
     for group in spans.values():
         reach: list[tuple[tuple[object, object], int]] = []
         """(op, size), and the end of the collectives entered as such so far (by seq)."""

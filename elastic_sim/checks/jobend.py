@@ -4,7 +4,6 @@ cleanly (no process ends with an error, the exit barrier completes)."""
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Sequence
 
 from elastic_sim.checks.capacity import Capacity, replay
@@ -104,10 +103,7 @@ def clean_shutdown(events: Sequence[TraceEvent]) -> CheckResult:
     done_at = done.t
     # The first event from the completion on decides who finishes; a training step's
     # (which replay leaves out) is put in its place.
-    nxt = hist.next_after((done_at, -1, -1))
-    plain = bisect_left(hist.keys, (done_at, -1, -1))
-    first = [nxt] if hist.stretches and nxt is not None and (
-        plain == len(hist.keys) or nxt[0] != hist.keys[plain]) else []
+    first = hist.made_first_from(done_at)
     finishers: set[str] = set()
     procs: set[str] = set()
     barrier: dict[str, TraceEvent] = {}

@@ -5,13 +5,12 @@ them."""
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Sequence
 
 from elastic_sim.checks.capacity import replay
 from elastic_sim.checks.facts import PROGRESS, fault_events, run_end
 from elastic_sim.checks.verdict import CheckResult, Violation
-from elastic_sim.history import History, history
+from elastic_sim.history import history
 from elastic_sim.trace import TraceEvent
 
 
@@ -66,8 +65,8 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
         if end is not None and end.t < horizon and end.get("outcome") == "hung":
             continue  # the time limit came first: not judged (terminates says it hung)
         res.checked += 1
-        ok = any(fault.t <= t <= horizon and just for t, just in marks) or _trained(
-            hist, fault.t, horizon)
+        ok = any(fault.t <= t <= horizon and just for t, just in marks) or hist.occurs(
+            "step", fault.t, horizon)  # a step of training that replay leaves out
         if ok or (completed and end is not None and end.t <= horizon):
             continue
         nxt = next((e for e in hist if e.t >= fault.t and e.kind in (*PROGRESS, "job_failed")),
@@ -79,16 +78,6 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
             [e for e in (fault, nxt) if e is not None]))
         break
     return res
-
-
-def _trained(hist: History, a: float, b: float) -> bool:
-    """Whether a training stretch has a step in ``[a, b]``."""
-    for st in hist.spanning((a, -1, -1), (b, len(hist.raw), 0)):
-        times = st.step_times()
-        i = bisect_left(times, a)
-        if i < len(times) and times[i] <= b:
-            return True
-    return False
 
 
 CAUSES = ("fault", "hvd_discovery", "hvd_blacklist")

@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 
 from elastic_sim.checks import CHECKS
-from elastic_sim.trace import STRETCH, SUMMARISED, TraceEvent
+from elastic_sim.trace import TraceEvent
 
 TRACES = ("scale_down", "torchelastic/worker_crash", "horovod/hosts_added_and_removed")
 """Built-in scenarios whose traces drive the checks: one per protocol model."""
@@ -58,8 +58,6 @@ def check_reads(traces: Sequence[Sequence[TraceEvent]], vocabulary: Sequence[str
                 probed.append(dataclasses.replace(ev, kind=kind))
             check(probed)
         seen.update(_compared_in_source(inspect.getsource(check)))
-        if seen & set(SUMMARISED):  # read from train_steps summaries too (elastic_sim.history)
-            seen.add(STRETCH)
         out[check.__name__] = sorted(k for k in seen if k in known or k.endswith("*"))
     return out
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from elastic_sim.checks.facts import Cluster
 from elastic_sim.checks.verdict import CheckResult, Violation
-from elastic_sim.history import History, Key, Stretch, history
+from elastic_sim.history import Entries, History, Key, history
 from elastic_sim.trace import TraceEvent
 
 
@@ -97,7 +97,8 @@ def epoch_isolation(events: Sequence[TraceEvent]) -> CheckResult:
                       "no process of an older round in a newer round's collective",
                       unit="collectives")
     hist = history(events)
-    if hist.stretches and _isolated_in_one_round(hist, res):
+    runs = hist.entries(whole=True)
+    if runs and _isolated_in_one_round(hist, runs, res):
         return res
     current: dict[str, TraceEvent] = {}
     """Per process: its latest rdzv_done (processes that record none are not judged)."""
@@ -125,26 +126,22 @@ def epoch_isolation(events: Sequence[TraceEvent]) -> CheckResult:
     return res
 
 
-def _isolated_in_one_round(hist: History, res: CheckResult) -> bool:
-    """:func:`epoch_isolation` read by stretch rather than by step: when every entry of
-    each group (a recorded ``coll_enter``, or a stretch's entries, made by one process in
-    one round) came from the same round, none is isolated from another and the count is
-    that of the distinct collectives entered. Counted into ``res``; False (``res``
-    untouched) when that is not so, to read the entries one by one."""
-    items: list[tuple[Key, TraceEvent | Stretch]] = [
-        (k, ev) for k, ev in zip(hist.keys, hist.plain, strict=True)
-        if ev.kind in ("rdzv_done", "coll_enter")]
-    items += [(st.first_key(), st) for st in hist.stretches if len(st)]
+def _isolated_in_one_round(hist: History, runs: list[Entries], res: CheckResult) -> bool:
+    """:func:`epoch_isolation` read by runs rather than by step (``runs``: the entries of
+    training summaries, each made by one process in one round): when every entry of each
+    group (a recorded ``coll_enter``, or a run's) came from the same round, none is
+    isolated from another and the count is that of the distinct collectives entered.
+    Counted into ``res``; False (``res`` untouched) when that is not so, to read the
+    entries one by one."""
+    items: list[tuple[Key, TraceEvent | Entries]] = [
+        *hist.keyed("rdzv_done", "coll_enter"), *((run.key, run) for run in runs)]
     items.sort(key=lambda p: p[0])
     current: dict[str, TraceEvent] = {}
     rounds: dict[object, object] = {}
     seqs: dict[object, list[tuple[int, int]]] = {}
     for _, item in items:
-        if isinstance(item, Stretch):
-            if hist.interrupted(item):
-                return False
-            proc, group = item.proc, item.group
-            lo, hi = item.seq, item.seq + item.steps + item.open
+        if isinstance(item, Entries):
+            proc, group, lo, hi = item.proc, item.group, item.seq, item.end
         elif item.kind == "rdzv_done":
             current[item.proc] = item
             continue
