@@ -21,13 +21,16 @@ in the recorded trace of the event (or of the summary it came from) and its inde
 that summary's events (0 for a recorded event). The expanded view is its events sorted by
 key (the stable sort by time of :func:`~elastic_sim.trace.expand_stretches`).
 
-What the checks need of the summaries they ask the history (:meth:`History.entries`,
-:meth:`History.occurs`, :meth:`History.made_first_from`, :meth:`History.relabelled`),
-never the summaries themselves.
+The checks read a history in their protocol-neutral vocabulary (:attr:`History.neutral`,
+:mod:`elastic_sim.vocabulary`): a history of the same shape, each event read as its
+protocol's vocabulary says, at its place. What they need of the summaries they ask the
+history (:meth:`History.entries`, :meth:`History.occurs`, :meth:`History.made_first_from`,
+:meth:`History.relabelled`), never the summaries themselves.
 """
 
 from __future__ import annotations
 
+import copy
 import heapq
 import itertools
 import math
@@ -39,6 +42,7 @@ from typing import Any, NamedTuple, TypeVar, overload
 from elastic_sim.summaries import Key as Key
 from elastic_sim.summaries import Stretch as Stretch
 from elastic_sim.trace import STRETCH, SUMMARISED, TraceEvent, expand_stretches
+from elastic_sim.vocabulary import vocabulary_for
 
 _INF = math.inf
 T = TypeVar("T")
@@ -64,7 +68,9 @@ class Entries(NamedTuple):
 class History(Sequence[TraceEvent]):
     """A trace (summaries included), read as its expanded view; see the module."""
 
-    def __init__(self, events: Iterable[TraceEvent]) -> None:
+    def __init__(self, events: Iterable[TraceEvent], neutral: bool = False) -> None:
+        """``neutral``: the events are already in the checks' vocabulary (the history is
+        its own :attr:`neutral` view)."""
         self.raw: list[TraceEvent] = list(events)
         self.stretches: list[Stretch] = []
         plain: list[tuple[Key, TraceEvent]] = []
@@ -91,6 +97,32 @@ class History(Sequence[TraceEvent]):
         self._entries: dict[tuple[str, str], list[Stretch]] | None = None
         self._blocks: list[tuple[Key, Stretch | TraceEvent]] | None = None
         self._times: dict[str, list[float]] = {}
+        self._neutral: History | None = self if neutral else None
+
+    # -- the checks' reading ------------------------------------------------------------
+
+    @property
+    def neutral(self) -> History:
+        """This history as the checks read it: each event in the protocol-neutral
+        vocabulary of the protocol its ``run_start`` names (:mod:`elastic_sim.vocabulary`),
+        one for one, at the same place (the same keys, the same summaries). Read once;
+        itself when no event reads differently."""
+        if self._neutral is None:
+            start = next((ev for ev in self.plain if ev.kind == "run_start"), None)
+            name = start.get("protocol") if start is not None else None
+            read = vocabulary_for(str(name) if name else None).translate(self.raw)
+            self._neutral = self if read is None else self._read_as(read)
+        return self._neutral
+
+    def _read_as(self, raw: list[TraceEvent]) -> History:
+        """This history with ``raw`` (its events, one for one, read otherwise) recorded."""
+        view = copy.copy(self)
+        view.raw = raw
+        view.plain = [raw[r] for _, r, _ in self.keys]
+        view._expanded = None if self.stretches else raw
+        view._by_kind, view._of, view._blocks, view._times = None, {}, None, {}
+        view._neutral = view
+        return view
 
     # -- the expanded view --------------------------------------------------------------
 
@@ -368,6 +400,12 @@ class History(Sequence[TraceEvent]):
 def history(events: Sequence[TraceEvent]) -> History:
     """``events`` as a :class:`History` (itself when it is one)."""
     return events if isinstance(events, History) else History(events)
+
+
+def neutral(events: Sequence[TraceEvent]) -> History:
+    """``events`` as the checks read them: the :attr:`History.neutral` view of their
+    history."""
+    return history(events).neutral
 
 
 def merged(hist: History, extra: Iterable[tuple[Key, T]]) -> Iterator[TraceEvent | T]:

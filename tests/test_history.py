@@ -21,6 +21,7 @@ from elastic_sim.reports.metrics import compute
 from elastic_sim.runner import simulate
 from elastic_sim.scenario import Scenario, load_scenario
 from elastic_sim.trace import STRETCH, TraceEvent, encode, expand_stretches
+from elastic_sim.vocabulary import recorded
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "scenarios").rglob("*.yaml"))
@@ -216,6 +217,16 @@ def test_the_runs_of_entries_are_the_entries(path: str, seed: int) -> None:
                                    e.get("nbytes")) for e in expanded if e.kind == "coll_enter")
     split = any(hist.interrupted(st) for st in hist.stretches if len(st))
     assert (hist.entries(whole=True) is None) == split
+
+
+def test_the_checks_reading_is_one_event_for_each_at_its_place() -> None:
+    sc = load_scenario(ROOT / "scenarios/horovod/hosts_added_and_removed.yaml")
+    hist = History(simulate(sc, sc.seed)[0].raw)
+    read = hist.neutral
+    assert read is not hist and read.neutral is read and hist.neutral is read
+    assert read.keys == hist.keys and len(read) == len(hist) and read.size == hist.size
+    assert [recorded(e) for e in read] == list(hist)
+    assert {e.kind for e in read if e is not recorded(e)} >= {"epoch_assigned", "offered"}
 
 
 @pytest.mark.parametrize("path", ["scenarios/scale_down.yaml",

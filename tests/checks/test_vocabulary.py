@@ -1,0 +1,162 @@
+"""The checks' one vocabulary: each protocol's mapping reads its events as the neutral
+events they are, chosen by the protocol ``run_start`` names, one for one, each keeping
+the recorded event it was read from."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from elastic_sim.history import History
+from elastic_sim.registry import BUILTIN_PROTOCOLS
+from elastic_sim.trace import STRETCH, TraceEvent
+from elastic_sim.trace_kinds import (
+    BY_KIND,
+    EVENT_KINDS,
+    NEUTRAL_KINDS,
+    PROTOCOL_SOURCES,
+    SHARED_KINDS,
+    TRANSLATED_BY_KIND,
+    TRANSLATED_KINDS,
+    field_names,
+)
+from elastic_sim.vocabulary import Fact, every_protocol, recorded, vocabulary_for
+
+OWN_KINDS = [k.kind for k in EVENT_KINDS if k.source in PROTOCOL_SOURCES]
+"""The kinds one protocol records in its own dialect."""
+
+
+def test_the_neutral_vocabulary_is_the_shared_kinds_and_the_translated_ones() -> None:
+    assert not set(SHARED_KINDS) & set(OWN_KINDS) and STRETCH not in SHARED_KINDS
+    assert not set(TRANSLATED_BY_KIND) & set(BY_KIND)  # no neutral kind is a recorded one
+    assert len(set(NEUTRAL_KINDS)) == len(NEUTRAL_KINDS)
+    mapped = {neutral for neutral, _ in every_protocol().events.values()}
+    assert mapped == set(TRANSLATED_BY_KIND)  # each is some protocol's, none is unused
+
+
+@pytest.mark.parametrize("protocol", sorted(BUILTIN_PROTOCOLS))
+def test_a_protocol_maps_only_its_own_kinds_onto_neutral_ones(protocol: str) -> None:
+    own = vocabulary_for(protocol)
+    assert own is not every_protocol()
+    for kind, (neutral, _) in own.events.items():
+        assert BY_KIND[kind].source == protocol, kind
+        assert neutral in TRANSLATED_BY_KIND, kind
+
+
+def ev(kind: str, host: str = "h1", **data: Any) -> TraceEvent:
+    return TraceEvent(2.0, host, f"{host}/main", kind, data)
+
+
+MAPPED: list[tuple[str, TraceEvent, str, dict[str, Any]]] = [
+    ("torchelastic", ev("rdzv_complete", round=3, members=["h0:1", "h1:1"]),
+     "epoch_decided", {"round": 3, "members": ["h0:1", "h1:1"]}),
+    ("torchelastic", ev("rdzv_complete", round=3), "epoch_decided", {"round": 3}),
+    ("torchelastic", ev("agent_state", state="HEALTHY", remaining_restarts=2),
+     "restarts_left", {"left": 2}),
+    ("torchelastic", ev("agent_restart", reason="FAILED", remaining_restarts=1),
+     "restart", {"failure": True, "spent": True, "left": 1}),
+    ("torchelastic", ev("agent_restart", reason="UNHEALTHY", remaining_restarts=0),
+     "restart", {"failure": True, "spent": True, "left": 0}),
+    ("torchelastic", ev("agent_restart", reason="nodes_waiting", nodes_waiting=1),
+     "restart", {"failure": False, "spent": False, "left": None}),
+    ("torchelastic", ev("workers_started", round=2, base_rank=0, world_size=2,
+                        restart_count=1), "restart_count", {"round": 2, "count": 1}),
+    ("torchelastic", ev("exit_barrier_enter", "h2", round=4, world_size=3),
+     "barrier_enter", {"round": 4, "party": "h2", "parties": 3}),
+    ("torchelastic", ev("exit_barrier_enter", round=4), "barrier_enter",
+     {"round": 4, "party": "h1", "parties": None}),  # torchrun's converted traces
+    ("torchelastic", ev("exit_barrier_done", round=4), "barrier_trip", {"round": 4}),
+    ("torchelastic", ev("exit_barrier_failed", error="StoreTimeout"), "barrier_fail",
+     {"error": "StoreTimeout"}),
+    ("torchelastic", ev("rdzv_shutdown", closed=True), "rendezvous_closed", {}),
+    ("torchelastic", ev("rdzv_shutdown_failed", error="RendezvousClosedError"),
+     "rendezvous_close_failed", {"error": "RendezvousClosedError"}),
+    ("horovod", ev("hvd_assign", rendezvous=3, world_size=2, ranks={"h1:0": 0, "h2:0": 1},
+                   spawn=1), "epoch_assigned",
+     {"round": 3, "ranks": {"h1:0": 0, "h2:0": 1}, "resets": 2}),
+    ("horovod", ev("hvd_assign", rendezvous="3 (h0 incarnation 2)", ranks={}),
+     "epoch_assigned", {"round": "3 (h0 incarnation 2)", "ranks": {}, "resets": None}),
+    ("horovod", ev("hvd_discovery", poll=4, update="added", hosts=["h1:2", "h3:1"]),
+     "offered", {"hosts": ["h1", "h3"]}),
+    ("horovod", ev("hvd_blacklist", "h0", target="h2", cooldown_end=31.5, kill=True),
+     "evict", {"host": "h2", "until": 31.5}),
+    ("horovod", ev("hvd_blacklist", "h0", target="h2", cooldown_end=None, kill=True),
+     "evict", {"host": "h2", "until": None}),
+    ("horovod", ev("hvd_scheduled_exit", mode="exception", epoch=1, batch=2, start_rank=0),
+     "injected_failure", {}),
+    ("horovod", ev("hvd_exit", error="RuntimeError: boom", code=1), "worker_error",
+     {"error": "RuntimeError: boom"}),
+    ("horovod", ev("hvd_abort", error="RemovedFromJob"), "abort", {"error": "RemovedFromJob"}),
+]
+"""(protocol, a recorded event, the neutral kind and fields it is read as)."""
+
+
+def start(protocol: str | None, **knobs: Any) -> TraceEvent:
+    data: dict[str, Any] = {"scenario": "t", "seed": 0, "mode": "sim", "knobs": knobs}
+    if protocol is not None:
+        data["protocol"] = protocol
+    return TraceEvent(0.0, "*", "elastic-sim", "run_start", data)
+
+
+@pytest.mark.parametrize(("protocol", "raw", "kind", "data"), MAPPED,
+                         ids=[f"{m[1].kind}-{i}" for i, m in enumerate(MAPPED)])
+def test_a_recorded_event_reads_as_its_neutral_event(protocol: str, raw: TraceEvent,
+                                                     kind: str, data: dict[str, Any]) -> None:
+    for name in (protocol, None):  # its own protocol's reading, and a nameless trace's
+        first = start(name)
+        read = History([first, raw]).neutral
+        got = read.raw[1]
+        assert isinstance(got, Fact) and recorded(got) is raw
+        assert (got.t, got.host, got.proc, got.kind, dict(got.data)) == (
+            raw.t, raw.host, raw.proc, kind, data)
+        assert set(data) <= set(field_names(TRANSLATED_BY_KIND[kind]))
+        assert read.raw[0] is first  # a shared kind reads as recorded
+
+
+def test_an_event_that_means_nothing_to_the_checks_stays_as_recorded() -> None:
+    kept = [ev("rdzv_shutdown", closed=False), ev("hvd_notify", to="h1", timestamp=1.0,
+                                                  update="added"),
+            ev("rdzv_rejected", round=1), ev("rdzv_done", round=1, members=["h1"], rank=0,
+                                              world_size=1), ev("my_own_kind", x=1)]
+    hist = History([start("torchelastic"), *kept])
+    assert hist.neutral is hist  # nothing to read otherwise: the history is its own view
+    assert all(a is b for a, b in zip(History([start(None), *kept]).neutral.raw[1:], kept,
+                                      strict=True))
+
+
+def test_the_protocol_run_start_names_chooses_the_reading() -> None:
+    """A trace reads in its own protocol's vocabulary: another protocol's kinds in it are
+    no events of the checks'; a trace that names no protocol (or one without a vocabulary,
+    a variant run by its own entry) reads every built-in protocol's kinds."""
+    blacklist = ev("hvd_blacklist", "h0", target="h2", cooldown_end=None, kill=True)
+    assert History([start("horovod"), blacklist]).neutral.raw[1].kind == "evict"
+    assert History([start("torchelastic"), blacklist]).neutral.raw[1] is blacklist
+    for name in (None, "static-no-rollback"):
+        assert History([start(name), blacklist]).neutral.raw[1].kind == "evict"
+
+
+def test_the_neutral_reading_keeps_every_event_at_its_place() -> None:
+    from elastic_sim.builtin import builtin_dir
+    from elastic_sim.runner import simulate
+    from elastic_sim.scenario import load_scenario
+
+    for name in ("scale_down", "torchelastic/worker_crash", "horovod/hosts_added_and_removed"):
+        sc = load_scenario(builtin_dir() / f"{name}.yaml")
+        raw = list(simulate(sc, sc.seed)[0].raw)
+        hist = History(raw)
+        read = hist.neutral
+        assert read.keys is hist.keys and read.stretches is hist.stretches
+        assert len(read.raw) == len(hist.raw)
+        assert [recorded(e) for e in read.raw] == hist.raw
+        assert [recorded(e) for e in read.plain] == hist.plain
+        assert all((e.kind in TRANSLATED_BY_KIND) == isinstance(e, Fact) for e in read.raw)
+        assert not {e.kind for e in read.raw} & {k for k in OWN_KINDS
+                                                  if k in every_protocol().events
+                                                  and k != "rdzv_shutdown"}
+        assert read.neutral is read
+
+
+def test_every_translated_kind_is_documented_with_its_fields() -> None:
+    for k in TRANSLATED_KINDS:
+        assert k.meaning and all(d for _, d in k.fields), k.kind
