@@ -248,3 +248,4 @@ def test_judging_a_passing_run_never_expands_its_summaries(path: str) -> None:
     compute(body, sc.workload.steps, result.exit_codes, result.hung, result.end_time,
             sc.workload.batch_size)
     assert native._expanded is None and body._expanded is None
+    assert native.neutral._expanded is None  # nor the checks' reading of them

@@ -8,7 +8,7 @@ from collections.abc import Callable, Collection, Sequence
 
 from elastic_sim.checks.verdict import CheckResult as CheckResult
 from elastic_sim.checks.verdict import Violation as Violation
-from elastic_sim.history import History, history
+from elastic_sim.history import History, history, neutral
 from elastic_sim.trace import TraceEvent
 
 MAX_VIOLATIONS = 5
@@ -20,7 +20,7 @@ Check = Callable[[Sequence[TraceEvent]], CheckResult]
 
 def _by(events: Sequence[TraceEvent], kind: str, key: str) -> dict[object, list[TraceEvent]]:
     out: dict[object, list[TraceEvent]] = defaultdict(list)
-    for ev in history(events).of(kind):
+    for ev in neutral(events).of(kind):
         out[ev.get(key)].append(ev)
     return out
 
@@ -85,7 +85,7 @@ def collective_sequence(events: Sequence[TraceEvent]) -> CheckResult:
     """All members of a group enter the same collectives in the same order."""
     res = CheckResult("collective_sequence", "every member enters the same collective sequence",
                       unit="groups")
-    hist = history(events)
+    hist = neutral(events)
     agreed = _groups_in_agreement(hist)
     if agreed is not None:
         res.checked = agreed
@@ -169,7 +169,7 @@ def committed_progress(events: Sequence[TraceEvent]) -> CheckResult:
     )
     last: dict[str, TraceEvent] = {}
     started: set[str] = set()
-    for ev in history(events).of("proc_start", "commit", "restore", "sync"):
+    for ev in neutral(events).of("proc_start", "commit", "restore", "sync"):
         if ev.kind == "proc_start" and ev.proc == f"{ev.host}/main":
             if ev.host in started:
                 last.pop(ev.host, None)  # a new incarnation (crash_restart) holds nothing yet
@@ -251,14 +251,14 @@ CHECKS: tuple[Check, ...] = (
 
 def run_checks(events: Sequence[TraceEvent], only: Collection[str] | None = None
                ) -> list[CheckResult]:
-    """Every check over one trace (``train_steps`` summaries read as their steps, one
-    :class:`~elastic_sim.history.History` shared by the checks), or those named in
-    ``only``; violations capped at :data:`MAX_VIOLATIONS` each. Rounds of a restarted
-    coordinator's new incarnation are told apart from the old one's
+    """Every check over one trace (one :class:`~elastic_sim.history.History` shared by the
+    checks, read once in their protocol-neutral vocabulary), or those named in ``only``;
+    violations capped at :data:`MAX_VIOLATIONS` each. Rounds of a restarted coordinator's
+    new incarnation are told apart from the old one's
     (:func:`elastic_sim.checks.incarnations.incarnation_rounds`)."""
     from elastic_sim.checks.incarnations import incarnation_rounds
 
-    hist = incarnation_rounds(history(events))
+    hist = incarnation_rounds(history(events)).neutral
     out = []
     for check in CHECKS:
         if only is not None and check.__name__ not in only:

@@ -19,7 +19,7 @@ from elastic_sim.checks.facts import (
     run_start,
 )
 from elastic_sim.checks.verdict import CheckResult
-from elastic_sim.history import history
+from elastic_sim.history import neutral
 from elastic_sim.trace import TraceEvent
 
 Standing = Literal["kept", "broken_promise", "weak_spot", "outside_contract", "n/a"]
@@ -63,7 +63,7 @@ def _coordinator_survives(events: Sequence[TraceEvent]) -> str | None:
     coord = start.get("coordinator") if start is not None else None
     if not coord:
         return None
-    for ev in history(events).of("fault"):
+    for ev in neutral(events).of("fault"):
         if ev.kind != "fault" or ev.get("phase") != "start":
             continue
         target = ev.get("target")
@@ -78,10 +78,10 @@ def _coordinator_survives(events: Sequence[TraceEvent]) -> str | None:
 
 
 def _min_hosts_survive(events: Sequence[TraceEvent]) -> str | None:
-    limits = limits_of(knobs_of(events))
+    hist = neutral(events)
+    limits = limits_of(knobs_of(hist))
     if limits is None:
         return None
-    hist = history(events)
     hosts = {ev.host for ev in hist.of("proc_start") if ev.proc == f"{ev.host}/main"}
     lost = {str(ev.get("target")) for ev in hist.of("fault")
             if ev.get("phase") == "start" and ev.get("type") in LOST_FOR_GOOD}

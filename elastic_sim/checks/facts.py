@@ -19,7 +19,7 @@ from elastic_sim.faults.model import (
     OneWayPartition,
     Partition,
 )
-from elastic_sim.history import history
+from elastic_sim.history import neutral
 from elastic_sim.trace import TraceEvent
 
 TERMINAL = ("job_done", "job_failed")
@@ -67,7 +67,7 @@ def cut_groups(ev: TraceEvent) -> list[list[str]] | None:
 
 def run_start(events: Sequence[TraceEvent]) -> TraceEvent | None:
     """The run's ``run_start`` event."""
-    return history(events).first("run_start")
+    return neutral(events).first("run_start")
 
 
 def knobs_of(events: Sequence[TraceEvent]) -> Mapping[str, Any]:
@@ -151,7 +151,8 @@ class Cluster:
     frozen: dict[str, int] = field(default_factory=dict)
     cuts: dict[str, list[list[str]]] = field(default_factory=dict)
     faulted: dict[str, TraceEvent] = field(default_factory=dict)
-    """Host -> the first event that shows it failed (a fault on it, a scripted exit)."""
+    """Host -> the first event that shows it failed (a fault on it, an injected failure of
+    its worker)."""
     active: dict[str, TraceEvent] = field(default_factory=dict)
     """Fault id -> its start, while the fault is in force."""
     last_hit: dict[str, TraceEvent] = field(default_factory=dict)
@@ -166,7 +167,7 @@ class Cluster:
             self.coordinator = str(coord) if coord else None
         elif ev.kind in ("proc_start", "proc_exit") and ev.proc == f"{ev.host}/main":
             self.alive[ev.host] = ev.kind == "proc_start"
-        elif ev.kind == "hvd_scheduled_exit":
+        elif ev.kind == "injected_failure":
             self.faulted.setdefault(ev.host, ev)
             self.last_hit[ev.host] = ev
         elif ev.kind == "fault":
@@ -242,7 +243,7 @@ class Cluster:
 
 def fault_events(events: Sequence[TraceEvent]) -> list[TraceEvent]:
     """Every fault start and heal, in order."""
-    return [e for e in history(events).of("fault") if e.get("phase") in ("start", "heal")]
+    return [e for e in neutral(events).of("fault") if e.get("phase") in ("start", "heal")]
 
 
 def last_quiet_point(events: Sequence[TraceEvent]) -> float:
@@ -254,4 +255,4 @@ def last_quiet_point(events: Sequence[TraceEvent]) -> float:
 
 def run_end(events: Sequence[TraceEvent]) -> TraceEvent | None:
     """The run's ``run_end`` event."""
-    return history(events).last("run_end")
+    return neutral(events).last("run_end")

@@ -1,13 +1,19 @@
-"""The checks' one vocabulary: each protocol's mapping reads its events as the neutral
-events they are, chosen by the protocol ``run_start`` names, one for one, each keeping
-the recorded event it was read from."""
+"""The checks read one vocabulary: every kind a check reads is a protocol-neutral one, no
+check module names a protocol's own kinds (nor the fast fidelity's summaries), and each
+protocol's mapping reads its events as the neutral events they are, chosen by the
+protocol ``run_start`` names; a witness is still the recorded event."""
 
 from __future__ import annotations
 
+import re
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from elastic_sim.checks import CHECKS, Violation
+from elastic_sim.checks.reads import TRACES, check_reads
 from elastic_sim.history import History
 from elastic_sim.registry import BUILTIN_PROTOCOLS
 from elastic_sim.trace import STRETCH, TraceEvent
@@ -21,10 +27,48 @@ from elastic_sim.trace_kinds import (
     TRANSLATED_KINDS,
     field_names,
 )
-from elastic_sim.vocabulary import Fact, every_protocol, recorded, vocabulary_for
+from elastic_sim.vocabulary import Fact, amended, every_protocol, recorded, vocabulary_for
 
+CHECKS_DIR = Path(__file__).resolve().parents[2] / "elastic_sim" / "checks"
 OWN_KINDS = [k.kind for k in EVENT_KINDS if k.source in PROTOCOL_SOURCES]
 """The kinds one protocol records in its own dialect."""
+
+
+@cache
+def _traces() -> list[list[TraceEvent]]:
+    from elastic_sim.builtin import builtin_dir
+    from elastic_sim.runner import simulate
+    from elastic_sim.scenario import load_scenario
+
+    out = []
+    for name in TRACES:
+        sc = load_scenario(builtin_dir() / f"{name}.yaml")
+        out.append(list(simulate(sc, sc.seed)[0].raw))
+    return out
+
+
+def test_every_kind_a_check_reads_is_a_neutral_one() -> None:
+    """Probed over a trace of every built-in protocol, read as the checks read it, and
+    scanned in each check's source: no check compares an event's kind with a kind that is
+    not neutral (a recorded kind of one protocol, or the summaries')."""
+    every = [*(k.kind for k in EVENT_KINDS), *NEUTRAL_KINDS]
+    reads = check_reads(_traces(), every)
+    assert set(reads) == {c.__name__ for c in CHECKS}
+    foreign = {name: [k for k in kinds if k not in NEUTRAL_KINDS] for name, kinds in reads.items()}
+    assert {name: kinds for name, kinds in foreign.items() if kinds} == {}
+    assert all(reads.values())  # each reads something: the probe works
+
+
+def test_no_check_module_names_a_protocols_own_kind_or_the_summaries() -> None:
+    named = {}
+    for path in sorted(CHECKS_DIR.glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        words = set(re.findall(r"\w+", text))
+        found = sorted(words & {*OWN_KINDS, STRETCH, "STRETCH", "SUMMARISED", "Stretch",
+                                "stretches"})
+        if found:
+            named[path.name] = found
+    assert named == {}
 
 
 def test_the_neutral_vocabulary_is_the_shared_kinds_and_the_translated_ones() -> None:
@@ -136,14 +180,19 @@ def test_the_protocol_run_start_names_chooses_the_reading() -> None:
         assert History([start(name), blacklist]).neutral.raw[1].kind == "evict"
 
 
-def test_the_neutral_reading_keeps_every_event_at_its_place() -> None:
-    from elastic_sim.builtin import builtin_dir
-    from elastic_sim.runner import simulate
-    from elastic_sim.scenario import load_scenario
+def test_a_witness_is_the_recorded_event() -> None:
+    raw = ev("hvd_assign", "h0", rendezvous=2, ranks={"h1:0": 0})
+    fact = History([start("horovod"), raw]).neutral.raw[1]
+    assert Violation("m", [fact]).witness == [raw]
+    united = amended(fact, members=["h1", "h2"])
+    assert united.kind == "epoch_assigned" and united.get("members") == ["h1", "h2"]
+    assert Violation("m", [united]).witness == [
+        TraceEvent(raw.t, raw.host, raw.proc, "hvd_assign", {**raw.data,
+                                                            "members": ["h1", "h2"]})]
 
-    for name in ("scale_down", "torchelastic/worker_crash", "horovod/hosts_added_and_removed"):
-        sc = load_scenario(builtin_dir() / f"{name}.yaml")
-        raw = list(simulate(sc, sc.seed)[0].raw)
+
+def test_the_neutral_reading_keeps_every_event_at_its_place() -> None:
+    for raw in _traces():
         hist = History(raw)
         read = hist.neutral
         assert read.keys is hist.keys and read.stretches is hist.stretches
