@@ -4,10 +4,13 @@ events, in one place.
 
 A protocol's mapping is one module (its registry entry's ``vocabulary``;
 ``elastic_sim.protocols.<name>.vocabulary`` for the built-in ones), plain data that
-imports nothing of the tool: ``EVENTS``, its recorded kind -> (the neutral kind it is read
-as, a function of the recorded event's host and fields giving the neutral event's fields,
-or None where that event means nothing to the checks: it stays as recorded, and no check
-reads its kind).
+imports nothing of the tool:
+
+- ``EVENTS``: its recorded kind -> (the neutral kind it is read as, a function of the
+  recorded event's host and fields giving the neutral event's fields, or None where that
+  event means nothing to the checks: it stays as recorded, and no check reads its kind);
+- ``KNOB`` and ``limits(knobs)`` (optional): a knob that only this protocol's knobs have,
+  and what its knobs promise, as the fields of :class:`elastic_sim.checks.facts.Limits`.
 
 The kinds every protocol records alike (``rdzv_done``, ``step``, ``commit``...) and the
 tool's own (``run_start``, ``fault``, ``proc_exit``...) are neutral as recorded.
@@ -34,6 +37,8 @@ from elastic_sim.trace import TraceEvent
 Fields = Mapping[str, Any]
 Translate = Callable[[str, Fields], dict[str, Any] | None]
 """(a recorded event's host, its fields) -> its neutral event's fields (None: it is none)."""
+Claim = tuple[str, str, Callable[[Fields], Mapping[str, Any]]]
+"""(a protocol, the knob that tells its knobs apart, what its knobs promise)."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,8 @@ class Vocabulary:
 
     events: Mapping[str, tuple[str, Translate]]
     """Recorded kind -> (its neutral kind, its neutral fields)."""
+    claims: tuple[Claim, ...] = ()
+    """The protocols whose knobs it reads, in the order they are tried."""
 
     def read(self, ev: TraceEvent) -> TraceEvent:
         """``ev`` in the neutral vocabulary: a :class:`Fact` where the protocol maps its
@@ -90,28 +97,43 @@ class Vocabulary:
                 changed = changed or out[i] is not ev
         return out if changed else None
 
+    def claim(self, knobs: Fields) -> Claim | None:
+        """The first protocol whose knobs these are."""
+        return next((c for c in self.claims if c[1] in knobs), None)
+
+    def limits(self, knobs: Fields) -> Mapping[str, Any] | None:
+        """What the knobs promise (the fields of ``Limits``), or None for knobs of no
+        protocol it knows."""
+        got = self.claim(knobs)
+        return None if got is None else got[2](knobs)
+
 
 @functools.cache
-def _load(module: str) -> Vocabulary:
-    return Vocabulary(dict(importlib.import_module(module).EVENTS))
+def _load(protocol: str, module: str) -> Vocabulary:
+    mod = importlib.import_module(module)
+    knob, limits = getattr(mod, "KNOB", None), getattr(mod, "limits", None)
+    claims: tuple[Claim, ...] = ((protocol, knob, limits),) if knob and limits else ()
+    return Vocabulary(dict(mod.EVENTS), claims)
 
 
 @functools.cache
 def every_protocol() -> Vocabulary:
-    """Every built-in protocol's vocabulary in one: each recorded kind read as the
-    protocol that records it reads it."""
+    """Every built-in protocol's vocabulary in one (their knobs tried in registry order):
+    each recorded kind read as the protocol that records it reads it."""
     from elastic_sim.registry import BUILTIN_PROTOCOLS
 
     events: dict[str, tuple[str, Translate]] = {}
-    for info in BUILTIN_PROTOCOLS.values():
+    claims: tuple[Claim, ...] = ()
+    for name, info in BUILTIN_PROTOCOLS.items():
         if info.vocabulary is None:
             continue
-        own = _load(info.vocabulary)
+        own = _load(name, info.vocabulary)
         shared = sorted(events.keys() & own.events.keys())
         if shared:
             raise ValueError(f"{info.vocabulary}: kinds another protocol maps too: {shared}")
         events.update(own.events)
-    return Vocabulary(events)
+        claims += own.claims
+    return Vocabulary(events, claims)
 
 
 @functools.cache
@@ -129,4 +151,4 @@ def vocabulary_for(protocol: str | None) -> Vocabulary:
             info = None
     if info is None or info.vocabulary is None:
         return every_protocol()
-    return _load(info.vocabulary)
+    return _load(protocol, info.vocabulary)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from elastic_sim.checks.facts import knobs_of, limits_of
+from elastic_sim.checks.facts import run_limits
 from elastic_sim.checks.verdict import CheckResult, Violation
 from elastic_sim.history import neutral
 from elastic_sim.trace import TraceEvent
@@ -21,7 +21,7 @@ def restart_accounting(events: Sequence[TraceEvent]) -> CheckResult:
                       "one restart count per world; failures absorbed within the budget",
                       unit="worlds")
     hist = neutral(events)
-    limits = limits_of(knobs_of(hist))
+    limits = run_limits(hist)
     budget = limits.restart_budget if limits is not None and limits.budget_per_host else None
     told: dict[object, TraceEvent] = {}
     pending: dict[str, TraceEvent] = {}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from elastic_sim.checks.facts import Cluster, Limits, host_of, knobs_of, limits_of
+from elastic_sim.checks.facts import Cluster, Limits, host_of, run_limits
 from elastic_sim.history import Key, merged, neutral
 from elastic_sim.trace import TraceEvent
 
@@ -104,7 +104,7 @@ def replay(events: Sequence[TraceEvent], extra: Iterable[tuple[Key, TraceEvent]]
     ``extra``: keyed ones to put in their place), with the capacity as it stands once the
     event is taken into account; nothing when the run's knobs are of no known protocol."""
     hist = neutral(events)
-    limits = limits_of(knobs_of(hist))
+    limits = run_limits(hist)
     if limits is None:
         return
     cap = Capacity(limits)

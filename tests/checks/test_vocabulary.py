@@ -6,6 +6,7 @@ protocol ``run_start`` names; a witness is still the recorded event."""
 from __future__ import annotations
 
 import re
+from dataclasses import fields
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ from typing import Any
 import pytest
 
 from elastic_sim.checks import CHECKS, Violation
+from elastic_sim.checks.contracts import protocol_of
+from elastic_sim.checks.facts import Limits, limits_of, run_limits
 from elastic_sim.checks.reads import TRACES, check_reads
 from elastic_sim.history import History
 from elastic_sim.registry import BUILTIN_PROTOCOLS
@@ -86,6 +89,14 @@ def test_a_protocol_maps_only_its_own_kinds_onto_neutral_ones(protocol: str) -> 
     for kind, (neutral, _) in own.events.items():
         assert BY_KIND[kind].source == protocol, kind
         assert neutral in TRANSLATED_BY_KIND, kind
+    for name, knob, _ in own.claims:
+        assert name == protocol and knob in field_names_of_knobs(protocol)
+
+
+def field_names_of_knobs(protocol: str) -> set[str]:
+    knobs = BUILTIN_PROTOCOLS[protocol].knobs
+    assert knobs is not None
+    return {f.name for f in fields(knobs)}
 
 
 def ev(kind: str, host: str = "h1", **data: Any) -> TraceEvent:
@@ -204,6 +215,39 @@ def test_the_neutral_reading_keeps_every_event_at_its_place() -> None:
                                                   if k in every_protocol().events
                                                   and k != "rdzv_shutdown"}
         assert read.neutral is read
+
+
+TE = {"min_nodes": 2, "max_nodes": 4, "max_restarts": 3, "monitor_interval": 0.1,
+      "last_call_timeout": 1.0, "keep_alive_interval": 5.0, "keep_alive_max_attempt": 3,
+      "heartbeat_timeout": 30.0, "pg_timeout": 60.0, "read_timeout": 60.0,
+      "join_timeout": 600.0, "stop_timeout": 30.0}
+HVD = {"np": 4, "min_np": 3, "max_np": 8, "slots_per_host": 2, "reset_limit": 2,
+       "discovery_period": 1.0, "discovery_wait": 3.0, "process_start_latency": 0.2,
+       "gloo_timeout": 30.0, "kill_grace": 5.0, "elastic_timeout": 600.0,
+       "connect_timeout": 127.0}
+STATIC = {"min_hosts": 2, "max_hosts": 3, "last_call": 1.0, "group_timeout": 30.0,
+          "store_timeout": 60.0, "join_timeout": 600.0}
+
+
+def test_each_protocol_reads_its_own_knobs_as_limits() -> None:
+    settle = 2 * (0.1 + 1.0 + 5.0 * 3) + 30.0 + 60.0
+    assert limits_of(TE, "torchelastic") == Limits(2, 4, 3, True, settle,
+                                                   600.0 + settle + 30.0)
+    settle = 2 * 1.0 + 3.0 + 0.2 + 30.0 + 5.0
+    assert limits_of(HVD, "horovod") == Limits(2, 4, 2, False, settle, 600.0 + settle)
+    assert limits_of({**HVD, "reset_limit": None, "max_np": None}, "horovod") == Limits(
+        2, None, None, False, settle, 600.0 + settle)
+    settle = 2 * 1.0 + 30.0 + 60.0
+    assert limits_of(STATIC, "static") == Limits(2, 3, None, False, settle, 600.0 + settle)
+    for knobs, name in ((TE, "torchelastic"), (HVD, "horovod"), (STATIC, "static")):
+        assert limits_of(knobs) == limits_of(knobs, name)  # a nameless trace: told by its knobs
+        assert protocol_of([start(None, **knobs)]) == name
+        assert run_limits([start(name, **knobs)]) == limits_of(knobs, name)
+    assert limits_of(STATIC, "torchelastic") is None  # not its knobs
+    assert limits_of({"my_knob": 1}) is None
+    knobs_of = {"torchelastic": TE, "horovod": HVD, "static": STATIC}
+    for name, _, read in every_protocol().claims:
+        assert set(read(knobs_of[name])) == {f.name for f in fields(Limits)}
 
 
 def test_every_translated_kind_is_documented_with_its_fields() -> None:
