@@ -1,11 +1,16 @@
 """Every kind of trace event and its fields, defined once: what the runtimes and protocols
-record, what the checks, metrics and reports read. ``python -m elastic_sim.tracedoc``
-writes the table to docs/trace-events.md; a test keeps both in step with the code (every
-``record(kind, ...)`` call uses a kind and fields listed here)."""
+record (:data:`EVENT_KINDS`), what the metrics and reports read, and the protocol-neutral
+vocabulary the checks read (:data:`NEUTRAL_KINDS`: the recorded kinds every protocol
+records alike, and :data:`TRANSLATED_KINDS`, what each protocol's own events are read as;
+:mod:`elastic_sim.vocabulary`). ``python -m elastic_sim.tracedoc`` writes the tables to
+docs/trace-events.md; a test keeps both in step with the code (every ``record(kind, ...)``
+call uses a kind and fields listed here)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from elastic_sim.trace import STRETCH
 
 
 @dataclass(frozen=True)
@@ -180,3 +185,56 @@ BY_KIND: dict[str, EventKind] = {k.kind: k for k in EVENT_KINDS}
 def field_names(kind: EventKind) -> list[str]:
     """The kind's field names, without the optional marker."""
     return [name.rstrip("?") for name, _ in kind.fields]
+
+
+PROTOCOL_SOURCES = (TE, HVD, STATIC)
+"""The sources of kinds that one protocol records in its own dialect."""
+SHARED_KINDS: tuple[str, ...] = tuple(k.kind for k in EVENT_KINDS
+                                      if k.source not in PROTOCOL_SOURCES and k.kind != STRETCH)
+"""Recorded kinds that mean the same in every protocol's trace (the tool's, the runtime's,
+the fault injector's, and those every protocol records alike): neutral as recorded. The
+fast fidelity's summaries are not among them: a history reads them as their steps."""
+
+NEUTRAL = "protocol vocabularies"
+TRANSLATED_KINDS: tuple[EventKind, ...] = (
+    _k("epoch_decided", NEUTRAL, "one participant's write decided an epoch's membership, at "
+       "this instant, among participants that had joined (its members learn it with "
+       "rdzv_done)", ("round", "epoch id"), ("members?", "[member...] in rank order")),
+    _k("epoch_assigned", NEUTRAL, "a coordinator assigned the ranks of a new epoch's world: "
+       "the job's world where the protocol has such a coordinator (each member's rdzv_done "
+       "shows its part), planned before its members run",
+       ("round", "epoch id"), ("ranks", "{member: rank}"),
+       ("resets", "epochs before it that reset the job (null: unknown)")),
+    _k("restart", NEUTRAL, "a host's agent restarts its workers",
+       ("failure", "a worker failure caused it"),
+       ("spent", "it spends restart budget (a membership change does not)"),
+       ("left", "restarts left after it (null: unknown)")),
+    _k("restarts_left", NEUTRAL, "a host's restart budget, as its agent now has it",
+       ("left", "restarts left")),
+    _k("restart_count", NEUTRAL, "the restart count a host's agent told its workers of an "
+       "epoch", ("round", "epoch id"), ("count", "restarts before it")),
+    _k("barrier_enter", NEUTRAL, "a party enters the barrier that ends an epoch's job: no "
+       "party leaves it before every party of the epoch arrived",
+       ("round", "epoch id"), ("party", "who entered (its host)"),
+       ("parties", "how many distinct parties it waits for (null: unknown)")),
+    _k("barrier_trip", NEUTRAL, "the barrier let this party go", ("round", "epoch id")),
+    _k("barrier_fail", NEUTRAL, "the barrier failed for this party", ("error", "error")),
+    _k("rendezvous_closed", NEUTRAL, "a host closed the rendezvous for every host"),
+    _k("rendezvous_close_failed", NEUTRAL, "closing the rendezvous failed",
+       ("error", "error")),
+    _k("offered", NEUTRAL, "the hosts the discovery offers the job from now on",
+       ("hosts", "[host...]")),
+    _k("evict", NEUTRAL, "a host is shut out of the job (blacklisted)", ("host", "host"),
+       ("until", "end of its cooldown, run seconds (null: for good)")),
+    _k("injected_failure", NEUTRAL, "a worker fails as the scenario scripts it: a failure "
+       "injected through the protocol's own hooks"),
+    _k("worker_error", NEUTRAL, "a worker exits with an error", ("error", "error")),
+    _k("abort", NEUTRAL, "a worker aborts", ("error", "error")),
+)
+"""What the protocols' own events are read as: each protocol maps its kinds onto these in
+its vocabulary module (``elastic_sim.protocols.<name>.vocabulary``)."""
+
+NEUTRAL_KINDS: tuple[str, ...] = SHARED_KINDS + tuple(k.kind for k in TRANSLATED_KINDS)
+"""Every kind a check may read: the shared recorded kinds and the translated ones."""
+
+TRANSLATED_BY_KIND: dict[str, EventKind] = {k.kind: k for k in TRANSLATED_KINDS}

@@ -1,14 +1,14 @@
 """The job's capacity to go on, as the trace shows it at any instant: which hosts are
 usable (alive, not frozen, reachable from the coordinator), still offered to the job (not
-dropped by discovery, not blacklisted after failing) and have restart budget left."""
+dropped by discovery, not evicted after failing) and have restart budget left."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from elastic_sim.checks.facts import Cluster, Limits, host_of, knobs_of, limits_of
-from elastic_sim.history import Key, history, merged
+from elastic_sim.checks.facts import Cluster, Limits, host_of, run_limits
+from elastic_sim.history import Key, merged, neutral
 from elastic_sim.trace import TraceEvent
 
 
@@ -19,15 +19,15 @@ class Capacity:
     limits: Limits
     cluster: Cluster = field(default_factory=Cluster)
     remaining: dict[str, int] = field(default_factory=dict)
-    """Per host (torchelastic's agents): restarts left, as the agent last recorded them."""
+    """Per host whose agent spends its own budget: restarts left, as last recorded."""
     resets: int = 0
-    """Job-wide resets so far (Horovod: rendezvous after the first)."""
+    """Job-wide resets so far (epochs a coordinator assigned after the first)."""
     offered: set[str] | None = None
     """Hosts the discovery offers now (None: no discovery, every host)."""
     blacklisted: dict[str, float | None] = field(default_factory=dict)
-    """Host -> end of its blacklist cooldown (None: for good)."""
+    """Host -> end of its eviction's cooldown (None: for good)."""
     assigned_at: dict[str, float] = field(default_factory=dict)
-    """Host -> when the driver last gave it a slot (Horovod)."""
+    """Host -> when a coordinator last assigned it a place in an epoch."""
 
     def see(self, ev: TraceEvent) -> None:
         """Take one event into account."""
@@ -36,22 +36,22 @@ class Capacity:
             return
         if ev.kind == "proc_start" and self.limits.restart_budget is not None:
             self.remaining[ev.host] = self.limits.restart_budget  # a new incarnation
-        elif ev.kind in ("agent_state", "agent_restart"):
-            left = ev.get("remaining_restarts")
+        elif ev.kind in ("restarts_left", "restart"):
+            left = ev.get("left")
             if isinstance(left, int):
                 self.remaining[ev.host] = left
-        elif ev.kind == "hvd_assign":
-            rdzv = ev.get("rendezvous")
-            if isinstance(rdzv, int):
-                self.resets = max(self.resets, rdzv - 1)
-            for slot in ev.get("ranks") or {}:
-                self.assigned_at[host_of(str(slot))] = ev.t
-        elif ev.kind == "hvd_discovery":
-            self.offered = {host_of(h) for h in ev.get("hosts", [])}
-        elif ev.kind == "hvd_blacklist":
-            end = ev.get("cooldown_end")
-            self.blacklisted[str(ev.get("target"))] = (float(end) if isinstance(end, (int, float))
-                                                       else None)
+        elif ev.kind == "epoch_assigned":
+            resets = ev.get("resets")
+            if isinstance(resets, int):
+                self.resets = max(self.resets, resets)
+            for member in ev.get("ranks") or {}:
+                self.assigned_at[host_of(str(member))] = ev.t
+        elif ev.kind == "offered":
+            self.offered = set(ev.get("hosts", []))
+        elif ev.kind == "evict":
+            end = ev.get("until")
+            self.blacklisted[str(ev.get("host"))] = (float(end) if isinstance(end, (int, float))
+                                                     else None)
 
     @property
     def struck(self) -> bool:
@@ -74,12 +74,12 @@ class Capacity:
         if self.offered is not None and host not in self.offered:
             return False
         failure = self.cluster.faulted.get(host)
-        if failure is not None and failure.kind == "hvd_scheduled_exit" and (
+        if failure is not None and failure.kind == "injected_failure" and (
                 self.assigned_at.get(host, -1.0) <= failure.t):
             return False  # its worker was made to fail and it was not taken back since
         if host in self.blacklisted and host in self.cluster.faulted:
             end = self.blacklisted[host]
-            return end is not None and end <= now  # a failed host, blacklisted: not capacity
+            return end is not None and end <= now  # a failed host, evicted: not capacity
         return True
 
     def able(self, now: float) -> list[str]:
@@ -99,14 +99,15 @@ class Capacity:
 
 def replay(events: Sequence[TraceEvent], extra: Iterable[tuple[Key, TraceEvent]] = ()
            ) -> Iterator[tuple[TraceEvent, Capacity]]:
-    """Every event but the ``coll_enter`` / ``coll_done`` / ``step`` events of training
-    summaries (the capacity reads none of them; ``extra``: keyed ones to put in their
-    place), with the capacity as it stands once the event is taken into account; nothing
-    when the run's knobs are of no known protocol."""
-    limits = limits_of(knobs_of(events))
+    """Every recorded event in the checks' vocabulary but the ``coll_enter`` /
+    ``coll_done`` / ``step`` events of training summaries (the capacity reads none of them;
+    ``extra``: keyed ones to put in their place), with the capacity as it stands once the
+    event is taken into account; nothing when the run's knobs are of no known protocol."""
+    hist = neutral(events)
+    limits = run_limits(hist)
     if limits is None:
         return
     cap = Capacity(limits)
-    for ev in merged(history(events), extra):
+    for ev in merged(hist, extra):
         cap.see(ev)
         yield ev, cap

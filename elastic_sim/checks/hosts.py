@@ -1,7 +1,7 @@
 """Checks about the hosts a job is offered: once the cluster is quiet every available host
 that fits is brought into the world (eventual incorporation), and a host that did not fail
-is never blacklisted or evicted, nor does a barrier trip before its distinct parties
-arrived."""
+is never evicted (blacklisted) or left out of a world, nor does a barrier trip before its
+distinct parties arrived."""
 
 from __future__ import annotations
 
@@ -12,19 +12,20 @@ from collections.abc import Sequence
 from elastic_sim.checks.capacity import Capacity, replay
 from elastic_sim.checks.facts import host_of, last_quiet_point
 from elastic_sim.checks.verdict import CheckResult, Violation
-from elastic_sim.history import History, Key, history
+from elastic_sim.history import History, Key, neutral
 from elastic_sim.trace import TraceEvent
+from elastic_sim.vocabulary import amended
 
-WORLD = ("rdzv_done", "hvd_assign")
-AVAILABILITY = ("run_start", "proc_start", "proc_exit", "fault", "hvd_discovery",
-                "hvd_blacklist", "hvd_assign", "hvd_scheduled_exit", "agent_state",
-                "agent_restart")
+WORLD = ("rdzv_done", "epoch_assigned")
+"""Events that form a world: a member's epoch, a coordinator's assignment."""
+AVAILABILITY = ("run_start", "proc_start", "proc_exit", "fault", "offered", "evict",
+                "epoch_assigned", "injected_failure", "restarts_left", "restart")
 """Events that can change which hosts are available (what the capacity facts read)."""
 
 
 def _members(ev: TraceEvent) -> list[str]:
-    """The distinct hosts of a formed world (rdzv_done members, hvd_assign ranks); members
-    that disagree within one round are united (membership_agreement judges that)."""
+    """The distinct hosts of a formed world (rdzv_done members, epoch_assigned ranks);
+    members that disagree within one round are united (membership_agreement judges that)."""
     raw = ev.get("members") if "members" in ev.data else list(ev.get("ranks") or {})
     return list(dict.fromkeys(host_of(str(m)) for m in raw or []))
 
@@ -38,7 +39,7 @@ def eventual_incorporation(events: Sequence[TraceEvent]) -> CheckResult:
     res = CheckResult("eventual_incorporation",
                       "once quiet, every available host that fits joins the world within the "
                       "settle time the knobs imply", unit="hosts")
-    hist = history(events)
+    hist = neutral(events)
     quiet = last_quiet_point(hist)
     arrived: dict[str, float] = {}
     for ev in hist.of("proc_start"):
@@ -80,8 +81,7 @@ def eventual_incorporation(events: Sequence[TraceEvent]) -> CheckResult:
             if world is not None and _round(world) == _round(ev):
                 united = dict.fromkeys(_members(world))  # in order, one each
                 united.update(dict.fromkeys(_members(ev)))
-                ev = TraceEvent(ev.t, ev.host, ev.proc, ev.kind, {
-                    **ev.data, "members": list(united)})
+                ev = amended(ev, members=list(united))
             world = ev
     else:
         while cap is not None and due and _judged_before(hist, due[0], None):
@@ -98,7 +98,7 @@ def _judged_before(hist: History, due: tuple[float, str, float, Key], key: Key |
 
 
 def _round(ev: TraceEvent) -> object:
-    return (ev.kind, ev.get("round", ev.get("rendezvous")))
+    return (ev.kind, ev.get("round"))
 
 
 def _judge(res: CheckResult, host: str, window: tuple[float, float],
@@ -114,22 +114,23 @@ def _judge(res: CheckResult, host: str, window: tuple[float, float],
         f"({start + settle:g} s) the world is {len(members)} hosts "
         f"({', '.join(members) or 'none'}) without it (max "
         f"{max_hosts if max_hosts is not None else 'unbounded'})",
-        [e for e in (world,) if e is not None] + history(events).of("fault")[-1:]))
+        [e for e in (world,) if e is not None] + neutral(events).of("fault")[-1:]))
 
 
 def healthy_hosts_kept(events: Sequence[TraceEvent]) -> CheckResult:
-    """A host that did not fail (no fault hit it, no scripted failure of its workers) is
-    never blacklisted, nor left out of the next world it asked to join while it could go on
-    and the world had room (evicted); an exit barrier trips only once as many distinct hosts
-    as its round's world size entered it."""
+    """A host that did not fail (no fault hit it, no injected failure of its workers) is
+    never evicted (blacklisted), nor left out of the next world it asked to join while it
+    could go on and the world had room; a barrier ending an epoch trips only once as many
+    distinct parties as it waits for entered it."""
     res = CheckResult("healthy_hosts_kept",
                       "no healthy host blacklisted or evicted; barriers trip only when their "
                       "distinct parties arrived",
                       unit="reconfigurations, blacklistings and barriers")
-    barriers = _Barriers(res, _clock_uncertainty(events))
+    hist = neutral(events)
+    barriers = _Barriers(res, _clock_uncertainty(hist))
     last_world: TraceEvent | None = None
     joined: dict[str, float] = {}
-    for ev, cap in replay(events):
+    for ev, cap in replay(hist):
         barriers.settle(ev.t)
         if ev.kind == "rdzv_join":
             joined[ev.host] = ev.t
@@ -139,16 +140,16 @@ def healthy_hosts_kept(events: Sequence[TraceEvent]) -> CheckResult:
                 asked = {h for h, t in joined.items() if last_world.t < t <= ev.t}
                 _evictions(res, last_world, ev, cap, asked)
             last_world = ev
-        if ev.kind == "hvd_blacklist":
+        if ev.kind == "evict":
             res.checked += 1
-            target = str(ev.get("target"))
+            target = str(ev.get("host"))
             if target not in cap.cluster.faulted:
                 res.violations.append(Violation(
                     f"{target} was blacklisted at {ev.t:g} s though no fault hit it and none "
                     "of its workers was made to fail", [ev]))
-        elif ev.kind == "exit_barrier_enter":
+        elif ev.kind == "barrier_enter":
             barriers.enter(ev)
-        elif ev.kind == "exit_barrier_done":
+        elif ev.kind == "barrier_trip":
             barriers.done(ev)
     barriers.settle(math.inf)
     return res
@@ -175,7 +176,7 @@ def _clock_uncertainty(events: Sequence[TraceEvent]) -> dict[str, float]:
     (``clock_sync``); none in the sim or on one machine, where the trace's order is the
     order things happened in."""
     out: dict[str, float] = {}
-    for ev in history(events).plain:  # (not the expanded view: it need not be made)
+    for ev in neutral(events).plain:  # (not the expanded view: it need not be made)
         if ev.kind == "clock_sync":
             for host in ev.get("hosts") or []:
                 out[str(host)] = float(ev.get("uncertainty") or 0.0)
@@ -185,7 +186,7 @@ def _clock_uncertainty(events: Sequence[TraceEvent]) -> dict[str, float]:
 
 
 class _Barrier:
-    """A round's exit barrier, once it tripped: the hosts in it when it did."""
+    """A round's barrier, once it tripped: the parties in it when it did."""
 
     def __init__(self, done: TraceEvent, parties: dict[str, TraceEvent], until: float) -> None:
         self.done = done
@@ -195,8 +196,8 @@ class _Barrier:
 
 
 class _Barriers:
-    """The exit barriers of a run: a barrier trips only once as many distinct hosts as its
-    round's world size entered it. Entries before its first ``exit_barrier_done`` in the
+    """The barriers ending the epochs of a run: a barrier trips only once as many distinct
+    parties as it waits for entered it. Entries before its first ``barrier_trip`` in the
     trace count; in a real cluster run, so does an entry stamped after it by no more than
     the two hosts' clock uncertainties together (their true order is unknown then)."""
 
@@ -209,13 +210,13 @@ class _Barriers:
         self.judged: set[object] = set()
 
     def enter(self, ev: TraceEvent) -> None:
-        """A host entered a round's barrier."""
-        rnd = ev.get("round")
-        self.entered.setdefault(rnd, {}).setdefault(ev.host, ev)
+        """A party entered a round's barrier."""
+        rnd, party = ev.get("round"), ev.get("party")
+        self.entered.setdefault(rnd, {}).setdefault(party, ev)
         b = self.open.get(rnd)
         if b is not None and ev.t <= b.done.t + self.u.get(ev.host, 0.0) + \
                 self.u.get(b.done.host, 0.0):
-            b.parties.setdefault(ev.host, ev)
+            b.parties.setdefault(party, ev)
 
     def done(self, ev: TraceEvent) -> None:
         """A member left a round's barrier: the first one is when it tripped."""
@@ -238,7 +239,7 @@ class _Barriers:
         self.judged.add(rnd)
         self.res.checked += 1
         parties = b.parties
-        size = next((e.get("world_size") for e in parties.values()), None)
+        size = next((e.get("parties") for e in parties.values()), None)
         if isinstance(size, int) and len(parties) < size:
             self.res.violations.append(Violation(
                 f"the exit barrier of round {rnd} tripped with {len(parties)} of its "

@@ -1,18 +1,18 @@
 """Checks of how a job ends: it fails only when it could not go on, the rendezvous is closed
 for everyone only by an end the job could not avoid, and a job that completes shuts down
-cleanly (no process ends with an error, the exit barrier completes)."""
+cleanly (no process ends with an error, the barrier ending the epoch completes)."""
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Sequence
 
 from elastic_sim.checks.capacity import Capacity, replay
 from elastic_sim.checks.facts import host_of, run_end
 from elastic_sim.checks.hosts import WORLD, _members
 from elastic_sim.checks.verdict import CheckResult, Violation
-from elastic_sim.history import history
+from elastic_sim.history import neutral
 from elastic_sim.trace import TraceEvent
+from elastic_sim.vocabulary import recorded
 
 
 def _why_enough(cap: Capacity, now: float) -> str:
@@ -33,13 +33,14 @@ def avoidable_job_failure(events: Sequence[TraceEvent]) -> CheckResult:
     res = CheckResult("avoidable_job_failure",
                       "the job fails only when fewer than the minimum hosts could go on",
                       unit="job ends")
-    end = run_end(events)
+    hist = neutral(events)
+    end = run_end(hist)
     if end is None or end.get("outcome") == "hung":
         return res
     res.checked = 1
     if end.get("outcome") != "failed":
         return res
-    for ev, cap in replay(events):
+    for ev, cap in replay(hist):
         if ev.kind != "job_failed" or ev.host in cap.cluster.leaving:
             continue
         if cap.enough(ev.t):
@@ -61,7 +62,7 @@ def rendezvous_closed_by_job_end(events: Sequence[TraceEvent]) -> CheckResult:
     for ev, cap in replay(events):
         if ev.kind in ("job_done", "job_failed"):
             ended.setdefault(ev.proc, ev)
-        elif ev.kind == "rdzv_shutdown" and ev.get("closed"):
+        elif ev.kind == "rendezvous_closed":
             res.checked += 1
             if res.checked > 1:
                 continue
@@ -78,23 +79,23 @@ def rendezvous_closed_by_job_end(events: Sequence[TraceEvent]) -> CheckResult:
     return res
 
 
-SHUTDOWN_ERRORS = ("exit_barrier_failed", "rdzv_shutdown_failed", "job_failed", "hvd_exit")
-"""Events that say a process ran into an error (recorded by agents, drivers, workers)."""
+SHUTDOWN_ERRORS = ("barrier_fail", "rendezvous_close_failed", "job_failed", "worker_error")
+"""Events that say a process ran into an error (agents, drivers, workers)."""
 
 
 def clean_shutdown(events: Sequence[TraceEvent]) -> CheckResult:
     """In a job that completes, every host that finishes it (a member of the last world, or
     the coordinator, alive and reachable at completion) shuts down cleanly: none of its
-    processes records an error or exits non-zero from the completion on, and every exit
-    barrier it enters completes. A process started after the completion (an agent added
-    once the job was done) did not finish it and is not judged; nor is a worker (a process
-    that joined a process group) on the coordinator's host when that host is not in the last
-    world: it was removed from the job before it completed (Horovod's driver ignores such a
-    worker's exit)."""
+    processes records an error or exits non-zero from the completion on, and every barrier
+    ending the epoch that it enters completes. A process started after the completion (an
+    agent added once the job was done) did not finish it and is not judged; nor is a worker
+    (a process that joined a process group) on the coordinator's host when that host is not
+    in the last world: it was removed from the job before it completed (a coordinator may
+    ignore such a worker's exit, as Horovod's driver does)."""
     res = CheckResult("clean_shutdown",
                       "a completed job shuts down without errors and its exit barrier "
                       "completes", unit="processes")
-    hist = history(events)
+    hist = neutral(events)
     end = run_end(hist)
     if end is None or end.get("outcome") != "completed":
         return res
@@ -104,10 +105,7 @@ def clean_shutdown(events: Sequence[TraceEvent]) -> CheckResult:
     done_at = done.t
     # The first event from the completion on decides who finishes; a training step's
     # (which replay leaves out) is put in its place.
-    nxt = hist.next_after((done_at, -1, -1))
-    plain = bisect_left(hist.keys, (done_at, -1, -1))
-    first = [nxt] if hist.stretches and nxt is not None and (
-        plain == len(hist.keys) or nxt[0] != hist.keys[plain]) else []
+    first = hist.made_first_from(done_at)
     finishers: set[str] = set()
     procs: set[str] = set()
     barrier: dict[str, TraceEvent] = {}
@@ -128,9 +126,9 @@ def clean_shutdown(events: Sequence[TraceEvent]) -> CheckResult:
             late.add(ev.proc)  # started after the completion (a scale-up): it did not finish it
         if ev.proc in late:
             continue
-        if ev.kind == "exit_barrier_enter":
+        if ev.kind == "barrier_enter":
             barrier[ev.proc] = ev
-        elif ev.kind == "exit_barrier_done":
+        elif ev.kind == "barrier_trip":
             barrier.pop(ev.proc, None)
         if not finishers or host not in finishers:
             continue
@@ -147,8 +145,8 @@ def clean_shutdown(events: Sequence[TraceEvent]) -> CheckResult:
                     "completed", [ev]))
         elif ev.kind in SHUTDOWN_ERRORS and ev.t >= done_at:
             res.violations.append(Violation(
-                f"{ev.proc} recorded {ev.kind} ({ev.get('error')}) after the job completed",
-                [ev]))
+                f"{ev.proc} recorded {recorded(ev).kind} ({ev.get('error')}) after the job "
+                "completed", [ev]))
     for proc, enter in sorted(barrier.items()):
         if host_of(proc) in finishers:
             res.violations.append(Violation(

@@ -5,13 +5,12 @@ them."""
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Sequence
 
 from elastic_sim.checks.capacity import replay
 from elastic_sim.checks.facts import PROGRESS, fault_events, run_end
 from elastic_sim.checks.verdict import CheckResult, Violation
-from elastic_sim.history import History, history
+from elastic_sim.history import neutral
 from elastic_sim.trace import TraceEvent
 
 
@@ -21,7 +20,7 @@ def terminates(events: Sequence[TraceEvent]) -> CheckResult:
     by :mod:`checks.bounded` instead."""
     res = CheckResult("terminates", "the job ends (done or a clear error) instead of hanging",
                       unit="runs")
-    hist = history(events)
+    hist = neutral(events)
     end = run_end(hist)
     if end is None:
         return res
@@ -43,7 +42,7 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
     res = CheckResult("progress_after_faults",
                       "progress, or an unavoidable end, within the knobs' bound after each "
                       "fault starts or heals", unit="fault events")
-    hist = history(events)
+    hist = neutral(events)
     faults = fault_events(hist)
     end = run_end(hist)
     if not faults:
@@ -66,8 +65,8 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
         if end is not None and end.t < horizon and end.get("outcome") == "hung":
             continue  # the time limit came first: not judged (terminates says it hung)
         res.checked += 1
-        ok = any(fault.t <= t <= horizon and just for t, just in marks) or _trained(
-            hist, fault.t, horizon)
+        ok = any(fault.t <= t <= horizon and just for t, just in marks) or hist.occurs(
+            "step", fault.t, horizon)  # a step of training that replay leaves out
         if ok or (completed and end is not None and end.t <= horizon):
             continue
         nxt = next((e for e in hist if e.t >= fault.t and e.kind in (*PROGRESS, "job_failed")),
@@ -81,17 +80,7 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
     return res
 
 
-def _trained(hist: History, a: float, b: float) -> bool:
-    """Whether a training stretch has a step in ``[a, b]``."""
-    for st in hist.spanning((a, -1, -1), (b, len(hist.raw), 0)):
-        times = st.step_times()
-        i = bisect_left(times, a)
-        if i < len(times) and times[i] <= b:
-            return True
-    return False
-
-
-CAUSES = ("fault", "hvd_discovery", "hvd_blacklist")
+CAUSES = ("fault", "offered", "evict")
 """Events that can explain a new round (plus a host's first process starting)."""
 LOOP_ROUNDS = 2
 """Unexplained rounds in a row without training that make a loop: one can be the late
@@ -101,7 +90,8 @@ detection of an earlier cause, a second cannot."""
 def no_restart_loop(events: Sequence[TraceEvent]) -> CheckResult:
     """No process goes through rounds that train nothing, one after the other, with
     nothing to explain them: a round is explained by a fault starting or healing, a host
-    arriving, or a discovery or blacklist change since the process's previous round, and
+    arriving, or a change of what discovery offers or an eviction since the process's
+    previous round, and
     none counts while a fault is in force. :data:`LOOP_ROUNDS` unexplained rounds in a
     row without a step between them are a loop, even if a restart budget ends it."""
     res = CheckResult("no_restart_loop",
@@ -110,7 +100,8 @@ def no_restart_loop(events: Sequence[TraceEvent]) -> CheckResult:
     streak: dict[str, list[TraceEvent]] = {}
     explained: dict[str, bool] = {}
     flagged: set[str] = set()
-    for ev, cap in replay(events, history(events).step_marks()):
+    hist = neutral(events)
+    for ev, cap in replay(hist, hist.step_marks()):
         if ev.kind in PROGRESS:
             streak.pop(ev.proc, None)
         elif ev.kind in CAUSES or (ev.kind == "proc_start" and ev.proc == f"{ev.host}/main"):
