@@ -40,7 +40,7 @@ OWN_KINDS = [k.kind for k in EVENT_KINDS if k.source in PROTOCOL_SOURCES]
 @cache
 def _traces() -> list[list[TraceEvent]]:
     from elastic_sim.builtin import builtin_dir
-    from elastic_sim.runner import simulate
+    from elastic_sim.pipeline import simulate
     from elastic_sim.scenario import load_scenario
 
     out = []
