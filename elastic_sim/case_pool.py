@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from elastic_sim.campaign import Executor, Handle, interrupted
 from elastic_sim.cases import Case, Outcome, run_case
-from elastic_sim.corpus import Planner
+from elastic_sim.corpus import Fixed, Planner
 from elastic_sim.draws import Search
 from elastic_sim.mechanisms import Signature
 from elastic_sim.reproducers import Reproducer, reproducer_scenario, write_reproducer
@@ -152,7 +152,7 @@ class CaseRunner:
         self.busy.shrink.add(spent)
         return list(found)
 
-    def outcomes(self, planner: Planner, budget: int | None,
+    def outcomes(self, planner: Planner | Fixed, budget: int | None,
                  deadline: float | None = None) -> Iterator[Outcome]:
         """Outcomes of cases 0, 1, ... (``budget`` of them; None: until the caller stops
         or the wall-clock ``deadline`` passes), in index order; the caller hands each to

@@ -126,10 +126,19 @@ def _add_explore(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     ex = sub.add_parser("explore", help="search fault schedules around a scenario in the sim; "
                                         "shrink each violation and write a reproducer")
     ex.add_argument("scenario", help="scenario YAML file (its hosts, protocol and knobs)")
-    limit = ex.add_mutually_exclusive_group(required=True)
+    limit = ex.add_mutually_exclusive_group()
     limit.add_argument("--budget", type=_pos_int, help="number of schedules to run")
     limit.add_argument("--time", type=float, dest="time_s", metavar="SECONDS",
-                       help="search for this many seconds of wall time")
+                       help="search for this many seconds of wall time (to within one "
+                            "schedule)")
+    ex.add_argument("--exhaustive", action="store_true",
+                    help="instead of drawing schedules: enumerate every ordering of the "
+                         "protocol's decisions and every single fault at each, up to "
+                         "--depth, over its pure decision functions (torchelastic's "
+                         "rendezvous, Horovod's driver; 2-4 nodes), and replay each "
+                         "violating path in the sim")
+    ex.add_argument("--depth", type=_pos_int, default=24,
+                    help="--exhaustive: most decisions on one path (default 24)")
     ex.add_argument("--workers", type=_pos_int, default=1, help="worker processes")
     ex.add_argument("--seed", type=_nonneg_int, default=0,
                     help="seed of the search itself (same seed, same findings)")

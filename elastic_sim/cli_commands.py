@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -117,6 +117,9 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
     from elastic_sim.spec import load
 
     sc, _ = load(args.scenario)  # a file, or a built-in scenario's name
+    if args.budget is None and args.time_s is None and not args.exhaustive:
+        raise ScenarioError("explore", "", "expected --budget N, --time SECONDS or "
+                            "--exhaustive")
     types = (protocol_fault_types(sc) if args.faults in (None, "all")
              else tuple(t for t in args.faults.split(",") if t))
     hosts = [h.name for h in sc.cluster.host_specs()]
@@ -178,11 +181,19 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
             log.update(done, findings=found)
 
         task = bar.add_task(sc.name, total=args.budget, found=0)
-        res = explore(sc, space, seed=args.seed, budget=args.budget, time_s=args.time_s,
-                      workers=args.workers, out_dir=out, ignore=ignore, ties=args.ties,
-                      varies=varies, ray=args.ray, progress=progress, around=around,
-                      swarm=not args.no_swarm, guided=not args.no_guide,
-                      reports=args.reports)
+        options = dict(seed=args.seed, budget=args.budget, time_s=args.time_s,
+                       workers=args.workers, out_dir=out, ignore=ignore, ties=args.ties,
+                       varies=varies, ray=args.ray, progress=progress, around=around,
+                       swarm=not args.no_swarm, guided=not args.no_guide,
+                       reports=args.reports)
+        if args.exhaustive:
+            from elastic_sim.exhaustive.search import explore_exhaustively
+
+            res = explore_exhaustively(sc, space, depth=args.depth, **options)
+        else:
+            res = explore(sc, space, **options)
+    if res.exhaustive is not None:
+        _print_exhaustive(res.exhaustive, console)
     console.print(f"{res.cases} schedules and {res.shrink_runs} shrink runs in "
                   f"{res.wall_s:.1f} s ({res.per_minute:.0f} new schedules/min, "
                   f"{res.runs_per_minute:.0f} runs/min)"
@@ -209,6 +220,18 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
     return EXIT_FAIL if failing else EXIT_OK
 
 
+
+
+def _print_exhaustive(ex: dict[str, Any], console: Console) -> None:
+    """What an exhaustive enumeration did, one line per violating path."""
+    console.print(f"exhaustive: {ex['states']} states, {ex['transitions']} transitions of "
+                  f"{ex['world']} up to {ex['deepest']} decisions in {ex['seconds']:.1f} s"
+                  + (" (stopped at the state limit)" if ex["truncated"] else "")
+                  + f"; {len(ex['paths'])} violating paths", markup=False)
+    for p in ex["paths"]:
+        console.print(f"  {p['check']}: {p['why']} [{', '.join(p['faults']) or 'no fault'}] "
+                      f"-> shown in the sim by {p['shown_in_sim']} of {p['cases']} replays",
+                      markup=False)
 
 
 def _cmd_report(args: argparse.Namespace, console: Console) -> int:

@@ -115,6 +115,34 @@ class Planner:
         return new
 
 
+@dataclass
+class Fixed:
+    """A planner over a given list of cases (the replays of ``explore --exhaustive``):
+    each as it is, renumbered in order; what they reach is recorded, nothing is mutated."""
+
+    cases: Sequence[Case]
+    seen: set[str] = field(default_factory=set)
+    first: dict[str, int] = field(default_factory=dict)
+    entries: list[Entry] = field(default_factory=list)
+    mutated: int = 0
+
+    def ready(self, i: int) -> bool:
+        """Always: no case depends on another."""
+        return True
+
+    def case(self, i: int) -> Case:
+        """Case ``i`` of the list."""
+        return dataclasses.replace(self.cases[i], index=i)
+
+    def observe(self, out: Outcome) -> set[str]:
+        """What ``out`` reached first."""
+        new = set(out.reached) - self.seen
+        self.seen |= new
+        for item in new:
+            self.first[item] = out.case.index
+        return new
+
+
 def _pick(rng: random.Random, entries: Sequence[Entry]) -> Entry:
     """An entry, with odds by how much it reached first."""
     total = sum(e.new for e in entries)
@@ -223,4 +251,4 @@ def _allowed(faults: Sequence[Fault], space: FaultSpace, pinned: dict[str, Fault
             lost.update(f.hosts())
     return space.max_crashes is None or len(lost) <= space.max_crashes
 
-__all__ = ["BATCH", "LAG", "Entry", "Planner", "Snapshot", "mutated"]
+__all__ = ["BATCH", "LAG", "Entry", "Fixed", "Planner", "Snapshot", "mutated"]

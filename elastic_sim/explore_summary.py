@@ -135,6 +135,7 @@ def exploration_json(res: Exploration) -> dict[str, Any]:
             "stopping_hint": hint,
         },
         "reports_not_rendered": res.unrendered,
+        **({"exhaustive": res.exhaustive} if res.exhaustive is not None else {}),
     }
 
 
