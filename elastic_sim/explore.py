@@ -30,7 +30,7 @@ from elastic_sim.campaign import Handle
 from elastic_sim.case_pool import CaseRunner, Found
 from elastic_sim.cases import Case, Outcome, case_run, event_triggers, run_case
 from elastic_sim.checks.facts import limits_of
-from elastic_sim.corpus import Planner
+from elastic_sim.corpus import Fixed, Planner
 from elastic_sim.draws import Search, make_case
 from elastic_sim.explore_summary import exploration_json
 from elastic_sim.faults.around import Around
@@ -115,6 +115,8 @@ class Exploration:
     """Cases drawn as mutations of corpus entries."""
     unrendered: int = 0
     """Reports not rendered for want of time (``elastic-sim report DIR`` renders them)."""
+    exhaustive: dict[str, Any] | None = None
+    """What ``--exhaustive`` enumerated (:mod:`elastic_sim.exhaustive`), when it ran."""
 
     def failing(self, fail_on: str = "promise") -> list[Finding]:
         """The findings that fail the campaign: those where the protocol broke its own
@@ -226,6 +228,8 @@ def explore(
     swarm: bool = True,
     guided: bool = True,
     reports: str = "new",
+    cases: Sequence[Case] | None = None,
+    observer: Callable[[Outcome], None] | None = None,
 ) -> Exploration:
     """Run up to ``budget`` cases (or for ``time_s`` seconds, to within one case); shrink
     each new mechanism and, with ``out_dir``, write its reproducer ``<out_dir>/<name>.yaml``
@@ -236,7 +240,10 @@ def explore(
     case (moved within its bounds); ``swarm``: each fresh case drawn over a drawn part of
     the space; ``guided``: half the cases mutate earlier cases that reached something new.
     With ``ray`` (an address, or ``"local"``) the cases run as Ray tasks; the findings are
-    the same."""
+    the same. ``cases``: run these (in order, as given) instead of drawing any;
+    ``observer`` sees every case's outcome, in order."""
+    if cases is not None:
+        budget = len(cases) if budget is None else min(budget, len(cases))
     if budget is None and time_s is None:
         raise ValueError("explore needs a budget or a time limit")
     if reports not in REPORTS:
@@ -247,7 +254,7 @@ def explore(
     limits = limits_of(sc.knobs(), sc.protocol.name)
     search = Search(sc, res.ignored, seed, space, ties, tuple(varies), around, swarm,
                     limits.progress_s if limits is not None else 0.0)
-    planner = Planner(search, guided)
+    planner: Planner | Fixed = Planner(search, guided) if cases is None else Fixed(cases)
     runner = CaseRunner(search, workers, ray)
     res.workers = runner.workers
     started = time.perf_counter()
@@ -257,7 +264,10 @@ def explore(
         for out in runner.outcomes(planner, budget, deadline):
             res.cases += 1
             planner.observe(out)
-            book.judge(out, runner, deadline)
+            if observer is not None:
+                observer(out)
+            if book.judge(out, runner, deadline):
+                book.point(planner)
             if res.cases % CURVE_EVERY == 0:
                 book.point(planner)
             book.settle(runner, wait=False)
@@ -297,9 +307,10 @@ class _Book:
         self.pending: deque[tuple[Handle, list[Finding]]] = deque()
         self.known = known()
 
-    def judge(self, out: Outcome, runner: CaseRunner, deadline: float | None) -> None:
+    def judge(self, out: Outcome, runner: CaseRunner, deadline: float | None) -> bool:
         """Count ``out``'s mechanisms; hand out a find for the new ones (and for a known
-        one showed by a smaller schedule than the one it was shrunk from)."""
+        one showed by a smaller schedule than the one it was shrunk from); whether any
+        was new."""
         res, case = self.res, out.case
         types = Counter(unwrap(f).type for f in case.faults)
         fresh: list[Finding] = []
@@ -323,8 +334,7 @@ class _Book:
                 again.append(f)
         for batch in ([fresh] if fresh else []) + [[f] for f in again]:
             self._hand_out(out, batch, runner, deadline)
-        if fresh:
-            self.point_now(len(res.reached))
+        return bool(fresh)
 
     def _hand_out(self, out: Outcome, fs: list[Finding], runner: CaseRunner,
                   deadline: float | None) -> None:
@@ -380,14 +390,11 @@ class _Book:
         if (self.out_dir / name).is_dir():
             shutil.rmtree(self.out_dir / name)
 
-    def point_now(self, states: int) -> None:
-        self.res.curve.append((self.res.cases, round(time.perf_counter() - self.started, 3),
-                               len(self.by_sig), states))
-
-    def point(self, planner: Planner) -> None:
+    def point(self, planner: Planner | Fixed) -> None:
         """A point of the coverage curve: cases, seconds, mechanisms, states."""
         states = sum(1 for x in planner.seen if x.startswith("s:"))
-        self.point_now(states)
+        self.res.curve.append((self.res.cases, round(time.perf_counter() - self.started, 3),
+                               len(self.by_sig), states))
 
 
 def _render(res: Exploration, reports: str, deadline: float | None, started: float) -> None:
