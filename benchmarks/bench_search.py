@@ -47,7 +47,7 @@ SCENARIOS = ("te_upstream_3_agents", "te_upstream_4_agents", "hvd_upstream_3_hos
 OLD_ARM = ISOLATE + r"""
 import importlib.util, json, sys, time
 from pathlib import Path
-ROOT, SCENARIO, SEED, TIME_S, OUT = sys.argv[1:6]
+READERS, SCENARIO, SEED, TIME_S, OUT = sys.argv[1:6]
 
 def _load(name, path):
     spec = importlib.util.spec_from_file_location(name, path)
@@ -57,10 +57,10 @@ def _load(name, path):
     return mod
 
 # This checkout's readers (plain modules over the trace), loaded into the baseline.
-_load("elastic_sim.mechanisms", f"{ROOT}/elastic_sim/mechanisms.py")
+_load("elastic_sim.mechanisms", f"{READERS}/elastic_sim/mechanisms.py")
 for p in ("torchelastic", "horovod", "static"):
-    _load(f"elastic_sim.protocols.{p}.coverage", f"{ROOT}/protocols/{p}/coverage.py")
-coverage = _load("elastic_sim.coverage", f"{ROOT}/elastic_sim/coverage.py")
+    _load(f"elastic_sim.protocols.{p}.coverage", f"{READERS}/elastic_sim/protocols/{p}/coverage.py")
+coverage = _load("elastic_sim.coverage", f"{READERS}/elastic_sim/coverage.py")
 
 import elastic_sim.case_pool as cp
 import elastic_sim.cases as cs
@@ -93,11 +93,13 @@ json.dump({"wall_s": time.perf_counter() - t0, "cases": res.cases, "case_s": tim
 """
 
 
-def run_old(site: Path, scenario: Path, seed: int, time_s: float, out: Path) -> dict[str, Any]:
-    """Today's search on ``scenario``; what it reports, read with this checkout."""
+def run_old(site: Path, readers: Path, scenario: Path, seed: int, time_s: float,
+            out: Path) -> dict[str, Any]:
+    """Today's search on ``scenario``; what it reports, read with the new search's readers
+    (installed in ``readers``)."""
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    subprocess.run(["nice", "-n", "10", sys.executable, "-c", OLD_ARM, str(ROOT),
+    subprocess.run(["nice", "-n", "10", sys.executable, "-c", OLD_ARM, str(readers),
                     str(scenario), str(seed), str(time_s), str(out)],
                    env=env_for(site), cwd=out, check=True, capture_output=True)
     wall = time.perf_counter() - t0
@@ -129,12 +131,20 @@ def _mechanisms_of(run_dir: Path, check: str, where: str) -> list[str]:
     return [str(s) for s in sigs if s.where == where] or [str(s) for s in sigs]
 
 
-def run_new(scenario: Path, seed: int, time_s: float, out: Path) -> dict[str, Any]:
-    """The new search on ``scenario`` (the command line a user runs)."""
+NEW_ARM = ISOLATE + r"""
+import sys
+from elastic_sim.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def run_new(site: Path, scenario: Path, seed: int, time_s: float, out: Path) -> dict[str, Any]:
+    """The new search on ``scenario`` (the command line a user runs), installed in
+    ``site``."""
     t0 = time.perf_counter()
-    subprocess.run(["nice", "-n", "10", sys.executable, "-m", "elastic_sim", "explore",
+    subprocess.run(["nice", "-n", "10", sys.executable, "-c", NEW_ARM, "explore",
                     str(scenario), "--time", str(time_s), "--seed", str(seed),
-                    "--out", str(out)], env=env_for(None), cwd=ROOT, check=False,
+                    "--out", str(out)], env=env_for(site), cwd=out.parent, check=False,
                    capture_output=True)
     wall = time.perf_counter() - t0
     found = json.loads((out / "explore.json").read_text())
@@ -208,6 +218,9 @@ def main() -> None:
     p.add_argument("--time", type=float, default=600.0)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--base", default="a24a974")
+    p.add_argument("--head", default="HEAD",
+                   help="the new search's commit (built and installed like the baseline, so "
+                        "edits to the checkout during the hour do not change it)")
     p.add_argument("--scenarios", nargs="+", default=list(SCENARIOS))
     p.add_argument("--work", type=Path, default=Path("/tmp/bench-search"))
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "search")
@@ -215,11 +228,13 @@ def main() -> None:
     site = args.work / "base" / "site"
     if not site.is_dir():
         install(args.base, args.work / "base")
+    head = install(args.head, args.work / "head")
     rows = []
     for name in args.scenarios:
         sc = ROOT / "scenarios" / "campaign" / f"{name}.yaml"
-        old = run_old(site, sc, args.seed, args.time, args.work / name / "old")
-        new = run_new(sc, args.seed, args.time, args.work / name / "new")
+        (args.work / name).mkdir(parents=True, exist_ok=True)
+        old = run_old(site, head, sc, args.seed, args.time, args.work / name / "old")
+        new = run_new(head, sc, args.seed, args.time, args.work / name / "new")
         rows.append(compare(name, old, new))
         print(json.dumps(rows[-1]), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
