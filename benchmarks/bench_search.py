@@ -102,8 +102,20 @@ def run_old(site: Path, readers: Path, scenario: Path, seed: int, time_s: float,
     subprocess.run(["nice", "-n", "10", sys.executable, "-c", OLD_ARM, str(readers),
                     str(scenario), str(seed), str(time_s), str(out)],
                    env=env_for(site), cwd=out, check=True, capture_output=True)
-    wall = time.perf_counter() - t0
+    (out / "wall.json").write_text(json.dumps(time.perf_counter() - t0))
+    return read_old(out)
+
+
+def _wall(out: Path, fallback: float) -> float:
+    """The arm's whole wall time, as run_old or run_new measured it."""
+    path = out / "wall.json"
+    return float(json.loads(path.read_text())) if path.is_file() else fallback
+
+
+def read_old(out: Path) -> dict[str, Any]:
+    """What today's search reported in ``out``, read with this checkout."""
     arm = json.loads((out / "arm.json").read_text())
+    wall = _wall(out, arm["wall_s"])
     found = json.loads((out / "explore.json").read_text())
     case_s = {int(k): v for k, v in arm["case_s"].items()}
     firsts: dict[str, float] = {}
@@ -146,8 +158,14 @@ def run_new(site: Path, scenario: Path, seed: int, time_s: float, out: Path) -> 
                     str(scenario), "--time", str(time_s), "--seed", str(seed),
                     "--out", str(out)], env=env_for(site), cwd=out.parent, check=False,
                    capture_output=True)
-    wall = time.perf_counter() - t0
+    (out / "wall.json").write_text(json.dumps(time.perf_counter() - t0))
+    return read_new(out)
+
+
+def read_new(out: Path) -> dict[str, Any]:
+    """What the new search reported in ``out``."""
     found = json.loads((out / "explore.json").read_text())
+    wall = _wall(out, found["wall_s"])
     firsts = {v["mechanism"]: v["found_s"] for v in found["violations"]}
     cov = found["coverage"]
     return {"wall_s": wall, "cases": found["cases"], "signatures": len(found["violations"]),
@@ -168,8 +186,10 @@ def recorded_firsts(protocol: str, firsts: dict[str, float]) -> dict[str, float]
     return out
 
 
-def compare(name: str, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """One scenario's row."""
+def compare(name: str, old: dict[str, Any], new: dict[str, Any], time_s: float
+            ) -> dict[str, Any]:
+    """One scenario's row (``within``: mechanisms met within ``time_s``, the time asked
+    for: today's search goes on long after it)."""
     from elastic_sim.scenario import load_scenario
 
     protocol = load_scenario(ROOT / "scenarios" / "campaign" / f"{name}.yaml").protocol.name
@@ -183,9 +203,11 @@ def compare(name: str, old: dict[str, Any], new: dict[str, Any]) -> dict[str, An
     return {
         "scenario": name,
         "old": {k: v for k, v in old.items() if k != "firsts"} | {
-            "mechanisms": len(old["firsts"]), "recorded_met": len(ro)},
+            "mechanisms": len(old["firsts"]), "recorded_met": len(ro),
+            "within": sum(1 for t in old["firsts"].values() if t <= time_s)},
         "new": {k: v for k, v in new.items() if k != "firsts"} | {
-            "mechanisms": len(new["firsts"]), "recorded_met": len(rn)},
+            "mechanisms": len(new["firsts"]), "recorded_met": len(rn),
+            "within": sum(1 for t in new["firsts"].values() if t <= time_s)},
         "recorded": both,
         "median_first_s": {"old": statistics.median(to) if to else None,
                            "new": statistics.median(tn) if tn else None},
@@ -195,16 +217,17 @@ def compare(name: str, old: dict[str, Any], new: dict[str, Any]) -> dict[str, An
 
 def table(rows: list[dict[str, Any]], time_s: float) -> str:
     """The Markdown table of the comparison."""
-    head = ("| scenario | arm | cases | reported | mechanisms | recorded met | median first "
-            "find of recorded (s) | states | fault types fired | wall (s) for --time "
-            f"{time_s:g} | idle |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+    head = ("| scenario | arm | cases | reported | mechanisms (met within --time) | recorded "
+            "met | median first find of recorded (s) | states | fault types fired | wall (s) "
+            f"for --time {time_s:g} | idle |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
     lines = []
     for r in rows:
         for arm in ("old", "new"):
             a = r[arm]
             med = r["median_first_s"][arm]
             lines.append(f"| {r['scenario']} | {'today' if arm == 'old' else 'new'} | "
-                         f"{a['cases']} | {a['signatures']} | {a['mechanisms']} | "
+                         f"{a['cases']} | {a['signatures']} | {a['mechanisms']} "
+                         f"({a['within']}) | "
                          f"{a['recorded_met']} of {len(r['recorded'])} | "
                          f"{'—' if med is None else f'{med:.0f}'} | {a['states']} | "
                          f"{len(a['fired'])} | {a['wall_s']:.0f} | "
@@ -224,18 +247,24 @@ def main() -> None:
     p.add_argument("--scenarios", nargs="+", default=list(SCENARIOS))
     p.add_argument("--work", type=Path, default=Path("/tmp/bench-search"))
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "search")
+    p.add_argument("--reuse", action="store_true",
+                   help="read the arms already run under --work instead of running them")
     args = p.parse_args()
     site = args.work / "base" / "site"
-    if not site.is_dir():
+    if not site.is_dir() and not args.reuse:
         install(args.base, args.work / "base")
-    head = install(args.head, args.work / "head")
+    head = args.work / "head" / "site" if args.reuse else install(args.head, args.work / "head")
     rows = []
     for name in args.scenarios:
         sc = ROOT / "scenarios" / "campaign" / f"{name}.yaml"
-        (args.work / name).mkdir(parents=True, exist_ok=True)
-        old = run_old(site, head, sc, args.seed, args.time, args.work / name / "old")
-        new = run_new(head, sc, args.seed, args.time, args.work / name / "new")
-        rows.append(compare(name, old, new))
+        work = args.work / name
+        work.mkdir(parents=True, exist_ok=True)
+        if args.reuse:
+            old, new = read_old(work / "old"), read_new(work / "new")
+        else:
+            old = run_old(site, head, sc, args.seed, args.time, work / "old")
+            new = run_new(head, sc, args.seed, args.time, work / "new")
+        rows.append(compare(name, old, new, args.time))
         print(json.dumps(rows[-1]), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")

@@ -16,30 +16,24 @@ expectations were written for its own schedule, not for generated ones.
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
 import time
-from collections import Counter, deque
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from elastic_sim.campaign import Handle
-from elastic_sim.case_pool import CaseRunner, Found
+from elastic_sim.case_pool import CaseRunner
 from elastic_sim.cases import Case, Outcome, case_run, event_triggers, run_case
 from elastic_sim.checks.facts import limits_of
 from elastic_sim.corpus import Fixed, Planner
 from elastic_sim.draws import Search, make_case
-from elastic_sim.explore_summary import exploration_json
+from elastic_sim.explore_summary import exploration_json, write_summary
 from elastic_sim.faults.around import Around
 from elastic_sim.faults.model import DISCOVERY_FAULTS, FAULT_TYPES
-from elastic_sim.faults.schedule import DEFAULT_TYPES, FaultSpace, schedule_size
-from elastic_sim.faults.triggers import unwrap
+from elastic_sim.faults.schedule import DEFAULT_TYPES, FaultSpace
 from elastic_sim.findings import Finding, ordered
-from elastic_sim.mechanisms import Signature, known, signatures_of
-from elastic_sim.outdir import safe_component
+from elastic_sim.ledger import Ledger
+from elastic_sim.mechanisms import Signature, signatures_of
 from elastic_sim.pipeline import simulate
 from elastic_sim.scenario import Scenario, with_faults
 
@@ -62,8 +56,6 @@ __all__ = [
     "write_summary",
 ]
 
-MAX_SHRINKS = 2
-"""Shrinks one mechanism gets: its first case, and one later case smaller than it."""
 CURVE_EVERY = 25
 """Cases between two points of the coverage curve (besides one at each new mechanism)."""
 TIMESCALE_CAP = 3600.0
@@ -259,7 +251,7 @@ def explore(
     res.workers = runner.workers
     started = time.perf_counter()
     deadline = time.time() + time_s if time_s is not None else None
-    book = _Book(res, search, out_dir, started)
+    book = Ledger(res, search, out_dir, started)
     try:
         for out in runner.outcomes(planner, budget, deadline):
             res.cases += 1
@@ -296,107 +288,6 @@ def explore(
     return res
 
 
-class _Book:
-    """The findings of a search as its outcomes come in (in index order), and the finds
-    handed out for them."""
-
-    def __init__(self, res: Exploration, search: Search, out_dir: Path | None,
-                 started: float) -> None:
-        self.res, self.search, self.out_dir, self.started = res, search, out_dir, started
-        self.by_sig: dict[Signature, Finding] = {}
-        self.pending: deque[tuple[Handle, list[Finding]]] = deque()
-        self.known = known()
-
-    def judge(self, out: Outcome, runner: CaseRunner, deadline: float | None) -> bool:
-        """Count ``out``'s mechanisms; hand out a find for the new ones (and for a known
-        one showed by a smaller schedule than the one it was shrunk from); whether any
-        was new."""
-        res, case = self.res, out.case
-        types = Counter(unwrap(f).type for f in case.faults)
-        fresh: list[Finding] = []
-        again: list[Finding] = []
-        for sig in out.signatures:
-            f = self.by_sig.get(sig)
-            if f is None:
-                f = Finding(sig, out.messages[sig], case.index, case.faults, case.faults,
-                            case.seed, tie_seed=case.tie_seed, variation=case.variation,
-                            standing=out.standing.get(sig, "broken_promise"),
-                            known=self.known.match(res.protocol, sig),
-                            found_s=time.perf_counter() - self.started)
-                f.fault_types.update(types)
-                self.by_sig[sig] = f
-                fresh.append(f)
-                continue
-            f.cases += 1
-            f.fault_types.update(types)
-            if f.shrinks < MAX_SHRINKS and schedule_size(case.faults, self.search.pinned) \
-                    < schedule_size(f.original, self.search.pinned):
-                again.append(f)
-        for batch in ([fresh] if fresh else []) + [[f] for f in again]:
-            self._hand_out(out, batch, runner, deadline)
-        return bool(fresh)
-
-    def _hand_out(self, out: Outcome, fs: list[Finding], runner: CaseRunner,
-                  deadline: float | None) -> None:
-        names = []
-        for k, f in enumerate(fs):
-            f.shrinks += 1
-            base = f"{self.res.scenario}-{f.signature.check}-{out.case.index}"
-            names.append(safe_component(base + (f"-{k}" if k else "")))
-        handle = runner.submit_find(out.case, [f.signature for f in fs],
-                                    [out.messages[f.signature] for f in fs], names,
-                                    deadline, self.out_dir)
-        self.pending.append((handle, fs))
-
-    def settle(self, runner: CaseRunner, wait: bool) -> None:
-        """Take the finds that are done (all of them: ``wait``), in the order handed out."""
-        while self.pending and (wait or runner.ready(self.pending[0][0])):
-            handle, fs = self.pending.popleft()
-            for f, got in zip(fs, runner.found(handle), strict=True):
-                self._adopt(f, got)
-            if self.out_dir is not None:
-                self.res.findings = ordered(self.by_sig.values())
-                self.res.wall_s = time.perf_counter() - self.started
-                write_summary(self.res, self.out_dir / "explore.json")
-
-    def _adopt(self, f: Finding, got: Found) -> None:
-        """A find's result: kept when it is the mechanism's first or its smallest."""
-        self.res.shrink_runs += got.shrunk.runs
-        f.shrink_runs += got.shrunk.runs
-        small, pinned = got.shrunk.case, self.search.pinned
-        if f.shrunk:
-            if schedule_size(small.faults, pinned) >= schedule_size(f.faults, pinned):
-                self._drop(got.reproducer.name)
-                return
-            if f.reproducer is not None:
-                self._drop(f.reproducer.stem)
-        f.shrunk = True
-        f.faults, f.seed, f.tie_seed = small.faults, small.seed, small.tie_seed
-        f.variation, f.cut = small.variation, got.shrunk.cut
-        repro = got.reproducer
-        f.reproduced, f.trace_sha256 = repro.reproduced, repro.trace_sha256
-        if repro.standing is not None:
-            f.standing = repro.standing
-        if self.out_dir is not None:
-            f.reproducer = self.out_dir / f"{repro.name}.yaml"
-            run_dir = self.out_dir / repro.name
-            f.run_dir = run_dir if run_dir.is_dir() else None
-
-    def _drop(self, name: str) -> None:
-        """Remove a reproducer this search wrote and no longer keeps."""
-        if self.out_dir is None:
-            return
-        (self.out_dir / f"{name}.yaml").unlink(missing_ok=True)
-        if (self.out_dir / name).is_dir():
-            shutil.rmtree(self.out_dir / name)
-
-    def point(self, planner: Planner | Fixed) -> None:
-        """A point of the coverage curve: cases, seconds, mechanisms, states."""
-        states = sum(1 for x in planner.seen if x.startswith("s:"))
-        self.res.curve.append((self.res.cases, round(time.perf_counter() - self.started, 3),
-                               len(self.by_sig), states))
-
-
 def _render(res: Exploration, reports: str, deadline: float | None, started: float) -> None:
     """Each wanted reproducer's HTML report (new first) while the search's time lasts."""
     from elastic_sim.reports.render import render_run_dir
@@ -411,12 +302,3 @@ def _render(res: Exploration, reports: str, deadline: float | None, started: flo
         render_run_dir(f.run_dir)
     res.report_s = time.perf_counter() - t0
     res.wall_s = time.perf_counter() - started
-
-
-def write_summary(res: Exploration, path: Path) -> None:
-    """Write :func:`exploration_json` to ``path`` whole (a temporary name, then renamed:
-    a search stopped while writing leaves the previous version)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_text(json.dumps(exploration_json(res), indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)

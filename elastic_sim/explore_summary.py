@@ -7,6 +7,9 @@ when to stop (cases since the last new mechanism)."""
 from __future__ import annotations
 
 import itertools
+import json
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from elastic_sim.coverage import never_reached, split
@@ -139,4 +142,13 @@ def exploration_json(res: Exploration) -> dict[str, Any]:
     }
 
 
-__all__ = ["exploration_json", "fired_faults", "stopping_hint"]
+def write_summary(res: Exploration, path: Path) -> None:
+    """Write :func:`exploration_json` to ``path`` whole (a temporary name, then renamed:
+    a search stopped while writing leaves the previous version)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_text(json.dumps(exploration_json(res), indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+__all__ = ["exploration_json", "fired_faults", "stopping_hint", "write_summary"]

@@ -12,6 +12,7 @@ from elastic_sim.errors import ScenarioError
 from elastic_sim.exhaustive import enumerate_world
 from elastic_sim.exhaustive.replay import replays, world_for
 from elastic_sim.explore import Exploration, explore
+from elastic_sim.explore_summary import write_summary
 from elastic_sim.faults.schedule import FaultSpace
 from elastic_sim.pipeline import simulate
 from elastic_sim.scenario import Scenario, fault_dict, with_faults
@@ -59,8 +60,6 @@ def explore_exhaustively(sc: Scenario, space: FaultSpace, *, depth: int = DEPTH,
         "truncated": found.truncated, "seconds": round(found.seconds, 3), "paths": paths,
     }
     if search.get("out_dir") is not None:
-        from elastic_sim.explore import write_summary
-
         write_summary(res, search["out_dir"] / "explore.json")
     return res
 
