@@ -247,10 +247,19 @@ def with_faults(sc: Scenario, faults: list[Fault], *, seed: int, name: str,
     return parse_scenario(raw, f"<{name}>")
 
 
+SIM_STORE_PORT = 29400
+"""The port a simulated store is given for ``store_port: 0`` ("any free port"): the sim
+has no ports in use, so every run takes the same one (real mode takes one free here)."""
+
+
 def build_world(sc: Scenario, seed: int, store_port: int | None = None) -> World:
     """The runtime's view of ``sc`` run with ``seed`` (``store_port``: the store's port
-    in place of the scenario's, where a real store listens)."""
+    in place of the scenario's, where a real store listens). ``store_port: 0`` (any free
+    port) is settled here, before any host reads it: every host must dial the port its
+    store host listens on."""
     knobs = sc.knobs()
+    if store_port is None and knobs.get("store_port") == 0:
+        store_port = SIM_STORE_PORT
     if store_port is not None and "store_port" in knobs:
         knobs["store_port"] = store_port
     hosts = tuple(sc.cluster.host_specs())

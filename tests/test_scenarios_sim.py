@@ -166,3 +166,21 @@ def test_the_console_prints_bracketed_text_as_it_is(
     printed = " ".join(capsys.readouterr().out.split())
     assert "world sizes within [min, max];" in printed
     assert "runs [x]" in printed
+
+
+@pytest.mark.parametrize("name", ["scale_down.yaml", "torchelastic/scale_down.yaml",
+                                  "horovod/single_rank_failure.yaml"])
+def test_store_port_0_any_free_port_runs_as_the_default_port_does(
+        tmp_path: Path, name: str) -> None:
+    """``store_port: 0`` is documented and accepted as "any free port": every host must
+    dial the one port its store host took, in the sim as in real mode."""
+    import yaml
+
+    raw = yaml.safe_load((ROOT / "scenarios" / name).read_text())
+    raw["protocol"]["knobs"]["store_port"] = 0
+    path = tmp_path / "port0.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "out"
+    rc = main(["run", str(path), "--out", str(out), "--quiet"])
+    summary = json.loads((out / "summary.json").read_text())
+    assert rc == 0, [c["name"] for c in summary["checks"] if not c["ok"]]
