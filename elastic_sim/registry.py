@@ -18,6 +18,7 @@ from typing import Any
 
 import pydantic
 
+from elastic_sim.errors import clip
 from elastic_sim.protocols.horovod.settings import HorovodKnobs, check_knobs
 from elastic_sim.protocols.ranges import limit_note
 from elastic_sim.protocols.static.settings import StaticKnobs
@@ -181,7 +182,7 @@ def validate_knobs(info: ProtocolInfo, raw: Mapping[str, Any]) -> dict[str, Any]
             where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
             got = err["input"] if where else raw[name]
             note = limit_note(err.get("ctx"))
-            raise ValueError(f"{name}{where}: {err['msg']}{note} (got {got!r})") from None
+            raise ValueError(f"{name}{where}: {err['msg']}{note} (got {clip(got)})") from None
         out[name] = _plain(value)
     return out
 

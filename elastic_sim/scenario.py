@@ -16,7 +16,7 @@ from typing import Any
 
 import pydantic
 
-from elastic_sim.errors import ScenarioError
+from elastic_sim.errors import ScenarioError, clip
 from elastic_sim.fault_schema import ReplayModel, check_fault, expand, fault_dict
 from elastic_sim.faults.model import Fault
 from elastic_sim.protocols.ranges import MAX_PROCS
@@ -129,7 +129,7 @@ def _check_references(sc: Scenario, file: str) -> None:
         raise ScenarioError(
             file,
             "protocol.name",
-            f"unknown protocol {p.name!r}{suggest(str(p.name), names)}; expected one of: "
+            f"unknown protocol {clip(p.name)}{suggest(str(p.name), names)}; expected one of: "
             f"{', '.join(names)}, or an entry 'module:function'",
         )
     try:
@@ -145,15 +145,14 @@ def _check_references(sc: Scenario, file: str) -> None:
     seen: set[str] = set()
     for i, h in enumerate(hosts):
         if h in seen:
-            raise ScenarioError(file, f"cluster.hosts[{i}]", f"duplicate host name {h!r}")
+            raise ScenarioError(file, f"cluster.hosts[{i}]", f"duplicate host name {clip(h)}")
         seen.add(h)
 
     def need_host(path: str, name: str) -> None:
         if name not in seen:
             shown = ", ".join(hosts[:8]) + (", ..." if len(hosts) > 8 else "")
-            raise ScenarioError(
-                file, path, f"unknown host {name!r}{suggest(name, hosts)}; expected one of: {shown}"
-            )
+            raise ScenarioError(file, path, f"unknown host {clip(name)}{suggest(name, hosts)}; "
+                                f"expected one of: {shown}")
 
     if sc.cluster.store_host is not None:
         need_host("cluster.store_host", sc.cluster.store_host)
@@ -173,7 +172,7 @@ def _check_references(sc: Scenario, file: str) -> None:
         check_fault(f, base, file, need_host)
         fid = f.id or f"f{i}-{f.type}"
         if fid in ids:
-            raise ScenarioError(file, base + ".id", f"duplicate fault id {fid!r}")
+            raise ScenarioError(file, base + ".id", f"duplicate fault id {clip(fid)}")
         ids.add(fid)
     from elastic_sim.checks import CHECKS
 
@@ -185,7 +184,7 @@ def _check_references(sc: Scenario, file: str) -> None:
         for i, name in enumerate(names):
             if name not in check_names:
                 raise ScenarioError(file, f"{where}[{i}]",
-                                    f"unknown check {name!r}{suggest(name, check_names)}; "
+                                    f"unknown check {clip(name)}{suggest(name, check_names)}; "
                                     f"expected one of: {', '.join(check_names)}")
     if info.check is not None:
         try:

@@ -1,0 +1,56 @@
+"""The rules every scenario value follows, whatever its field: a host's name is a DNS name,
+a number is written as a number, and an error line quotes at most 200 characters of the
+input. Each refusal is exit 2 with one line naming the field, and nothing is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from elastic_sim.cli import main
+
+BASE = """\
+protocol: {name: static, knobs: {min_hosts: 1, max_hosts: 3}}
+cluster: {hosts: [h0, h1, HOST]}
+workload: {steps: 10, step_time: 0.1, commit_every: 5}
+faults:
+  - {type: crash, host: h1, at: 0.5}
+"""
+
+
+def refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str) -> str:
+    """Validate and run ``text``: both exit 2 with one line; nothing written. The line."""
+    path = tmp_path / "s.yaml"
+    path.write_text(text, encoding="utf-8")
+    assert main(["validate", str(path)]) == 2
+    capsys.readouterr()
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--out", str(out)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1, lines
+    assert not out.exists()
+    return lines[0]
+
+
+# -- how much of the input an error line quotes (issue 34, item 11) ----------------------
+
+HUGE = "A" * 1_000_000
+
+
+@pytest.mark.parametrize("old,new", [
+    ("host: h1", f'host: "{HUGE}"'),                        # an unknown host
+    ("steps: 10", f'steps: "{HUGE}"'),                      # a number field
+    ("steps: 10", f'? {HUGE} : 10'),                        # an unknown key
+    ("type: crash", f'type: "{HUGE}"'),                     # an unknown fault type
+    ("max_hosts: 3", f'max_hosts: "{HUGE}"'),               # a knob
+    ("max_hosts: 3", f'? {HUGE} : 3'),                      # an unknown knob
+    ("name: static", f'name: "{HUGE}"'),                    # an unknown protocol
+    ("commit_every: 5}", 'commit_every: 5}\nexpect: {violated_checks: ["' + HUGE + '"]}'),
+])
+def test_an_error_line_quotes_at_most_200_characters_of_the_input(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], old: str, new: str) -> None:
+    line = refused(tmp_path, capsys, BASE.replace("HOST", "h2").replace(old, new)
+                   if old != "HOST" else BASE.replace(old, new))
+    assert "A" * 150 in line and "A" * 201 not in line, len(line)
+    assert len(line) < 2500
