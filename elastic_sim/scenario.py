@@ -39,7 +39,7 @@ from elastic_sim.scenario_model import (
     WorkloadModel,
 )
 from elastic_sim.strict_yaml import load_yaml
-from elastic_sim.world import NCCL, CollectiveModel, World
+from elastic_sim.world import NCCL, CollectiveModel, World, host_name_problem
 
 __all__ = [
     "PROCESS_START",
@@ -144,6 +144,12 @@ def _check_references(sc: Scenario, file: str) -> None:
     hosts = [h.name for h in sc.cluster.host_specs()]
     seen: set[str] = set()
     for i, h in enumerate(hosts):
+        why = host_name_problem(h)
+        if why:
+            given = sc.cluster.hosts
+            named = isinstance(given, list) and isinstance(given[i], HostModel)
+            raise ScenarioError(file, f"cluster.hosts[{i}]" + (".name" if named else ""),
+                                f"{why}; got {clip(h)}")
         if h in seen:
             raise ScenarioError(file, f"cluster.hosts[{i}]", f"duplicate host name {clip(h)}")
         seen.add(h)

@@ -16,7 +16,7 @@ from elastic_sim.faults.model import Fault
 from elastic_sim.protocols.ranges import MAX_HOSTS, Finite, HostCount, Positive, Seconds, StateBytes
 from elastic_sim.protocols.static.settings import Workload
 from elastic_sim.registry import ProtocolInfo, find_protocol, validate_knobs
-from elastic_sim.world import PROCESS_EXIT, WAKE_LATENCY, HostSpec, LinkSpec
+from elastic_sim.world import HOST_NAME_PATTERN, PROCESS_EXIT, WAKE_LATENCY, HostSpec, LinkSpec
 
 NonNeg = Seconds
 PROCESS_START = 1.3
@@ -25,6 +25,9 @@ about 1.3 s of torchrun's 1.7 s worker-crash recovery on these machines)."""
 Pos = Positive
 Seed = Annotated[int, Field(ge=0, le=2**64 - 1)]
 """Seeds are 64-bit."""
+HostName = Annotated[str, Field(json_schema_extra={"pattern": HOST_NAME_PATTERN})]
+"""A host's name (:data:`elastic_sim.world.HOST_NAME_PATTERN`); checked with the scenario's
+cross-field checks, which say what a host name may be."""
 
 
 class _Strict(BaseModel):
@@ -35,7 +38,7 @@ class _Strict(BaseModel):
 class HostModel(_Strict):
     """A host: its name, when it starts, its clock, and how it differs from the others."""
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    name: HostName
     start_at: NonNeg = 0.0
     clock_offset: Finite = 0.0
     clock_drift: Annotated[float, Field(gt=-1, allow_inf_nan=False)] = 0.0
@@ -72,7 +75,8 @@ class LinkModel(_Strict):
 class ClusterModel(_Strict):
     """Hosts (a count, names, or objects), store host and network."""
 
-    hosts: HostCount | Annotated[list[str | HostModel], Field(min_length=1, max_length=MAX_HOSTS)]
+    hosts: HostCount | Annotated[list[HostName | HostModel],
+                                 Field(min_length=1, max_length=MAX_HOSTS)]
     store_host: str | None = None
     topology: Literal["star", "full"] = "star"
     latency: NonNeg = 0.00005

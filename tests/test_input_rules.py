@@ -33,12 +33,37 @@ def refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str) -> st
     return lines[0]
 
 
+# -- host names (issue 34, item 7) -------------------------------------------------------
+
+@pytest.mark.parametrize("name", ['""', '"a/b"', '"*"', '"h\\0x"', '"<b>h</b>"', '"-h"',
+                                  '"h_1"', '"a..b"', '"' + "x" * 64 + '"', '"h 1"'])
+def test_a_host_name_that_is_not_a_dns_name_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
+    line = refused(tmp_path, capsys, BASE.replace("HOST", name))
+    assert "cluster.hosts[2]" in line and "expected a host name" in line
+
+
+def test_a_host_object_name_follows_the_same_rule(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    line = refused(tmp_path, capsys, BASE.replace("HOST", '{name: "a/b", start_at: 1}'))
+    assert "cluster.hosts[2].name" in line and "expected a host name" in line
+
+
+@pytest.mark.parametrize("name", ["h2", "node-3", "H2", "127.0.0.1", "a.b-c.d", "x" * 63])
+def test_dns_names_are_host_names(tmp_path: Path, name: str) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(BASE.replace("HOST", name))
+    assert main(["validate", str(path)]) == 0
+
+
 # -- how much of the input an error line quotes (issue 34, item 11) ----------------------
 
 HUGE = "A" * 1_000_000
 
 
 @pytest.mark.parametrize("old,new", [
+    ("HOST", f'"{HUGE}"'),                                  # a host name
+    ("HOST", f'"{HUGE}"'),                                  # a host name
     ("host: h1", f'host: "{HUGE}"'),                        # an unknown host
     ("steps: 10", f'steps: "{HUGE}"'),                      # a number field
     ("steps: 10", f'? {HUGE} : 10'),                        # an unknown key
