@@ -23,6 +23,7 @@ from elastic_sim.protocols.horovod.settings import HorovodKnobs, check_knobs
 from elastic_sim.protocols.ranges import limit_note
 from elastic_sim.protocols.static.settings import StaticKnobs
 from elastic_sim.protocols.torchelastic.knobs import TorchElasticKnobs
+from elastic_sim.strict_numbers import coerced_number, path_text, written_as
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,11 @@ def validate_knobs(info: ProtocolInfo, raw: Mapping[str, Any]) -> dict[str, Any]
             note = limit_note(err.get("ctx"))
             raise ValueError(f"{name}{where}: {err['msg']}{note} (got {clip(got)})") from None
         out[name] = _plain(value)
+        loose = coerced_number(raw[name], out[name], (name,))
+        if loose is not None:
+            raise ValueError(f"{path_text(loose[0])}: expected a number, got "
+                             f"{written_as(loose[1])} ({clip(loose[1])}); write numbers "
+                             "unquoted, as digits (1000, 0.5, 1.0e3)")
     return out
 
 

@@ -38,6 +38,7 @@ from elastic_sim.scenario_model import (
     Seed,
     WorkloadModel,
 )
+from elastic_sim.strict_numbers import coerced_number, path_text, written_as
 from elastic_sim.strict_yaml import load_yaml
 from elastic_sim.world import NCCL, CollectiveModel, World, host_name_problem
 
@@ -94,6 +95,11 @@ def parse_scenario(raw: dict[str, Any], file: str = "<scenario>") -> Scenario:
         sc = Scenario.model_validate(raw)
     except pydantic.ValidationError as exc:
         raise _from_pydantic(file, exc) from None
+    loose = coerced_number(raw, sc.model_dump())
+    if loose is not None:
+        raise ScenarioError(file, path_text(loose[0]), f"expected a number, got "
+                            f"{written_as(loose[1])} ({clip(loose[1])}); write numbers "
+                            "unquoted, as digits (1000, 0.5, 1.0e3)")
     _check_references(sc, file)
     return _resolve_fault_files(sc, file)
 

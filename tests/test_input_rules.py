@@ -56,13 +56,63 @@ def test_dns_names_are_host_names(tmp_path: Path, name: str) -> None:
     assert main(["validate", str(path)]) == 0
 
 
+# -- numbers (issue 34, item 10) ---------------------------------------------------------
+
+GOOD = BASE.replace("HOST", "h2")
+
+
+@pytest.mark.parametrize("old,new,where", [
+    ("steps: 10", "steps: '10'", "workload.steps"),
+    ("steps: 10", "steps: 1_000", "workload.steps"),
+    ("steps: 10", "steps: true", "workload.steps"),
+    ("steps: 10", "steps: 10.0", "workload.steps"),
+    ("at: 0.5", "at: '1e3'", "faults[0].at"),
+    ("at: 0.5", "at: true", "faults[0].at"),
+    ("at: 0.5", "at: 0x10", "faults[0].at"),
+    ("at: 0.5", "at: '0.5'", "faults[0].at"),
+    ("step_time: 0.1", "step_time: 1:30", "workload.step_time"),
+    ("{hosts: [h0, h1, h2]}", "{hosts: [h0, h1, h2], latency: '1e-3'}", "cluster.latency"),
+    ("max_hosts: 3", "max_hosts: '3'", "protocol.knobs.max_hosts"),
+    ("max_hosts: 3", "max_hosts: -0.0", "protocol.knobs.max_hosts"),
+    ("max_hosts: 3", "max_hosts: true", "protocol.knobs.max_hosts"),
+    ("max_hosts: 3}", "max_hosts: 3, last_call: '1'}", "protocol.knobs.last_call"),
+])
+def test_a_number_written_as_anything_else_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], old: str, new: str,
+        where: str) -> None:
+    assert old in GOOD
+    line = refused(tmp_path, capsys, GOOD.replace(old, new))
+    assert f"{where}:" in line, line
+    assert any(why in line for why in ("expected a number", "valid", "greater than")), line
+
+
+def test_horovods_min_start_hosts_refuses_a_huge_float(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = ("protocol: {name: horovod, knobs: {min_start_hosts: -1.0e18}}\n"
+            "cluster: {hosts: [h0, h1]}\n")
+    line = refused(tmp_path, capsys, text)
+    assert "protocol.knobs.min_start_hosts" in line
+
+
+@pytest.mark.parametrize("old,new", [
+    ("at: 0.5", "at: 1"),           # an integer where a float is expected stays valid
+    ("at: 0.5", "at: 1e3"),         # YAML 1.2's exponent without a dot is a number
+    ("at: 0.5", "at: 1.0e-1"),
+    ("at: 0.5", "at: -0.0"),        # a float that is zero, where a float is expected
+    ("max_hosts: 3}", "max_hosts: 3, last_call: 2}"),
+])
+def test_numbers_written_as_numbers_stay_valid(tmp_path: Path, old: str, new: str) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(GOOD.replace(old, new))
+    assert main(["validate", str(path)]) == 0
+
+
 # -- how much of the input an error line quotes (issue 34, item 11) ----------------------
 
 HUGE = "A" * 1_000_000
 
 
 @pytest.mark.parametrize("old,new", [
-    ("HOST", f'"{HUGE}"'),                                  # a host name
     ("HOST", f'"{HUGE}"'),                                  # a host name
     ("host: h1", f'host: "{HUGE}"'),                        # an unknown host
     ("steps: 10", f'steps: "{HUGE}"'),                      # a number field
