@@ -2,7 +2,8 @@
 schema``.
 
 Exit codes: 0 every check and expectation holds; 1 a violation or an unmet expectation;
-2 bad input (named file, field and what was expected); 3 an internal error (its traceback
+2 bad input (named file, field and what was expected) or a run that cannot start here (a
+host dying before it is ready, a missing optional dependency); 3 an internal error (its traceback
 is written to a file the message names). A complete run
 whose reports (report.html, plots) could not be written keeps its verdict's exit code and
 prints a ``warning:`` line on stderr; ``elastic-sim report OUT`` writes them later.
@@ -103,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_BAD_INPUT
         if type(exc).__name__ == "ClusterError":
             _err(f"error: cluster run: {exc}")
+            return EXIT_BAD_INPUT
+        if type(exc).__name__ == "LaunchError":  # a host could not start: this machine's
+            _err(f"error: the run could not start: {exc}")  # setup, not the tool's fault
             return EXIT_BAD_INPUT
         if args.debug:
             traceback.print_exc()
