@@ -115,7 +115,7 @@ def _clocks_synced(out: Path) -> bool:
 
 def _rogue_hello(port: int) -> None:
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-    wire.Channel(sock, "not-the-secret-0123456789", "node").send(
+    wire.open_channel(sock, "not-the-secret-0123456789", "node", 10).send(
         {"op": "hello", "index": 0, "count": 2, "address": "127.0.0.1"})
     sock.settimeout(10)
     assert sock.recv(1) == b""  # refused: the coordinator closed it
