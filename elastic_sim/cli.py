@@ -15,7 +15,9 @@ the arguments are :mod:`elastic_sim.cli_args`, the subcommand handlers
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 import traceback
 
 from rich.console import Console
@@ -48,6 +50,9 @@ text is not wrapped at all)."""
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``elastic-sim`` console script."""
+    # When the command began: a command line's limits (--wall-limit) count what its user
+    # waits for, the interpreter's start included; a call from Python counts from here.
+    began = time.monotonic() - (_process_age() if argv is None else 0.0)
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["node"]:  # the node entry owns its arguments (and its exit codes)
         from elastic_sim.real.cluster.node import main as node_main
@@ -60,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         argv, script_args = argv[:at], argv[at + 1:]
     args = _parser().parse_args(argv)
     args.script_args = script_args
+    args.began = began
     # Not a terminal (CI logs, pipes, grep): no line is wrapped, whatever its length.
     tty = sys.stdout.isatty()
     console = Console(highlight=False, width=None if tty else WIDE, soft_wrap=not tty)
@@ -113,6 +119,18 @@ def main(argv: list[str] | None = None) -> int:
         _err(f"internal error: {type(exc).__name__}: {exc} (traceback: "
              f"{_save_traceback()})")
         return EXIT_INTERNAL
+
+
+def _process_age() -> float:
+    """Seconds since this process started (0 where ``/proc`` cannot say)."""
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        with open("/proc/uptime", "rb") as fh:
+            uptime = float(fh.read().split()[0])
+        return max(0.0, uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def _save_traceback() -> str:

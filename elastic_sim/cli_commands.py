@@ -28,8 +28,10 @@ def _err(line: str) -> None:
 
 
 def _cmd_run(args: argparse.Namespace, console: Console) -> int:
+    import time
+
     from elastic_sim.console import print_report
-    from elastic_sim.guards import RunGuard, process_age
+    from elastic_sim.guards import RunGuard
     from elastic_sim.outdir import check_place, safe_component, staged
     from elastic_sim.pipeline import execute
     from elastic_sim.spec import compile_spec, load
@@ -54,7 +56,8 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
             spec, stage, write_report=not args.no_report,
             progress=lambda msg: status.update(msg),
             guard=RunGuard(args.wall_limit, None if args.memory_limit is None
-                           else args.memory_limit << 20, since=process_age()),
+                           else args.memory_limit << 20,
+                           since=time.monotonic() - getattr(args, "began", time.monotonic())),
         )
     report.out_dir = out
     report.report_files = [out / p.name for p in report.report_files]

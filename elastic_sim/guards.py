@@ -39,18 +39,6 @@ trace and summary (the estimate above can be short): checks that do not fit are 
 judged, saying why, and the reports are left to ``elastic-sim report``."""
 
 
-def process_age() -> float:
-    """Seconds since this process started (0 where ``/proc`` cannot say)."""
-    try:
-        with open("/proc/self/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[1].split()
-        with open("/proc/uptime", "rb") as fh:
-            uptime = float(fh.read().split()[0])
-        return max(0.0, uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError):
-        return 0.0
-
-
 def physical_memory() -> int:
     """Bytes of physical memory of this machine (0 if unknown)."""
     try:
