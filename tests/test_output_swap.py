@@ -147,8 +147,8 @@ def test_stopped_at_random_steps_of_the_swap_no_users_file_is_lost(tmp_path: Pat
 @pytest.mark.slow
 def test_stopped_at_many_random_steps_of_the_swap_no_users_file_is_lost(
         tmp_path: Path) -> None:
-    codes = stop_at_random_steps(tmp_path, users=2500, stops=80, seed=3434)
-    assert codes.count(137) > 30 and codes.count(130) > 30
+    codes = stop_at_random_steps(tmp_path, users=2000, stops=50, seed=3434)
+    assert codes.count(137) > 20 and codes.count(130) > 20
 
 
 SWAP = textwrap.dedent("""
@@ -170,7 +170,7 @@ def test_sigkill_at_random_moments_of_a_force_swap_loses_no_users_file(
     files = user_files(20_000)
     rng = random.Random(7)
     killed = 0
-    for trial in range(5):
+    for trial in range(3):
         out = tmp_path / f"t{trial}" / "out"
         earlier_run_with_users_files(out, files)
         proc = subprocess.Popen([sys.executable, "-c", SWAP, str(out)],
@@ -184,4 +184,4 @@ def test_sigkill_at_random_moments_of_a_force_swap_loses_no_users_file(
             write_run(stage, "run-3")
         assert_nothing_lost(out, files)
         shutil.rmtree(out.parent)
-    assert killed >= 3
+    assert killed >= 2
