@@ -179,12 +179,12 @@ def judge(spec: RunSpec, rec: Recording, guard: RunGuard | None = None
 def _checks_within(events: Sequence[TraceEvent], seconds: float) -> list[CheckResult]:
     """The checks that fit in ``seconds`` (about, less what the summary needs), each as
     :func:`run_checks` runs it; the others not judged, saying why."""
-    from elastic_sim.checks import CHECKS, MAX_VIOLATIONS, history
+    from elastic_sim.checks import CHECKS, MAX_VIOLATIONS
     from elastic_sim.checks.bounded import time_advances, within_run_guards
     from elastic_sim.checks.incarnations import incarnation_rounds
 
     deadline = time.monotonic() + seconds * 0.8  # the summary still has to be written
-    hist = incarnation_rounds(history(events))
+    hist = incarnation_rounds(events)
     first = (within_run_guards, time_advances)  # why the run stopped: judged whatever
     done: dict[str, CheckResult] = {}
     for check in (*first, *(c for c in CHECKS if c not in first)):

@@ -153,8 +153,8 @@ def _check_references(sc: Scenario, file: str) -> None:
         why = host_name_problem(h)
         if why:
             given = sc.cluster.hosts
-            named = isinstance(given, list) and isinstance(given[i], HostModel)
-            raise ScenarioError(file, f"cluster.hosts[{i}]" + (".name" if named else ""),
+            an_object = isinstance(given, list) and isinstance(given[i], HostModel)
+            raise ScenarioError(file, f"cluster.hosts[{i}]" + (".name" if an_object else ""),
                                 f"{why}; got {clip(h)}")
         if h in seen:
             raise ScenarioError(file, f"cluster.hosts[{i}]", f"duplicate host name {clip(h)}")
