@@ -34,13 +34,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-LONG = """\
-protocol: {name: static, knobs: {min_hosts: 2, max_hosts: 32}}
-cluster: {hosts: 32}
-workload: {steps: 1000000, step_time: 0.1, commit_every: 10}
-time_limit: 1000000
-fidelity: fine
-"""
+LONG = ROOT / "tests" / "data" / "busy.yaml"
 """A run that takes minutes: a worker stopped in the middle of one has long to go."""
 
 
@@ -51,8 +45,7 @@ fidelity: fine
 ])
 def test_a_signal_to_the_campaign_alone_ends_it_and_its_workers(
         tmp_path: Path, command: list[str], sig: signal.Signals, code: int) -> None:
-    (tmp_path / "long.yaml").write_text(LONG)
-    command = [str(tmp_path / "long.yaml") if c == "LONG" else c for c in command]
+    command = [str(LONG) if c == "LONG" else c for c in command]
     proc = subprocess.Popen([sys.executable, "-m", "elastic_sim", *command, "--out",
                              str(tmp_path / "out")], cwd=tmp_path, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)

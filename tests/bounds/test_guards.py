@@ -130,13 +130,7 @@ def test_a_watchdog_that_would_interrupt_again_stops_the_run_once(
         assert _kinds(out)[-2:] == ["run_stopped", "run_end"]
 
 
-BUSY = """\
-protocol: {name: static, knobs: {min_hosts: 2, max_hosts: 64}}
-cluster: {hosts: 64}
-workload: {steps: 1000000, step_time: 0.1, commit_every: 10}
-time_limit: 1000000
-fidelity: fine
-"""
+BUSY = ROOT / "tests" / "data" / "busy.yaml"
 
 
 @pytest.mark.slow
@@ -149,8 +143,7 @@ def test_a_run_past_its_wall_limit_ends_within_10_percent_of_it_with_trace_and_s
     import sys
     import time
 
-    path = tmp_path / "busy.yaml"
-    path.write_text(BUSY)
+    path = BUSY
     limit = 20.0
     for i in range(2):
         out = tmp_path / f"out{i}"

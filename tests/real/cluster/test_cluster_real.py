@@ -80,18 +80,24 @@ def test_a_partition_cuts_between_the_namespaces(tmp_path: Path) -> None:
     assert inside == [] and any(t > heal["t"] for t in steps)
 
 
+def _netns_run_under_way(out: Path) -> subprocess.Popen[str]:
+    """A netns run of the scale-down into ``out``, its clocks synced and running."""
+    proc = subprocess.Popen([*CLI, "run", str(SCALE_DOWN), "--mode", "real", "--launcher",
+                             "netns", "--out", str(out), "--no-report"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not _clocks_synced(out):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.2)
+    time.sleep(2)  # the run is under way
+    return proc
+
+
 @needs_netns
 def test_ctrl_c_and_a_lost_node_leave_nothing_behind(tmp_path: Path) -> None:
     for case in ("ctrl-c", "node-killed"):
         out = tmp_path / case
-        proc = subprocess.Popen([*CLI, "run", str(SCALE_DOWN), "--mode", "real", "--launcher",
-                                 "netns", "--out", str(out), "--no-report"], cwd=ROOT,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 300
-        while not _clocks_synced(out):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.2)
-        time.sleep(2)  # the run is under way
+        proc = _netns_run_under_way(out)
         if case == "ctrl-c":
             proc.send_signal(signal.SIGINT)
         else:
@@ -112,14 +118,7 @@ def test_a_sigkilled_netns_launcher_leaves_no_namespace_and_no_process(
     """The launcher has no chance to clean up; its warden deletes the hub's and the nodes'
     namespaces and kills the nodes' processes, with no later run to sweep them."""
     out = tmp_path / "killed"
-    proc = subprocess.Popen([*CLI, "run", str(SCALE_DOWN), "--mode", "real", "--launcher",
-                             "netns", "--out", str(out), "--no-report"], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 300
-    while not _clocks_synced(out):
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.2)
-    time.sleep(2)  # the run is under way
+    proc = _netns_run_under_way(out)
     assert len(namespaces_of(proc.pid)) == 4  # the hub and three nodes
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=60)

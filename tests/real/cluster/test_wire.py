@@ -139,19 +139,25 @@ def _trickle(sock: socket.socket, data: bytes, every: float, stop: threading.Eve
             return
 
 
-def test_a_first_frame_that_trickles_in_is_cut_off_at_its_deadline() -> None:
-    """One byte every 0.2 s keeps a connection busy forever if each read has its own
-    timeout; the first frame's deadline is for the whole frame."""
+def _trickling(msg: dict[str, object], every: float) -> tuple[wire.Channel, threading.Event]:
+    """A coordinator's channel to which a node's frame of ``msg`` comes one byte every
+    ``every`` seconds (until the event is set)."""
     a, b = socket.socketpair()
-    node_side = wire.Channel(b, SECRET, "node", BINDING)
-    node_side.send({"op": "hello", "pad": "x" * 200})
+    wire.Channel(b, SECRET, "node", BINDING).send(msg)
     frame = a.recv(65536)
     c, d = socket.socketpair()
     stop = threading.Event()
-    threading.Thread(target=_trickle, args=(c, frame, 0.2, stop), daemon=True).start()
+    threading.Thread(target=_trickle, args=(c, frame, every, stop), daemon=True).start()
+    return wire.Channel(d, SECRET, "coordinator", BINDING), stop
+
+
+def test_a_first_frame_that_trickles_in_is_cut_off_at_its_deadline() -> None:
+    """One byte every 0.2 s keeps a connection busy forever if each read has its own
+    timeout; the first frame's deadline is for the whole frame."""
+    chan, stop = _trickling({"op": "hello", "pad": "x" * 200}, 0.2)
     started = time.monotonic()
     with pytest.raises(wire.FrameTimeout):
-        wire.Channel(d, SECRET, "coordinator", BINDING).recv(timeout=1.0)
+        chan.recv(timeout=1.0)
     stop.set()
     assert time.monotonic() - started < 2.0
 
@@ -169,14 +175,9 @@ def test_a_later_frame_has_a_deadline_once_its_first_byte_is_in(
     """Between frames a peer may be quiet for as long as the run lasts; a frame begun
     must end within FRAME_TIMEOUT."""
     monkeypatch.setattr(wire, "FRAME_TIMEOUT", 0.5)
-    a, b = socket.socketpair()
-    wire.Channel(b, SECRET, "node", BINDING).send({"op": "trace", "lines": ["x" * 100]})
-    frame = a.recv(65536)
-    c, d = socket.socketpair()
-    stop = threading.Event()
-    threading.Thread(target=_trickle, args=(c, frame, 0.1, stop), daemon=True).start()
+    chan, stop = _trickling({"op": "trace", "lines": ["x" * 100]}, 0.1)
     started = time.monotonic()
     with pytest.raises(wire.FrameTimeout):
-        wire.Channel(d, SECRET, "coordinator", BINDING).recv()
+        chan.recv()
     stop.set()
     assert time.monotonic() - started < 1.5
