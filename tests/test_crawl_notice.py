@@ -29,7 +29,7 @@ def _run(tmp_path: Path, capsys: pytest.CaptureFixture[str], knobs: dict[str, ob
                                         ("keep_alive_max_attempt", 0)])
 def test_a_knob_that_makes_the_run_crawl_is_named_once(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], knob: str, value: float) -> None:
-    notes = _run(tmp_path, capsys, {knob: value}, "--wall-limit", "8")
+    notes = _run(tmp_path, capsys, {knob: value}, "--wall-limit", "20")
     assert len(notes) == 1, notes
     assert "crawls" in notes[0] and f"{knob}: {value:g}" in notes[0].split("makes it")[0]
 
