@@ -71,15 +71,16 @@ def read_manifest(run_dir: Path) -> dict[str, str] | None:
     return {str(k): str(v) for k, v in files.items() if _is_inside(str(k))}
 
 
-def _files_under(root: Path) -> list[str]:
+def _files_under(root: Path, empty_folders: bool = False) -> list[str]:
     """Every file under ``root`` as a relative POSIX path, sorted (the markers at its top
-    left out); a link counts as a file, and so does an empty folder (a user's is kept)."""
+    left out); a link counts as a file, and with ``empty_folders`` so does an empty
+    folder (a user's is kept across a swap)."""
     out = []
     for p in root.rglob("*"):
         rel = p.relative_to(root).as_posix()
         if rel in (MANIFEST, PARTIAL, MANIFEST + ".part"):
             continue
-        if p.is_symlink() or not p.is_dir() or not any(p.iterdir()):
+        if p.is_symlink() or not p.is_dir() or (empty_folders and not any(p.iterdir())):
             out.append(rel)
     return sorted(out)
 
@@ -201,7 +202,7 @@ def _publish(stage: Path, out: Path, earlier: dict[str, str] | None) -> None:
 def _move_others(src: Path, dst: Path, written: set[str]) -> None:
     """Move the files under ``src`` that the tool did not write into ``dst`` where their
     place is free (what is not moved stays in ``src``)."""
-    for rel in _files_under(src):
+    for rel in _files_under(src, empty_folders=True):
         target = dst / rel
         if rel not in written and not target.exists() and not target.is_symlink():
             target.parent.mkdir(parents=True, exist_ok=True)

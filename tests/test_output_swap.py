@@ -185,3 +185,13 @@ def test_sigkill_at_random_moments_of_a_force_swap_loses_no_users_file(
         assert_nothing_lost(out, files)
         shutil.rmtree(out.parent)
     assert killed >= 2
+
+
+def test_a_folder_the_run_left_empty_is_not_listed_as_a_file(tmp_path: Path) -> None:
+    """The manifest lists files (a real run leaves an empty addr/ folder behind)."""
+    out = tmp_path / "out"
+    with outdir.staged(out, force=True) as stage:
+        write_run(stage, "run-1")
+        (stage / "real" / "addr").mkdir(parents=True)
+    assert "real/addr" not in (outdir.read_manifest(out) or {})
+    assert (out / "real" / "addr").is_dir()
