@@ -171,6 +171,9 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("error", "error")),
     _k("hvd_ssh_failed", HVD, "the driver's connection to a task service failed",
        ("to", "host"), ("error", "error")),
+    _k("hvd_launcher_gone", HVD, "the driver's host came back after a crash: horovodrun died "
+       "with it and is not started again", ("incarnation", "the host's first process's "
+                                            "incarnation (1, 2, ...)")),
 )
 """Every event kind, in the order a run usually records them."""
 

@@ -19,7 +19,13 @@ from elastic_sim.protocols.api import (
     StoreError,
     TracedGroup,
 )
-from elastic_sim.protocols.horovod.conn import Client, ConnectFailed
+from elastic_sim.protocols.horovod.conn import (
+    RENDEZVOUS,
+    Client,
+    ConnectFailed,
+    Server,
+    Sockets,
+)
 from elastic_sim.protocols.horovod.discovery import epoch_hosts
 from elastic_sim.protocols.horovod.hosts import SlotInfo
 from elastic_sim.protocols.horovod.settings import ExitMode, HorovodKnobs, load_knobs
@@ -40,6 +46,11 @@ class RemovedFromJob(Exception):
 
 class ScheduledExit(Exception):
     """The exit schedule's ``exception`` mode (a RuntimeError in the script)."""
+
+
+class RegistrationFailed(Exception):
+    """The PUT of the notification service's addresses failed (urllib, no retry): the
+    elastic run wrapper raises before training, and the process exits 1."""
 
 
 class Worker:
@@ -63,6 +74,8 @@ class Worker:
         self.silent = False
         self.http = Client(rt, self.k.connect_timeout)
         """The HTTP client of the rank-and-size service (a TCP connection per request)."""
+        rt.close_in_kernel(Sockets(self.http, Server(rt)))
+        rt.on_conn_reset(self.http.reset)
         self.group: TracedGroup | None = None
         self.store: Store | None = None
         self.last_commit_step = -1
@@ -105,7 +118,7 @@ class Worker:
         except (RemovedFromJob, StoreError, CollectiveError) as exc:
             self.rt.record("hvd_abort", error=f"{type(exc).__name__}: {exc}")
             return ABORT_EXIT
-        except ScheduledExit as exc:
+        except (ScheduledExit, RegistrationFailed) as exc:
             self.rt.record("hvd_exit", error=str(exc), code=1)
             return 1
         except TimeoutError as exc:
@@ -125,8 +138,7 @@ class Worker:
     async def elastic_run(self) -> int:
         """The run wrapper: sync, train; on an internal error restore and reset, on a
         hosts-updated interrupt reset (skipping sync after removals only)."""
-        self.rt.send(self.driver, {"op": "worker_addresses", "host": self.rt.host,
-                                   "local_rank": self.slot.local_rank})
+        await self.register()
         skip_sync = False
         while True:
             try:
@@ -161,21 +173,33 @@ class Worker:
         self.members = list(reply["members"])
         await self.init_group()
 
+    async def register(self) -> None:
+        """WorkerNotificationManager.init: PUT this process's notification service to the
+        driver (urllib over TCP, no retry): a refused, timed-out or reset request raises."""
+        cid = self.http.open(self.driver, {"kind": "worker_addresses", "host": self.rt.host,
+                                           "local_rank": self.slot.local_rank}, RENDEZVOUS)
+        try:
+            await self.http.connect(cid)
+            await self.http.reply(cid, self.driver)
+        except ConnectFailed as exc:
+            raise RegistrationFailed(f"Put data input KVStore server failed: {exc}") from exc
+
     async def rank_and_size(self) -> Mapping[str, Any]:
-        """The HTTP GET to the driver, over TCP (retransmitted through a partition); a
-        failed connect is retried ``http_attempts`` times, then the process aborts."""
-        for attempt in range(1, self.k.http_attempts + 1):
+        """The HTTP GET to the driver, over TCP (retransmitted through a partition):
+        HTTPStore::PerformHTTP makes ``http_attempts`` tries, each failed one (connect
+        refused or timed out, connection reset) followed by ``http_retry_delay``, then the
+        process aborts. A retried GET is a new request: the driver records it again."""
+        error = "no attempt"  # http_attempts < 1
+        for _ in range(self.k.http_attempts):
             cid = self.http.open(self.driver, {"kind": "rank_and_size", "host": self.rt.host,
-                                               "local_rank": self.slot.local_rank})
+                                               "local_rank": self.slot.local_rank}, RENDEZVOUS)
             try:
                 await self.http.connect(cid)
+                return await self.http.reply(cid, self.driver)
             except ConnectFailed as exc:
-                if attempt == self.k.http_attempts:
-                    raise RemovedFromJob(f"rank_and_size: {exc}") from exc
-                await self.rt.sleep(self.k.http_retry_delay)
-                continue
-            return await self.http.reply(cid, self.driver)
-        raise RemovedFromJob("rank_and_size: no attempt")  # http_attempts < 1
+                error = str(exc)
+            await self.rt.sleep(self.k.http_retry_delay)
+        raise RemovedFromJob(f"rank_and_size: HTTP request failed ({error})")
 
     async def sync(self) -> None:
         """Everyone adopts rank 0's state."""

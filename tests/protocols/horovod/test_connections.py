@@ -83,7 +83,8 @@ def test_a_rank_and_size_request_cut_off_by_a_partition_gets_through_after_the_h
 
 def test_a_request_whose_answer_never_comes_aborts_after_three_failed_connects() -> None:
     # 127.0.0.1 is cut off from the driver for 90 s just before its slot 1 asks for its new
-    # rank: 3 connects of connect_timeout each, 0.5 s apart, fail; then the worker aborts
+    # rank: 3 connects of connect_timeout each fail, each followed by 0.5 s (PerformHTTP
+    # sleeps after every failed try, the last one too); then the worker aborts
     data = raw("single_rank_failure")
     data["protocol"]["knobs"]["connect_timeout"] = 10.0
     data.update(expect={}, time_limit=100,
@@ -92,11 +93,11 @@ def test_a_request_whose_answer_never_comes_aborts_after_three_failed_connects()
     run = simulate_run(parse_scenario(data))
     aborts = [e for e in run.of("hvd_abort") if e.host == "127.0.0.1"]
     assert [e.get("error") for e in aborts] == [
-        "RemovedFromJob: rank_and_size: connect timed out after 10.0s"]
+        "RemovedFromJob: rank_and_size: HTTP request failed (connect timed out after 10.0s)"]
     # it asks once its collective failed on rank 0's exit (after the cut began)
     (failed,) = [e for e in run.of("coll_fail") if e.proc == aborts[0].proc]
     assert 2.6 < failed.t
-    assert failed.t + 3 * 10.0 + 2 * 0.5 <= aborts[0].t < failed.t + 3 * 10.0 + 2 * 0.5 + 0.1
+    assert failed.t + 3 * 10.0 + 3 * 0.5 <= aborts[0].t < failed.t + 3 * 10.0 + 3 * 0.5 + 0.1
 
 
 def test_duplicate_rank_and_size_requests_are_recorded_once() -> None:
