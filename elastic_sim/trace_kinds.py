@@ -57,13 +57,22 @@ EVENT_KINDS: tuple[EventKind, ...] = (
     _k("group_ready", API, "the process group is up", ("group", "name"), ("rank", "rank"),
        ("size", "size")),
     _k("coll_enter", API, "a member enters a collective", ("group", "name"),
-       ("seq", "sequence number"), ("op", "operation"), ("nbytes", "payload bytes")),
+       ("seq", "sequence number"), ("op", "operation"), ("nbytes", "payload bytes"),
+       ("name?", "the collective's own name, where the protocol gives one (what a "
+        "negotiated group matches: Horovod's tensor names)")),
     _k("coll_done", API, "the collective completed for this member", ("group", "name"),
        ("seq", "sequence number"), ("op", "operation")),
     _k("coll_fail", API, "the collective failed or timed out for this member",
        ("group", "name"), ("seq", "sequence number"), ("op", "operation"), ("error", "error"),
        ("peer?", "the group rank whose death failed the call, where the runtime knows it "
         "(the sim)")),
+    _k("coll_stall", "runtime (sim)", "rank 0's stall inspector of a negotiated group "
+       "(Horovod's controller) sees collectives some members submitted and others did not for "
+       "longer than its check time", ("group", "name"),
+       ("submitted", "{collective name: [ranks that submitted it]}"),
+       ("missing", "{rank: [names it has not submitted]}"),
+       ("waited_s", "the longest wait so far"),
+       ("shutdown", "whether it shuts the group down (every member's calls fail)")),
     _k("group_failed", API, "joining a process group failed", ("group", "name"),
        ("rank", "rank"), ("size", "size"), ("error", "error"),
        ("peer?", "the group rank whose death failed it, where known")),

@@ -22,6 +22,7 @@ from elastic_sim.protocols.api import (
     Group,
     KernelSockets,
     Message,
+    Negotiation,
     PrefixStore,
     Proc,
     ProcessInfo,
@@ -215,7 +216,8 @@ class SimRuntime(Runtime):
     # -- process groups ----------------------------------------------------------------
 
     async def _new_group(
-        self, store: Store, name: str, rank: int, size: int, timeout: float
+        self, store: Store, name: str, rank: int, size: int, timeout: float,
+        negotiation: Negotiation | None = None,
     ) -> Group:
         """Join group ``name``: a rendezvous of ``size`` ranks through ``store``'s server."""
         self._alive()
@@ -225,7 +227,7 @@ class SimRuntime(Runtime):
         if not isinstance(inner, SimStore):
             raise TypeError(f"a sim group needs a sim store, not {type(store).__name__}")
         return await self._sim.collectives.join(
-            self._proc, inner.server, name, rank, size, timeout
+            self._proc, inner.server, name, rank, size, timeout, negotiation
         )
 
     # -- processes ---------------------------------------------------------------------

@@ -40,6 +40,7 @@ from elastic_sim.protocols.api.errors import (
 )
 from elastic_sim.protocols.api.group import (
     Group,
+    Negotiation,
     Received,
     Sendable,
     StretchResult,
@@ -82,6 +83,7 @@ __all__ = [
     "Group",
     "KernelSockets",
     "Message",
+    "Negotiation",
     "OperationTimeout",
     "PrefixStore",
     "Proc",

@@ -12,7 +12,7 @@ from typing import Any, Protocol, cast
 
 from elastic_sim.protocols.api.concurrency import Future, T, Task, TaskTimer, Timer
 from elastic_sim.protocols.api.errors import CollectiveError, OperationTimeout
-from elastic_sim.protocols.api.group import Group, TracedGroup, blamed
+from elastic_sim.protocols.api.group import Group, Negotiation, TracedGroup, blamed
 from elastic_sim.protocols.api.message import JSON, Message
 from elastic_sim.protocols.api.process import Proc
 from elastic_sim.protocols.api.store import Store
@@ -196,15 +196,18 @@ class Runtime(abc.ABC):
     # -- process groups ----------------------------------------------------------------
 
     async def new_group(
-        self, store: Store, name: str, rank: int, size: int, timeout: float
+        self, store: Store, name: str, rank: int, size: int, timeout: float,
+        negotiation: Negotiation | None = None,
     ) -> TracedGroup:
         """Join the process group ``name`` (one per epoch) through ``store``.
 
         Returns when all ``size`` members have joined; :class:`CollectiveTimeout` if they do
-        not within ``timeout`` (which also bounds every collective of the group)."""
+        not within ``timeout`` (which also bounds every collective of the group, except in a
+        ``negotiation`` group: see :class:`Negotiation`; runtimes that cannot negotiate, a
+        real Gloo group, run its collectives as any others)."""
         self.record("group_init", group=name, rank=rank, size=size)
         try:
-            inner = await self._new_group(store, name, rank, size, timeout)
+            inner = await self._new_group(store, name, rank, size, timeout, negotiation)
         except CollectiveError as exc:
             self.record("group_failed", group=name, rank=rank, size=size,
                         error=type(exc).__name__, **blamed(exc))
@@ -214,7 +217,8 @@ class Runtime(abc.ABC):
 
     @abc.abstractmethod
     async def _new_group(
-        self, store: Store, name: str, rank: int, size: int, timeout: float
+        self, store: Store, name: str, rank: int, size: int, timeout: float,
+        negotiation: Negotiation | None = None,
     ) -> Group:
         """Create the runtime's group (Gloo in real mode)."""
 
