@@ -80,10 +80,10 @@ class TaskService:
                     self.server.refuse(msg)
         elif op == "hosts_updated_ack":
             self.server.answer(msg.body["request"], {"ok": True})
-        elif op == "kill_me":
+        elif op in ("kill_me", "stop_me"):
             proc = self.procs.get(str(msg.body["name"]))
             if proc is not None:
-                proc.signal("KILL")
+                proc.signal("KILL" if op == "kill_me" else "STOP")
 
     def listening(self, port: str) -> bool:
         """Whether the worker process ``port`` names lives on this host (its notification

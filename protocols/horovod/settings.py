@@ -35,8 +35,10 @@ non-finite numbers."""
 
 ExitMode = Literal["exception", "kill", "hang", "exit0", "silent"]
 """How a scheduled worker exit happens: ``exception`` raises (exit 1), ``kill`` SIGKILLs
-itself, ``hang`` blocks forever (peers see the Gloo timeout), ``exit0`` returns early with
-status 0, ``silent`` goes quiet like a host without power (peers see only the timeout)."""
+itself, ``hang`` blocks the training script forever while Horovod's background thread goes
+on negotiating (peers stall: stall warnings, no timeout), ``exit0`` returns early with
+status 0, ``silent`` stops the whole process (SIGSTOP) like a host without power (peers see
+only the Gloo timeout)."""
 
 
 @_STRICT
@@ -126,6 +128,25 @@ class HorovodKnobs:
     """Blacklist cooldown [lower, upper] seconds (None: a blacklist is permanent)."""
     elastic_timeout: Seconds = 600.0
     gloo_timeout: Period = 30.0
+    """HOROVOD_GLOO_TIMEOUT_SECONDS (horovod/common/gloo/gloo_context.cc, default 30 s):
+    how long a Gloo rendezvous waits for its peers' keys and how long a Gloo operation
+    (a collective, the controller's negotiation) waits on a peer that does not take part
+    (dead, frozen or cut off). Peers that negotiate but submit different collectives
+    wait without it (see ``stall_check_time``)."""
+    stall_check_time: PosCount = 60
+    """HOROVOD_STALL_CHECK_TIME_SECONDS (horovod/common/stall_inspector.h,
+    ``stall_warning_time_seconds``, default 60 s): rank 0's stall inspector looks this often
+    for collectives that some ranks submitted and others did not (different names, or not
+    yet) and warns about those waited on for longer. Upstream waits on such a stall
+    forever unless ``stall_shutdown_time`` is set."""
+    stall_shutdown_time: Count = 0
+    """HOROVOD_STALL_SHUTDOWN_TIME_SECONDS (stall_inspector.h, default 0 s: never): a
+    stall longer than this shuts Horovod down on every rank (their collectives fail, so
+    the elastic run loop restores and resets). Ignored when below ``stall_check_time``,
+    as upstream does."""
+    stall_check_disable: bool = False
+    """HOROVOD_STALL_CHECK_DISABLE (horovod/common/utils/env_parser.cc, default unset): no
+    stall inspector at all (no warning, no shutdown)."""
     discovery_period: Period = 1.0
     """Sleep after each discovery tick (DISCOVER_HOSTS_FREQUENCY_SECS; tests use 0.01)."""
     new_host_order: Literal["random", "sorted"] = "random"

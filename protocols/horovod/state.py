@@ -14,6 +14,10 @@ from elastic_sim.protocols.horovod.hosts import HostUpdateResult
 from elastic_sim.protocols.static.training import TrainState
 from elastic_sim.protocols.sync import Queue
 
+MODEL = "model"
+"""The name of the model's (and optimizer's) broadcast in a sync: upstream broadcasts each
+parameter under its own name; the model sends them as one blob."""
+
 
 def newer_updates(
     last: int, messages: Iterable[tuple[int, int]]
@@ -83,10 +87,10 @@ class State:
         """Rank 0's model (as bytes), then its saved plain attributes, to everyone; every
         rank then holds rank 0's state, but has saved only its plain attributes."""
         blob = self.model.to_bytes(self.state_bytes) if group.rank == 0 else None
-        data = await broadcast_bytes(group, blob, 0, self.state_broadcast)
+        data = await broadcast_bytes(group, blob, 0, self.state_broadcast, name=MODEL)
         nparams = len(self.model.params)
         model = TrainState.from_bytes(data, nparams)
-        saved = await broadcast_object(group, asdict(self._saved[0]), 0)
+        saved = await broadcast_object(group, asdict(self._saved[0]), 0, name="dict")
         self.model = model
         self.progress = Progress(**saved)
         # ObjectState.sync keeps the broadcast attributes as its saved copy, but the model
@@ -115,7 +119,7 @@ class State:
         while self.host_messages.qsize():
             queued.append(self.host_messages.get_nowait())
         last, update = newer_updates(prev, queued)
-        view: Any = await broadcast_object(group, [prev, last, int(update)], 0)
+        view: Any = await broadcast_object(group, [prev, last, int(update)], 0, name="tuple")
         prev, self.last_updated_timestamp, upd_all = int(view[0]), int(view[1]), int(view[2])
         if self.last_updated_timestamp > prev:
             raise HostsUpdatedInterrupt(upd_all == HostUpdateResult.removed)

@@ -13,6 +13,7 @@ from typing import Any
 
 from elastic_sim.protocols.api import (
     CollectiveError,
+    Negotiation,
     OperationTimeout,
     Runtime,
     Store,
@@ -128,9 +129,12 @@ class Worker:
     async def init_group(self) -> None:
         """Gloo rendezvous of this round through the driver's store."""
         assert self.store is not None
+        k = self.k
         self.group = await self.rt.new_group(
             self.store.prefixed(f"hvd/{self.rid}"), f"hvd{self.rid}", self.slot.rank,
-            self.slot.size, self.k.gloo_timeout)
+            self.slot.size, k.gloo_timeout,
+            Negotiation(float(k.stall_check_time), float(k.stall_shutdown_time),
+                        not k.stall_check_disable))
         if self.lead:
             self.rt.record("rdzv_done", round=self.rid, members=self.members,
                            rank=self.slot.rank, world_size=self.slot.size)
@@ -334,6 +338,7 @@ class Worker:
             self.rt.send(self.service, {"op": "kill_me", "name": self.rt.name})
         if mode == "silent":
             self.silent = True
+            self.rt.send(self.service, {"op": "stop_me", "name": self.rt.name})
         await self.rt.sleep(FOREVER)
 
 

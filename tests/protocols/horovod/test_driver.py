@@ -200,9 +200,10 @@ def test_random_discovery_keeps_every_world_within_its_bounds() -> None:
 
 
 def hung_rank0(*faults: dict[str, Any]) -> Run:
-    """single_rank_failure with rank 0 (on 127.0.0.1, sorted order) hanging at (1, 0)."""
+    """single_rank_failure with rank 0 (on 127.0.0.1, sorted order) stopped at (1, 0)
+    (exit mode ``silent``: peers see it at the Gloo timeout)."""
     data = raw("single_rank_failure")
-    data["protocol"]["knobs"].update(exit_mode="hang", new_host_order="sorted")
+    data["protocol"]["knobs"].update(exit_mode="silent", new_host_order="sorted")
     data.update(expect={}, faults=list(faults), time_limit=200)
     return simulate_run(parse_scenario(data))
 
