@@ -288,7 +288,9 @@ class ElasticDriver:
     async def activate_workers(self, n: int) -> None:
         """Wait for ``n`` slots, reassign, reset the barrier, spawn the new slots."""
         order, slots = await self.wait_for_available_slots(n)
-        pending = self._update_host_assignments(order, slots)
+        await yield_point(self.rt, "horovod/runner/elastic/driver.py _activate_workers: "
+                          "wait_for_available_slots() -> _update_host_assignments()")
+        pending = await self._update_host_assignments(order, slots)
         await self.registry.reset(self.world_size)
         rid = self.registry.rendezvous_id
         self.rt.record("hvd_assign", rendezvous=rid, world_size=self.world_size,
@@ -303,7 +305,7 @@ class ElasticDriver:
         """The barrier action's reset: activate with min_np."""
         await self.activate_workers(self.min_np)
 
-    def _update_host_assignments(
+    async def _update_host_assignments(
         self, order: list[str], slots: dict[str, int]
     ) -> list[SlotInfo]:
         active = {(h, s.local_rank) for h, ss in self.host_assignments.items() for s in ss}
@@ -312,6 +314,10 @@ class ElasticDriver:
             raise RuntimeError("No hosts from previous set remaining, unable to broadcast state.")
         self.host_assignments = new
         self.world_size = len(ranked)
+        # rendezvous.init(): the discovery thread, which reads both assignments without a
+        # lock, may see the new hosts with the old coordinator (rank 0) in between
+        await yield_point(self.rt, "horovod/runner/elastic/driver.py _update_host_assignments: "
+                          "self._host_assignments = ... -> self._rank_assignments = ...")
         self.rank_assignments = {s.rank: s for s in ranked}
         return [s for h, ss in new.items() for s in ss if (h, s.local_rank) not in active]
 
