@@ -151,6 +151,9 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("update", "kind of update")),
     _k("hvd_interrupt", HVD, "a worker leaves training for a reset",
        ("skip_sync", "HostsUpdatedInterrupt's skip_sync")),
+    _k("hvd_ready", HVD, "a worker asks the driver for its new rank (GET rank_and_size: READY "
+       "in the reset barrier)", ("round", "the rendezvous id it leaves"),
+       ("rank", "its rank there")),
     _k("hvd_trip", HVD, "the registry barrier tripped", ("rendezvous", "rendezvous id"),
        ("decision", "success | all_failed | all_blacklisted | reset_limit | reset"),
        ("blacklist", "[host...] blacklisted now"), ("states", "{slot: worker state}")),
@@ -164,6 +167,8 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("owner", "holder"), ("held_s", "seconds")),
     _k("hvd_stop", HVD, "the driver stops the job", ("error", "error or null")),
     _k("hvd_abort", HVD, "a worker aborts (exit 134)", ("error", "error")),
+    _k("hvd_reinit_failed", HVD, "a worker's re-initialisation failed and it resets again "
+       "(knob reinit_error: reset; upstream aborts)", ("error", "error")),
     _k("hvd_exit", HVD, "a worker exits with an error", ("error", "error"),
        ("code", "exit code")),
     _k("hvd_exit_ignored", HVD, "the driver ignores a worker's exit", ("slot", "host:local"),
@@ -180,6 +185,10 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("error", "error")),
     _k("hvd_ssh_failed", HVD, "the driver's connection to a task service failed",
        ("to", "host"), ("error", "error")),
+    _k("reset_callback", HVD, "a user reset callback ran (after the reset, before the next "
+       "sync) and read the state", ("round", "rendezvous id"), ("rank", "its new rank"),
+       ("size", "the new world size"), ("epoch", "the epoch it read"),
+       ("step", "the model's step it read"), ("digest", "the model's digest it read")),
     _k("hvd_launcher_gone", HVD, "the driver's host came back after a crash: horovodrun died "
        "with it and is not started again", ("incarnation", "the host's first process's "
                                             "incarnation (1, 2, ...)")),

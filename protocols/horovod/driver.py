@@ -99,8 +99,9 @@ class ElasticDriver:
         """Spawners waiting for their ssh client: sid -> (host, its exit code and time)."""
         self._next_id = 0
         self.silent_hosts: set[str] = set()
-        """Hosts whose last ssh session ended without their word (a failed or dead
-        connection, or killed on this side): likely down, not waited for at the end."""
+        """Hosts whose last ssh session ended without a word from them (a connect or
+        keepalive that timed out, or killed on this side): likely down, not waited for at
+        the end."""
         self.polls = 0
         self.epochs_logged = 0
         self.discovery_task: Task[None] | None = None
@@ -369,11 +370,13 @@ class ElasticDriver:
             except ConnectionDead:
                 error = "keepalive timed out"
         host = dst.partition("/")[0]
-        if error is None:
+        if error in ("connect timed out", "keepalive timed out"):
+            self.silent_hosts.add(host)
+        else:  # it answered (its kernel at least)
             self.silent_hosts.discard(host)
+        if error is None:
             out = (int(reply["code"]), float(reply["t"]))
         else:
-            self.silent_hosts.add(host)
             self.rt.record("hvd_ssh_failed", to=dst, error=error)
             out = (SSH_ERROR, self.wall())
         if not fut.done():

@@ -61,6 +61,8 @@ class TaskService:
             if self.server.accept(msg):
                 self.starting += 1
                 self.tasks.append(self.rt.spawn(self._run_worker(msg.body), "spawn"))
+        elif op == "conn_req" and kind == "job":
+            self.server.accept(msg)  # held open until the job ends: see session_gone
         elif op == "conn_req" and kind == "shutdown":
             if self.server.accept(msg):
                 self.server.answer(msg.body, {"ok": True})
@@ -92,9 +94,12 @@ class TaskService:
         return proc is not None and proc.poll() is None
 
     def session_gone(self, request: Mapping[str, Any]) -> None:
-        """A session's driver end is gone while its worker runs or starts (the driver's
-        process ended, or its host came back without it): the worker is left to itself."""
-        if request.get("kind") == "spawn":
+        """The driver's end of a connection is gone (its process ended, or its host came
+        back without it): a running worker is left to itself, and this host's part of the
+        job ends with its last worker. The driver holds a ``job`` connection to every task
+        service for the whole job, so even an idle host learns it (a harness need: sshd,
+        which this stands for, is a daemon outside the job upstream)."""
+        if request.get("kind") in ("spawn", "job"):
             self.driver_gone = True
             self._done_if_idle()
 
@@ -185,6 +190,9 @@ async def host_main(rt: Runtime, args: Mapping[str, Any]) -> int:
         await service.drain()
         return 0
     await rt.host_store(knobs.store_port)
+    for h in hosts:
+        if h != rt.host:
+            client.open(f"{h}/main", {"kind": "job"})  # never answered: see session_gone
     error = await driver.run()
     if error is None:
         rt.record("hvd_job_succeeded", results=len(driver.results))

@@ -187,6 +187,21 @@ class HorovodKnobs:
     batches_per_commit: PosCount = 1
     host_updates_every: Count = 0
     """Also call check_host_updates every this many batches (0: only at commits)."""
+    reinit_error: Literal["abort", "reset"] = "abort"
+    """What a Gloo error while a worker re-initialises after a reset does (its new world's
+    rendezvous timing out or failing, e.g. on a peer that died after it reported READY).
+    Upstream (``abort``): ``GlooContext::Initialize`` runs in Horovod's background thread
+    outside any handler (horovod/common/gloo/gloo_context.cc), so the error reaches
+    ``std::terminate`` and the process aborts with SIGABRT (exit 134); the driver records a
+    failure and blacklists its host. ``reset``: the error reaches the elastic run loop as
+    a HorovodInternalError and the worker resets again (asks for its new rank)."""
+    reset_callback: bool = False
+    """The training script registers a reset callback (``State.register_reset_callbacks``,
+    e.g. to rescale the learning rate or repartition the data) that reads the state it acts
+    on: the model's step and the epoch. Upstream runs reset callbacks in
+    ``State.on_reset()`` (horovod/common/elastic.py), after the new world formed and
+    before ``state.sync()``, so they read this rank's own state, not the state the sync
+    brings. Default off: upstream's test script registers none."""
     epoch_wait: Seconds = 0.0
     discovery_wait: Finite = 3.0
     """Rank 0 waits up to this for an expected notification at epoch end (<= 0: never)."""

@@ -4,7 +4,7 @@ notifications that rank 0's notification service fills."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -69,6 +69,7 @@ class State:
         self._saved: tuple[Progress, TrainState] = (self.progress, self.model)
         self.host_messages: Queue[tuple[int, int]] = Queue(rt)
         self.last_updated_timestamp = 0
+        self._reset_callbacks: list[Callable[[], None]] = []
 
     @property
     def saved_step(self) -> int:
@@ -102,9 +103,17 @@ class State:
         """The notification service's listener: queue the message."""
         self.host_messages.put_nowait((timestamp, update))
 
+    def register_reset_callbacks(self, callbacks: Iterable[Callable[[], None]]) -> None:
+        """Add callbacks that :meth:`on_reset` calls, in order."""
+        self._reset_callbacks.extend(callbacks)
+
     def on_reset(self) -> None:
-        """After a reset: queued notifications are discarded (the timestamp is kept)."""
+        """After a reset (the new world formed, before the next sync): queued
+        notifications are discarded (the timestamp is kept), then the reset callbacks run,
+        on this rank's own state: what the coming sync brings is not there yet."""
         self.host_messages = Queue(self._rt)
+        for callback in self._reset_callbacks:
+            callback()
 
     async def commit(self, group: TracedGroup) -> None:
         """Save, then the collective check for host updates."""

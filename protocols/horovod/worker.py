@@ -72,6 +72,8 @@ class Worker:
         model = initial_state(f"{rt.host}:{self.slot.local_rank}", int(args["seed"]),
                               self.work.params)
         self.state = State(rt, model, self.work.state_bytes, self.work.state_broadcast)
+        if self.k.reset_callback:
+            self.state.register_reset_callbacks([self.on_state_reset])
         self.silent = False
         self.http = Client(rt, self.k.connect_timeout)
         """The HTTP client of the rank-and-size service (a TCP connection per request)."""
@@ -158,8 +160,20 @@ class Worker:
             except HostsUpdatedInterrupt as exc:
                 self.rt.record("hvd_interrupt", skip_sync=exc.skip_sync)
                 skip_sync = exc.skip_sync
-            await self.reset()
+            await self.reinit()
             self.state.on_reset()
+
+    async def reinit(self) -> None:
+        """reset() + init(): a Gloo error in the new world's rendezvous aborts the process
+        (exit 134, knob ``reinit_error: abort``) or resets again (``reset``)."""
+        while True:
+            try:
+                await self.reset()
+                return
+            except CollectiveError as exc:
+                if self.k.reinit_error == "abort":
+                    raise
+                self.rt.record("hvd_reinit_failed", error=f"{type(exc).__name__}: {exc}")
 
     async def reset(self) -> None:
         """shutdown + init: leave the group, ask for the new rank (blocks on the barrier)."""
@@ -194,11 +208,13 @@ class Worker:
         refused or timed out, connection reset) followed by ``http_retry_delay``, then the
         process aborts. A retried GET is a new request: the driver records it again."""
         error = "no attempt"  # http_attempts < 1
-        for _ in range(self.k.http_attempts):
+        for attempt in range(self.k.http_attempts):
             cid = self.http.open(self.driver, {"kind": "rank_and_size", "host": self.rt.host,
                                                "local_rank": self.slot.local_rank}, RENDEZVOUS)
             try:
                 await self.http.connect(cid)
+                if attempt == 0:  # the GET goes out now
+                    self.rt.record("hvd_ready", round=self.rid, rank=self.slot.rank)
                 return await self.http.reply(cid, self.driver)
             except ConnectFailed as exc:
                 error = str(exc)
@@ -216,6 +232,15 @@ class Worker:
             self.rt.record("sync", round=self.rid, rank=self.slot.rank, root=self.members[0],
                            step=self.state.model.step, digest=self.state.model.digest())
         self.last_commit_step = self.state.model.step
+
+    def on_state_reset(self) -> None:
+        """The script's reset callback: what it reads, traced (by the host's lead, as the
+        generic events are)."""
+        if self.lead:
+            st = self.state
+            self.rt.record("reset_callback", round=self.rid, rank=self.slot.rank,
+                           size=self.slot.size, epoch=st.progress.epoch, step=st.model.step,
+                           digest=st.model.digest())
 
     def _group(self) -> TracedGroup:
         assert self.group is not None

@@ -202,3 +202,36 @@ def test_a_notification_queued_before_a_failure_is_discarded_by_the_reset() -> N
     assert 40.0 <= second.t < 40.1 and "h3:0" in second.get("ranks")
     assert run.of("hvd_interrupt") == [] and run.metrics.world_sizes == [4, 3]
     assert run.metrics.outcome == "completed"
+
+
+def test_a_gloo_error_in_reinit_aborts_the_survivor_with_134_by_default() -> None:
+    run = simulate_run(load("survivors_abort_in_reinit_after_peer_died"))
+    (abort,) = run.of("hvd_abort")
+    assert abort.proc == "h2/w0.2" and "init timed out" in abort.get("error")
+    (code,) = [e.get("code") for e in run.of("proc_exit") if e.proc == "h2/w0.2"]
+    assert code == 134 and run.metrics.outcome == "failed"
+
+
+def test_with_reinit_error_reset_the_survivor_resets_again_and_finishes() -> None:
+    run = simulate_run(load("survivors_abort_in_reinit_after_peer_died", reinit_error="reset"))
+    (again,) = run.of("hvd_reinit_failed")
+    assert again.proc == "h2/w0.2" and run.of("hvd_abort") == []
+    assert [t.get("decision") for t in run.of("hvd_trip")] == ["reset", "reset", "success"]
+    assert run.metrics.outcome == "completed" and run.failed_checks == []
+
+
+def test_reset_callbacks_run_after_the_new_world_formed_and_before_the_sync() -> None:
+    run = simulate_run(load("reset_callback_after_failure"))
+    (cb,) = run.of("reset_callback")
+    (sync,) = [e for e in run.of("sync") if e.proc == cb.proc and e.t >= cb.t]
+    (ready,) = [e for e in run.of("rdzv_done") if e.proc == cb.proc and e.get("round") == 2]
+    assert ready.t <= cb.t <= sync.t and cb.get("size") == 2 and cb.get("round") == 2
+    assert (cb.get("step"), cb.get("digest")) == (sync.get("step"), sync.get("digest"))
+
+
+def test_a_fresh_ranks_reset_callback_reads_its_own_restored_model() -> None:
+    sc = load("reset_callback_sees_pre_sync_state")
+    run = simulate_run(sc, sc.seed)
+    stale = [e for e in run.of("reset_callback") if e.get("step") == 0]
+    assert [e.host for e in stale] == ["127.0.0.1"]
+    assert "reset_callback_state" in run.failed_checks
