@@ -9,25 +9,17 @@ import heapq
 import math
 from collections.abc import Sequence
 
-from elastic_sim.checks.capacity import Capacity, replay
-from elastic_sim.checks.facts import host_of, last_quiet_point
+from elastic_sim.checks.capacity import WORLD, Capacity, replay
+from elastic_sim.checks.capacity import members as _members
+from elastic_sim.checks.facts import last_quiet_point
 from elastic_sim.checks.verdict import CheckResult, Violation
 from elastic_sim.history import History, Key, neutral
 from elastic_sim.trace import TraceEvent
 from elastic_sim.vocabulary import amended
 
-WORLD = ("rdzv_done", "epoch_assigned")
-"""Events that form a world: a member's epoch, a coordinator's assignment."""
 AVAILABILITY = ("run_start", "proc_start", "proc_exit", "fault", "offered", "evict",
                 "epoch_assigned", "injected_failure", "restarts_left", "restart")
 """Events that can change which hosts are available (what the capacity facts read)."""
-
-
-def _members(ev: TraceEvent) -> list[str]:
-    """The distinct hosts of a formed world (rdzv_done members, epoch_assigned ranks);
-    members that disagree within one round are united (membership_agreement judges that)."""
-    raw = ev.get("members") if "members" in ev.data else list(ev.get("ranks") or {})
-    return list(dict.fromkeys(host_of(str(m)) for m in raw or []))
 
 
 def eventual_incorporation(events: Sequence[TraceEvent]) -> CheckResult:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from elastic_sim.checks.capacity import Capacity, replay
+from elastic_sim.checks.capacity import WORLD, Capacity, job_failure, replay
+from elastic_sim.checks.capacity import members as _members
 from elastic_sim.checks.facts import host_of, run_end
-from elastic_sim.checks.hosts import WORLD, _members
 from elastic_sim.checks.verdict import CheckResult, Violation
 from elastic_sim.history import neutral
 from elastic_sim.trace import TraceEvent
@@ -16,20 +16,23 @@ from elastic_sim.vocabulary import recorded
 
 
 def _why_enough(cap: Capacity, now: float) -> str:
-    able = cap.able(now)
+    able, coming = cap.able(now), cap.coming(now)
     hosts, were = ("host", "was") if len(able) == 1 else ("hosts", "were")
-    budget = ("had restart budget left" if cap.struck
-              else "no fault had struck yet (nothing to spend a restart on)")
-    return (f"{len(able)} {hosts} ({', '.join(able)}) {were} alive, reachable and {budget}, "
-            f"at least the minimum {cap.limits.min_hosts}")
+    why = (f"{len(able)} {hosts} ({', '.join(able) or 'none'}) {were} alive, reachable and "
+           "within their restart budget (needing no restart, or with one left)")
+    if coming:
+        why += (f", and {', '.join(coming)} started within the join deadline "
+                f"({cap.limits.wait_s:g} s)")
+    return f"{why}: at least the minimum {cap.limits.min_hosts}"
 
 
 def avoidable_job_failure(events: Sequence[TraceEvent]) -> CheckResult:
     """A job that ends failed had no way to go on when it failed: fewer than the minimum
     number of hosts were alive, reachable from the coordinator and within their restart
-    budget, or the coordinator itself was gone. Judged at the first ``job_failed`` of a host
-    that was not told to leave (a host signalled, preempted or scaled down fails by leaving;
-    the others may go on without it)."""
+    budget, or arriving before the join deadline, or the coordinator (or its store) itself
+    was gone. Judged at the first ``job_failed`` of a host that was not told to leave (a
+    host signalled, preempted or scaled down fails by leaving; the others may go on
+    without it)."""
     res = CheckResult("avoidable_job_failure",
                       "the job fails only when fewer than the minimum hosts could go on",
                       unit="job ends")
@@ -38,10 +41,11 @@ def avoidable_job_failure(events: Sequence[TraceEvent]) -> CheckResult:
     if end is None or end.get("outcome") == "hung":
         return res
     res.checked = 1
-    if end.get("outcome") != "failed":
+    failure = job_failure(hist)
+    if failure is None:
         return res
     for ev, cap in replay(hist):
-        if ev.kind != "job_failed" or ev.host in cap.cluster.leaving:
+        if ev is not failure:
             continue
         if cap.enough(ev.t):
             res.violations.append(Violation(

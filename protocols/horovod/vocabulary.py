@@ -44,7 +44,9 @@ def limits(knobs: Fields) -> dict[str, Any]:
     """What the knobs promise: ``min_np`` .. ``max_np`` slots as hosts, ``reset_limit``
     resets for the job, and the time a new world takes to form (discovery's period, twice,
     its wait, a worker's start, the Gloo timeout and the kill grace) and to detect a
-    failure (the longest of the Gloo, elastic and connect timeouts)."""
+    failure (the longest of the Gloo, elastic and connect timeouts). A host up within the
+    elastic timeout still counts; a dead host is seen only through an exit code or a
+    timeout (no heartbeat)."""
 
     def num(name: str) -> float:
         v = knobs.get(name)
@@ -60,4 +62,8 @@ def limits(knobs: Fields) -> dict[str, Any]:
     return {"min_hosts": math.ceil(int(min_np) / slots),
             "max_hosts": None if max_np is None else max(int(max_np) // slots, 1),
             "restart_budget": reset_limit if isinstance(reset_limit, int) else None,
-            "budget_per_host": False, "settle_s": settle, "progress_s": detect + settle}
+            "budget_per_host": False, "settle_s": settle, "progress_s": detect + settle,
+            "wait_s": num("elastic_timeout"),
+            "progress_by": f"max(gloo_timeout, elastic_timeout, connect_timeout) {detect:g} s"
+                           f" + a new world's discovery, start and Gloo periods {settle:g} s",
+            "rejoin_s": None, "rejoin_by": ""}

@@ -19,7 +19,8 @@ WEAK_SPOTS: dict[str, str] = {
     "avoidable_job_failure": "one agent's local error (a store timeout in rank assignment "
     "or in reading a stale MASTER_ADDR) ends launch_agent, which fails the job",
     "rendezvous_closed_by_job_end": "launch_agent's finally closes the rendezvous for "
-    "everyone after its own agent's failure",
+    "everyone after its own agent's failure, a SIGINT in the first rendezvous included "
+    "(found/torchelastic sigint_in_first_rendezvous_closes_it_before_a_late_host)",
     "clean_shutdown": "the store host's agent leaves first and takes the store with it: "
     "the others' exit barrier or rendezvous close fails after a completed job",
     "restart_accounting": "max_restarts is per agent: a newcomer's workers are told "
