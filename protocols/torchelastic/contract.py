@@ -28,8 +28,10 @@ WEAK_SPOTS: dict[str, str] = {
     "than max_restarts",
     "no_restart_loop": "rounds whose workers never initialise (a stale master) restart "
     "until the budget is spent",
-    "progress_after_faults": "the same loops, or a job failed at once, make no progress "
-    "after the fault",
+    "progress_after_faults": "survivors of a dead participant re-rendezvous only once "
+    "their collective times out (found/torchelastic "
+    "survivors_wait_out_the_group_timeout_after_a_crash); the same loops, or a job failed "
+    "at once, make no progress after the fault",
     "terminates": "a spare left on the wait list keeps the others restarting "
     "(found/torchelastic hot_spare_wait_list_livelock)",
     "eventual_incorporation": "a host swept out of a round while its store was frozen is "
