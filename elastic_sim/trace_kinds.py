@@ -213,11 +213,16 @@ TRANSLATED_KINDS: tuple[EventKind, ...] = (
        ("left", "restarts left")),
     _k("restart_count", NEUTRAL, "the restart count a host's agent told its workers of an "
        "epoch", ("round", "epoch id"), ("count", "restarts before it")),
-    _k("barrier_enter", NEUTRAL, "a party enters the barrier that ends an epoch's job: no "
-       "party leaves it before every party of the epoch arrived",
+    _k("barrier_enter", NEUTRAL, "a party enters a barrier of an epoch (the one that ends "
+       "its job, a coordinator's reset barrier): no party leaves it before every party of "
+       "the epoch arrived",
        ("round", "epoch id"), ("party", "who entered (its host)"),
        ("parties", "how many distinct parties it waits for (null: unknown)")),
-    _k("barrier_trip", NEUTRAL, "the barrier let this party go", ("round", "epoch id")),
+    _k("barrier_trip", NEUTRAL, "the barrier let this party go (or, where a coordinator "
+       "keeps it, tripped)", ("round", "epoch id"),
+       ("entered?", "[party...]: the distinct parties it counted when it tripped, where its "
+        "keeper records them (else each party's barrier_enter shows it); it waits for the "
+        "epoch's world")),
     _k("barrier_fail", NEUTRAL, "the barrier failed for this party", ("error", "error")),
     _k("rendezvous_closed", NEUTRAL, "a host closed the rendezvous for every host"),
     _k("rendezvous_close_failed", NEUTRAL, "closing the rendezvous failed",

@@ -1,5 +1,6 @@
 """Horovod's trace as the checks read it: its driver's rank assignments (its resets), its
-discovery and blacklist, and its workers' failures in the protocol-neutral vocabulary
+registry's reset barrier, its discovery and blacklist, and its workers' failures in the
+protocol-neutral vocabulary
 (``elastic_sim.trace_kinds``), and its knobs as the limits they promise. Plain data, read
 by ``elastic_sim.vocabulary``; the kinds every protocol records alike (``rdzv_done``,
 ``step``, ``commit``...) need no entry."""
@@ -26,6 +27,8 @@ def _assigned(host: str, d: Fields) -> dict[str, Any]:
 
 EVENTS: dict[str, tuple[str, Callable[[str, Fields], dict[str, Any] | None]]] = {
     "hvd_assign": ("epoch_assigned", _assigned),
+    "hvd_trip": ("barrier_trip", lambda host, d: {
+        "round": d.get("rendezvous"), "entered": sorted(d.get("states") or {})}),
     "hvd_discovery": ("offered", lambda host, d: {
         "hosts": [_host(h) for h in d.get("hosts", [])]}),
     "hvd_blacklist": ("evict", lambda host, d: {
