@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from elastic_sim.checks.capacity import WORLD, job_failure, members, replay
-from elastic_sim.checks.facts import PROGRESS, Limits, fault_events, run_end
+from elastic_sim.checks.facts import PROGRESS, Limits, fault_events, run_end, run_limits
 from elastic_sim.checks.verdict import CheckResult, Violation
 from elastic_sim.history import History, neutral
 from elastic_sim.trace import TraceEvent
@@ -18,13 +18,19 @@ from elastic_sim.vocabulary import recorded
 def terminates(events: Sequence[TraceEvent]) -> CheckResult:
     """The run ends: every process exits (with success or a clear error) before the time
     limit, instead of hanging. A run the runtime stopped early (``run_stopped``) is judged
-    by :mod:`checks.bounded` instead."""
+    by :mod:`checks.bounded` instead; one whose time limit came before the knobs' progress
+    bound after its last fault started or healed, its job not completed, is not judged (the
+    job may still have been recovering as the protocol is allowed to), and says so."""
     res = CheckResult("terminates", "the job ends (done or a clear error) instead of hanging",
                       unit="runs")
     hist = neutral(events)
     end = run_end(hist)
     if end is None:
         return res
+    if end.get("outcome") == "hung" and not hist.of("run_stopped"):
+        res.not_judged = _cut_short(hist, end)
+        if res.not_judged:
+            return res
     res.checked = 1
     if end.get("outcome") == "hung" and not hist.of("run_stopped"):
         last = next((e for e in reversed(hist) if e.kind in PROGRESS or e.kind == "fault"),
@@ -33,6 +39,27 @@ def terminates(events: Sequence[TraceEvent]) -> CheckResult:
             f"the run was still going at the time limit ({end.t:g} s) without ending",
             [e for e in (last, end) if e is not None]))
     return res
+
+
+def _cut_short(hist: History, end: TraceEvent) -> str:
+    """Why a run that hung at its time limit cannot be judged: the limit came before the
+    knobs' progress bound after the last fault started or healed, while the job could
+    still recover ("" when not: once the job completed, what is left is its shutdown; once
+    its coordinator is gone, nothing recovers it)."""
+    faults = fault_events(hist)
+    limits = run_limits(hist)
+    if (not faults or limits is None or end.t >= faults[-1].t + limits.progress_s
+            or hist.first("job_done") is not None):
+        return ""
+    *_, (_, cap) = replay(hist)
+    coord = cap.cluster.coordinator
+    if coord is not None and not cap.cluster.usable(coord):
+        return ""
+    last = faults[-1]
+    phase = "started" if last.get("phase") == "start" else "healed"
+    return (f"the time limit ({end.t:g} s) came {end.t - last.t:g} s after {last.get('id')} "
+            f"{phase}, within the {limits.progress_s:g} s the knobs allow a recovery "
+            f"({limits.progress_by or 'the progress bound'}): a longer time_limit judges it")
 
 
 NEW_WORLD = (*WORLD, "epoch_decided")

@@ -2,16 +2,23 @@
 process-group timeout entered both the detection and the settle time: 3,725 s with
 upstream's defaults), a member's death judged by what the protocol could see of it (its
 heartbeat expiry, polls and last call), not by the timeout its survivors waited out, and no
-fault judged once the job had failed."""
+fault judged once the job had failed; and the time a run gets follows that bound (a run
+cut short within it is not called a hang)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import yaml
+
 from elastic_sim.checks.facts import limits_of
-from elastic_sim.checks.liveness import progress_after_faults
+from elastic_sim.checks.liveness import progress_after_faults, terminates
 from elastic_sim.protocols.torchelastic.knobs import TorchElasticKnobs
+from elastic_sim.scenario import parse_scenario
 from elastic_sim.trace import TraceEvent
+
+ROOT = Path(__file__).resolve().parents[2]
 
 KNOBS = {"min_nodes": 2, "max_nodes": 3, "max_restarts": 3, "keep_alive_interval": 5.0,
          "keep_alive_max_attempt": 3, "last_call_timeout": 30.0, "monitor_interval": 0.1,
@@ -97,3 +104,29 @@ def test_a_fault_after_the_job_failed_is_not_judged() -> None:
     res = progress_after_faults(sorted(h, key=lambda e: e.t))  # was avoidable
     assert not res.ok and "x-clock_jump started at 2.5 s" in res.violations[0].message
     assert "the bound: max(pg_timeout 1800 s, read_timeout 60 s)" in res.violations[0].message
+
+
+def test_a_run_cut_short_within_the_progress_bound_says_so_instead_of_hanging() -> None:
+    """Two process-group timeouts in a row (torchrun's defaults) outlast a 3,600 s limit
+    on a job that would have finished: its hang is not judged, and the check says why."""
+    h = [e for e in died_at_one("power_off", resumed=1831.0) if e.t < 1000]
+    cut = [*h, ev(1000.0, "*", "run_end", "elastic-sim", outcome="hung")]
+    res = terminates(cut)
+    assert res.status == "n/a" and res.checked == 0
+    assert res.not_judged.startswith("the time limit (1000 s) came 998.9 s after x-power_off "
+                                     "started, within the 2430 s the knobs allow a recovery")
+    late = [*h, ev(2500.0, "*", "run_end", "elastic-sim", outcome="hung")]
+    assert not terminates(late).ok  # past the bound: a hang
+    gone = [*h, fault(2.0, "crash", "h0"), ev(2.0, "h0", "proc_exit", code=-9),
+            ev(1000.0, "*", "run_end", "elastic-sim", outcome="hung")]
+    assert not terminates(gone).ok  # the coordinator is gone: nothing recovers the job
+
+
+def test_the_default_time_limit_follows_the_progress_bound() -> None:
+    raw = yaml.safe_load((ROOT / "scenarios" / "torchelastic" /
+                          "two_group_timeouts_in_a_row.yaml").read_text(encoding="utf-8"))
+    assert "time_limit" not in raw
+    sc = parse_scenario(raw, "<two timeouts>")
+    assert sc.time_limit is None and sc.run_time_limit() == 2 * 2430.0
+    assert parse_scenario({**raw, "faults": []}, "<none>").run_time_limit() == 3600.0
+    assert parse_scenario({**raw, "time_limit": 60}, "<set>").run_time_limit() == 60.0
