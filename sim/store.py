@@ -14,7 +14,7 @@ plus the server's service time; the server serves one request at a time, in arri
   the client's own timeout; any other (set, add, compare_set, check, delete), sent or in
   flight, fails with StoreConnectionError once the client's kernel gives up retransmitting
   it (:data:`RETRANSMISSION_TIMEOUT` after it was sent), as c10d's client sees the socket
-  break.
+  break; that client's later calls then fail at once.
 - Otherwise get/wait raise StoreTimeout at their deadline (client timeout; an explicit wait
   timeout overrides it).
 
@@ -51,14 +51,16 @@ _IN_FLIGHT, _HELD, _WAITING = 0, 1, 2
 class _Req(Pending[Any]):
     """One request of one client."""
 
-    __slots__ = ("a", "b", "client", "deadline", "expired", "keys", "op", "sent", "sent_at",
-                 "state", "timer")
+    __slots__ = ("a", "b", "client", "conn", "deadline", "expired", "keys", "op", "sent",
+                 "sent_at", "state", "timer")
 
     def __init__(
-        self, kernel: Kernel, client: SimHost, op: str, keys: Sequence[str], a: Any, b: Any
+        self, kernel: Kernel, conn: SimStore, op: str, keys: Sequence[str], a: Any, b: Any
     ) -> None:
         super().__init__(kernel)
-        self.client = client
+        self.conn = conn
+        """The client connection it was sent on."""
+        self.client = conn.host
         self.op = op
         self.keys = keys
         self.a = a
@@ -275,8 +277,9 @@ class StoreServer:
             return
         req.state = _IN_FLIGHT  # skipped wherever it is held
         self.pending.pop(id(req), None)
-        req.resolve(exc=StoreConnectionError(
-            f"store {self.addr}: connection timed out (no answer from its host)"), direct=True)
+        why = f"store {self.addr}: connection timed out (no answer from its host)"
+        req.conn.broken = why  # the kernel dropped the connection: later calls fail at once
+        req.resolve(exc=StoreConnectionError(why), direct=True)
 
     def die(self) -> None:
         """The server's process ended: every pending call fails now, later ones at once."""
@@ -362,7 +365,7 @@ class SimStore(Store):
         if self.broken is not None:
             raise StoreConnectionError(self.broken)
         k = server.registry.kernel
-        req = _Req(k, self._proc.host, op, keys, a, b)
+        req = _Req(k, self, op, keys, a, b)
         if wait is not None:
             req.deadline = k.now + wait
         server.submit(req)
