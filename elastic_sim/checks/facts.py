@@ -232,15 +232,20 @@ class Cluster:
                 return True
         return False
 
-    def usable(self, host: str) -> bool:
-        """Alive, not frozen, and not cut off from the coordinator (nor is the coordinator
-        itself gone, nor its store): a host the job could continue on."""
-        if not self.is_alive(host) or self.is_frozen(host) or self.store_lost is not None:
+    def reachable(self, host: str) -> bool:
+        """Alive, not frozen, and not cut off from the coordinator (nor is the coordinator's
+        host gone)."""
+        if not self.is_alive(host) or self.is_frozen(host):
             return False
         coord = self.coordinator
         if coord is None or coord == host:
             return True
         return not self.is_cut(host, coord)
+
+    def usable(self, host: str) -> bool:
+        """Reachable, and the coordinator's store not lost: a host the job could continue
+        on."""
+        return self.store_lost is None and self.reachable(host)
 
     def usable_hosts(self) -> list[str]:
         """Every usable host, sorted."""

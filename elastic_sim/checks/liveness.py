@@ -44,21 +44,34 @@ def terminates(events: Sequence[TraceEvent]) -> CheckResult:
 def _cut_short(hist: History, end: TraceEvent) -> str:
     """Why a run that hung at its time limit cannot be judged: the limit came before the
     knobs' progress bound after the last fault started or healed, while the job could
-    still recover ("" when not: once the job completed, what is left is its shutdown; once
-    its coordinator is gone, nothing recovers it)."""
+    still recover, or, once the job completed, after a host's first process started anew
+    (a host restarted after the completion waits for a world as a new one would); ""
+    when it did not (once the job completed, what is left is its shutdown; once its
+    coordinator is gone, nothing recovers it)."""
     faults = fault_events(hist)
     limits = run_limits(hist)
-    if (not faults or limits is None or end.t >= faults[-1].t + limits.progress_s
-            or hist.first("job_done") is not None):
+    if not faults or limits is None:
+        return ""
+    done = hist.first("job_done")
+    last: TraceEvent | None = faults[-1]
+    if done is None:
+        phase = "started" if faults[-1].get("phase") == "start" else "healed"
+        since = f"{faults[-1].get('id')} {phase}"
+    else:
+        last = next((e for e in reversed(hist.of("proc_start"))
+                     if e.t > done.t and e.proc == f"{e.host}/main"), None)
+        since = f"{last.host if last else ''}'s first process started again after the job " \
+                "completed"
+    if last is None:
+        return ""
+    if end.t >= last.t + limits.progress_s:
         return ""
     *_, (_, cap) = replay(hist)
     coord = cap.cluster.coordinator
     if coord is not None and not cap.cluster.usable(coord):
         return ""
-    last = faults[-1]
-    phase = "started" if last.get("phase") == "start" else "healed"
-    return (f"the time limit ({end.t:g} s) came {end.t - last.t:g} s after {last.get('id')} "
-            f"{phase}, within the {limits.progress_s:g} s the knobs allow a recovery "
+    return (f"the time limit ({end.t:g} s) came {end.t - last.t:g} s after {since}, within "
+            f"the {limits.progress_s:g} s the knobs allow a recovery "
             f"({limits.progress_by or 'the progress bound'}): a longer time_limit judges it")
 
 
@@ -74,10 +87,10 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
     on), within the bound the knobs imply (each phase of a recovery once: the failure seen,
     the workers stopped, a world formed or the join deadline passed). A fault that never
     heals is judged from its start; one that comes once the job has failed is not judged.
-    And once a fault has taken down a member of the world while enough hosts could go on,
-    the survivors form a new world (or progress, or the job ends) within what the protocol
-    could see of the death, where it sees one (its heartbeat expiry, polls and last call),
-    not only once a timeout tells them."""
+    And once a fault has taken down a member of the world while enough hosts could go on
+    and their workers had work left, the survivors form a new world (or progress, or the
+    job ends) within what the protocol could see of the death, where it sees one (its
+    heartbeat expiry, polls and last call), not only once a timeout tells them."""
     res = CheckResult("progress_after_faults",
                       "progress, or an unavoidable end, within the knobs' bound after each "
                       "fault starts or heals", unit="fault events")
@@ -95,6 +108,9 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
     limits: Limits | None = None
     world: list[str] = []
     world_round: object = None
+    done: dict[str, bool] = {}
+    """Host -> whether its workers finished their work (their last one exited 0): once
+    every survivor's have, a death needs no new world."""
     for ev, cap in replay(hist):
         limits = cap.limits
         if ev.kind in PROGRESS:
@@ -103,9 +119,13 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
             marks.append((ev.t, not cap.enough(ev.t)))
         elif ev.kind in WORLD:
             world, world_round = members(ev), ev.get("round")
-        elif ev.kind == "proc_exit" and ev.proc == f"{ev.host}/main" and ev.get("code") != 0:
+        elif ev.kind in ("proc_start", "proc_exit") and ev.proc != f"{ev.host}/main":
+            done[ev.host] = ev.kind == "proc_exit" and ev.get("code") == 0  # a worker
+        elif ev.kind == "proc_exit" and ev.get("code") != 0:  # the host's first process
             hit = cap.cluster.last_hit.get(ev.host)
-            if hit is not None and hit.kind == "fault" and ev.host in world and cap.enough(ev.t):
+            if (hit is not None and hit.kind == "fault" and ev.host in world
+                    and not all(done.get(h) for h in world if h != ev.host)
+                    and cap.enough(ev.t)):
                 deaths.append((hit, ev, world_round, cap.able(ev.t) + cap.coming(ev.t)))
     if limits is None:
         return res

@@ -130,3 +130,23 @@ def test_the_default_time_limit_follows_the_progress_bound() -> None:
     assert sc.time_limit is None and sc.run_time_limit() == 2 * 2430.0
     assert parse_scenario({**raw, "faults": []}, "<none>").run_time_limit() == 3600.0
     assert parse_scenario({**raw, "time_limit": 60}, "<set>").run_time_limit() == 60.0
+
+
+def test_a_death_once_the_survivors_workers_are_done_needs_no_new_world() -> None:
+    """h2 dies as the workers exit 0 at the job's end (the agents have yet to say
+    job_done): nothing is left to train, so nobody needs to re-form."""
+    h = died_at_one("crash", resumed=1831.0)
+    h = [e for e in h if e.t <= 1.1 or e.kind == "run_end"]
+    workers = [ev(1.05, x, "proc_exit", f"{x}/w0", code=0) for x in ("h0", "h1", "h2")]
+    h = sorted([*h, *workers], key=lambda e: e.t)
+    res = progress_after_faults(h)
+    assert res.ok and res.checked == 1  # only the fault's start: no death to judge
+
+
+def test_a_host_restarted_after_the_job_completed_may_wait_out_its_join_timeout() -> None:
+    h = [e for e in died_at_one("crash", resumed=47.0) if e.kind != "run_end"]
+    h += [ev(60.0, "h2", "proc_start"), ev(60.1, "h2", "rdzv_join", round=0),
+          ev(300.0, "*", "run_end", "elastic-sim", outcome="hung")]
+    res = terminates(h)
+    assert res.status == "n/a" and "after h2's first process started again after the job " \
+        "completed" in res.not_judged
