@@ -15,5 +15,8 @@ WEAK_SPOTS: dict[str, str] = {
     "was just sent (found/horovod fresh_rank_restore_discards_synced_model)",
     "avoidable_job_failure": "a worker's non-zero exit outside the elastic run loop (an "
     "abort in init) fails the whole job (found/horovod driver_freeze_at_start_aborts_workers)",
+    "collective_sequence": "a removal-only update makes the survivors skip the sync that a "
+    "fresh rank of the same reset broadcasts (found/horovod "
+    "removed_host_replaced_survivors_skip_sync, finding 17)",
 }
 """Check -> why upstream (Horovod 0.28) breaks it: violations a user should expect."""
