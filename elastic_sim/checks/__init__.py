@@ -3,6 +3,7 @@ with the few events that witness it (Jepsen's checker discipline)."""
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
 
@@ -263,7 +264,9 @@ def run_checks(events: Sequence[TraceEvent], only: Collection[str] | None = None
     for check in CHECKS:
         if only is not None and check.__name__ not in only:
             continue
+        started = time.perf_counter()
         res = check(hist)
+        res.seconds = time.perf_counter() - started
         res.violations = res.violations[:MAX_VIOLATIONS]
         out.append(res)
     return out
