@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, ClassVar
 from elastic_sim.backends.base import FaultTable, Progress, Refused
 from elastic_sim.backends.real import RealBackend, log_line
 from elastic_sim.faults.model import CrashLoop, Fault, Refusal, SlowStart, handler_for
+from elastic_sim.modes import MODES
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import RunResult
 
@@ -28,10 +29,10 @@ class TorchrunBackend(RealBackend):
     the scenario's knobs as their flags, faults through real mode's injector."""
 
     name: ClassVar[str] = "torchrun"
-    summary: ClassVar[str] = "upstream's torchrun agents (torchelastic scenarios)"
+    summary: ClassVar[str] = MODES["torchrun"].summary
     realism: ClassVar[int] = 2
     launchers: ClassVar[tuple[str, ...]] = ("local", "netns", "slurm", "env")
-    takes_script: ClassVar[bool] = True
+    takes_script: ClassVar[bool] = MODES["torchrun"].takes_script
     runs_protocols: ClassVar[bool] = False
 
     def fault_table(self) -> FaultTable:
