@@ -24,8 +24,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="root seed (default: the scenario's seed)")
     from elastic_sim.modes import MODES  # not the backends: --help imports no simulator
 
-    run.add_argument("--mode", choices=list(MODES), default="sim",
-                     help="; ".join(f"{n}: {b.summary}" for n, b in MODES.items()))
+    # No choices here: a registered backend is a mode too (checked when the spec compiles).
+    run.add_argument("--mode", default="sim", metavar="MODE",
+                     help="; ".join(f"{n}: {b.summary}" for n, b in MODES.items())
+                     + " (or any backend a plugin registered)")
     run.add_argument("--script", default=None, metavar="TRAIN.PY",
                      help="--mode " + "/".join(n for n, b in MODES.items() if b.takes_script)
                      + ": the training script to start (its arguments after --); default: "
@@ -92,7 +94,8 @@ class _Version(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: object, option_string: str | None = None) -> None:
-        parser.exit(message=f"{parser.prog} {_version()}\n")
+        print(f"{parser.prog} {_version()}")  # on stdout, as argparse's version action
+        parser.exit()
 
 
 def _version() -> str:
