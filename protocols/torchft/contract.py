@@ -1,0 +1,32 @@
+"""What the torchft model promises: every check, except upstream's known weak spots (each
+with the mechanism that breaks it), as long as the Lighthouse's host survives and at
+least ``min_replicas`` replica groups do. Plain data, read by
+``elastic_sim.checks.contracts``.
+
+Assumptions and simplifications of the model, beyond the fault assumptions:
+
+- gRPC and HTTP calls are request and reply messages with a deadline: a call to a
+  process that is gone waits out its deadline, where upstream's fails at once on a
+  refused connection (a heal whose source died before it answered costs the recovering
+  rank the call's timeout instead of an immediate error); a Manager server's heartbeat
+  is fire and forget (upstream's waits for its reply, and on a dead TCP connection for
+  HTTP/2 keep-alive);
+- the ranks of a replica group hold one replicated model (their shards are not told
+  apart), and they do not talk to each other except through the Manager server (no
+  intra-replica process group);
+- the HTTP checkpoint transfer is a point-to-point group of the two ranks over the
+  source's store; one source serves several recovering ranks in parallel, each at the
+  link's full bandwidth;
+- the Lighthouse stops once the job ended and no replica heartbeats (the operator's
+  teardown; upstream's runs until it is killed).
+"""
+
+ASSUMPTIONS = ("coordinator_survives", "min_hosts_survive")
+"""Fault assumptions the promises hold under."""
+
+WEAK_SPOTS: dict[str, str] = {
+    "members_alive_at_completion": "a replica that asked for a quorum and died before "
+    "it was issued stays a participant while its heartbeat is younger than the timeout, "
+    "so the quorum can include it",
+}
+"""Check -> why upstream (torchft 0.2.0) breaks it: violations a user should expect."""
