@@ -160,7 +160,8 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("src_replica_rank", "source's replica rank"), ("step", "healed step"),
        ("digest", "healed state's digest")),
     _k("ft_error", FT, "a rank's error: reported (the step is voted down) or raised (the "
-       "process ends)", ("where", "configure | heal | allreduce | start | loop"),
+       "process ends)", ("where", "configure | heal | allreduce | start | loop | internal (a bug "
+       "of the model in a request handler)"),
        ("error", "the error")),
     _k("ft_should_commit", FT, "a rank's should_commit", ("quorum_id", "id"),
        ("replica_id", "replica id"), ("group_rank", "group rank"), ("vote", "its vote"),

@@ -25,8 +25,12 @@ ASSUMPTIONS = ("coordinator_survives", "min_hosts_survive")
 """Fault assumptions the promises hold under."""
 
 WEAK_SPOTS: dict[str, str] = {
-    "members_alive_at_completion": "a replica that asked for a quorum and died before "
-    "it was issued stays a participant while its heartbeat is younger than the timeout, "
-    "so the quorum can include it",
+    "members_alive_at_completion": "a replica whose quorum request timed out, or that died "
+    "after asking, stays a participant until the next quorum is issued, and counts while "
+    "its heartbeat is younger than the timeout: a quorum can include it (and reach "
+    "min_replicas with it)",
+    "terminates": "a replica group that comes back after the others finished, or that "
+    "only a dead participant could make a quorum with, waits out the quorum timeout on "
+    "every start of its launcher (max_restarts x 60 s by default) before it gives up",
 }
 """Check -> why upstream (torchft 0.2.0) breaks it: violations a user should expect."""

@@ -50,8 +50,9 @@ REPLICA_ID_KEY = "replica_id"
 
 @dataclass
 class Model:
-    """What the training loop holds: the model state (params and step) and how many
-    batches of its shard it has drawn (its data position)."""
+    """What one rank's training loop holds: its shard of the model (params and step; the
+    ranks of a replica group hold different shards) and how many batches of its replica
+    group's data it has drawn (its data position)."""
 
     state: TrainState
     position: int = 0
@@ -92,6 +93,9 @@ class Manager:
         self.heal_src = ""
         self.healed = False
         """A healed state was applied (the training loop resets this)."""
+        self.sync_due = False
+        """An up-to-date member of a new quorum, whose state the quorum's first allreduce
+        shows shared (every healing member entered it with its state fetched)."""
         self.group: TracedGroup | None = None
         self.quorum: Task[None] | None = None
         self.transfers = 0
@@ -159,8 +163,7 @@ class Manager:
             except (StoreError, CollectiveError) as exc:
                 self.report_error("configure", exc)
                 return
-            if not res.heal:
-                self._record_sync(self.rt.host)
+            self.sync_due = not res.heal
         try:
             if res.recover_dst_replica_ranks:
                 self.ckpt.send_checkpoint(res.max_step, self.model.state, self.state_dict())
@@ -176,15 +179,15 @@ class Manager:
         if self.group is not None:
             self.group.abort()
             self.group = None
-        members = [replica_host(r) for r in res.replica_ids]
-        self.rt.record("rdzv_done", round=res.quorum_id, members=members,
-                       rank=res.replica_rank, world_size=res.replica_world_size)
         timeout = self.knobs.pg_timeout
         store = await self.rt.connect_store(res.store_address, timeout)
         prefixed = store.prefixed(f"torchft/{res.quorum_id}/{self.group_rank}")
         self.group = await self.rt.new_group(
             prefixed, f"torchft_rank_{self.group_rank}_quorum_{res.quorum_id}",
             res.replica_rank, res.replica_world_size, timeout)
+        self.rt.record("rdzv_done", round=res.quorum_id,
+                       members=[replica_host(r) for r in res.replica_ids],
+                       rank=res.replica_rank, world_size=res.replica_world_size)
 
     async def _heal(self, res: QuorumResult) -> None:
         """Fetch the source's state of the max step; it is applied in should_commit."""
@@ -226,9 +229,12 @@ class Manager:
         self._record_sync(self.heal_src)
 
     def _record_sync(self, root: str) -> None:
-        self.rt.record("sync", round=self.quorum_id, rank=self.result.replica_rank
-                       if self.result else 0, root=root, step=self.step,
-                       digest=self.model.state.digest())
+        """A ``sync`` of group rank 0's shard: the ranks of a replica group hold different
+        shards, and a round's syncs are compared with one another."""
+        if self.group_rank == 0:
+            self.rt.record("sync", round=self.quorum_id, rank=self.result.replica_rank
+                           if self.result else 0, root=root, step=self.step,
+                           digest=self.model.state.digest())
 
     # -- the step ------------------------------------------------------------------------
 
@@ -255,6 +261,9 @@ class Manager:
         except CollectiveError as exc:
             self.report_error("allreduce", exc)
             return values
+        if self.sync_due:
+            self.sync_due = False
+            self._record_sync(self.rt.host)
         return [v / n for v in summed]
 
     async def should_commit(self) -> bool:

@@ -23,7 +23,7 @@ from elastic_sim.protocols.api import Message, Runtime
 from elastic_sim.protocols.torchft.knobs import TorchFTKnobs
 from elastic_sim.protocols.torchft.quorum import Quorum, QuorumMember
 from elastic_sim.protocols.torchft.results import NotInQuorum, compute_quorum_results
-from elastic_sim.protocols.torchft.rpc import Endpoint, RpcError, RpcTimeout, address
+from elastic_sim.protocols.torchft.rpc import Endpoint, RpcError, RpcTimeout, address, tell
 
 RETRY_SLEEP = 0.1
 """Seconds before retrying a Lighthouse request that timed out (src/manager.rs); one that
@@ -88,7 +88,7 @@ class ManagerServer:
 
     async def _heartbeats(self) -> None:
         while True:
-            self.ep.tell(self.lighthouse, "lh_heartbeat", {"replica_id": self.replica_id})
+            tell(self.rt, self.lighthouse, "lh_heartbeat", {"replica_id": self.replica_id})
             await self.rt.sleep(self.knobs.heartbeat_interval)
 
     # -- quorum --------------------------------------------------------------------------

@@ -3,6 +3,10 @@ batch, ``optimizer.zero_grad()`` (the Manager's ``start_quorum``), forward and b
 the gradient allreduce through the Manager, and ``optimizer.step()``, which steps only
 when should_commit says yes.
 
+Nothing is committed anywhere but in the replicas' memory (the loop saves no checkpoint):
+a step that should_commit turns down is traced by ``ft_should_commit`` alone, and a job
+whose replicas all die loses every step.
+
 The data position is the number of batches this replica group's shard has given: every
 iteration draws one, committed or not (a failed step's batch is dropped, as upstream's
 sampler drops it). It is not part of what a heal transfers: a recovering rank resumes its
@@ -53,7 +57,8 @@ async def rank_main(rt: Runtime, args: Mapping[str, Any]) -> int:
         rt.record("ft_error", where="start", error=f"{type(exc).__name__}: {exc}")
         return 1
     ep = Endpoint(rt)
-    model = Model(initial_state(rt.host, int(args["seed"]), work.params))
+    model = Model(initial_state(f"{rt.host}.shard{group_rank}", int(args["seed"]),
+                                work.params))
     manager = Manager(rt, ep, knobs, model, store, store_address, group_rank,
                       str(args["lighthouse"]), work.state_bytes)
     try:
@@ -79,18 +84,12 @@ async def train(rt: Runtime, manager: Manager, model: Model, knobs: TorchFTKnobs
         model.position += 1  # the batch is drawn before the step, committed or not
         await manager.start_quorum()
         await rt.sleep(work.step_time)  # forward and backward
-        rank = manager.participating_rank or 0
-        grads = await manager.allreduce(gradients(model.position, rank, work.params))
+        grads = await manager.allreduce(gradients(model.position, manager.group_rank,
+                                                  work.params))
         if await manager.should_commit():
             model.state = apply_step(model.state, grads, 1)
             rt.record("step", round=manager.quorum_id, step=manager.step,
                       digest=model.state.digest(), data=model.position)
-            if manager.group_rank == 0:
-                rt.record("commit", step=manager.step, digest=model.state.digest())
-        else:
-            if manager.group_rank == 0:
-                rt.record("restore", step=manager.step, digest=model.state.digest(),
-                          reason=f"should_commit False ({manager.errored or 'vote'})")
         if manager.healed:  # the loader is not healed: the rank resumes it at the step
             manager.healed = False
             model.position = manager.step
