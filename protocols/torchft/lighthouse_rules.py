@@ -24,7 +24,7 @@ at once):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -82,6 +82,11 @@ def healthy(now: float, state: LighthouseState, settings: LighthouseSettings) ->
             if now - last < settings.heartbeat_timeout}
 
 
+def fast_quorum(prev: Quorum, ready: Collection[str]) -> bool:
+    """Whether every member of the previous quorum is a healthy participant again."""
+    return all(rid in ready for rid in prev.replica_ids)
+
+
 def quorum_compute(now: float, state: LighthouseState, settings: LighthouseSettings
                    ) -> Decision:
     """Whether a quorum can be issued now, and with whom (upstream's rules, in its order)."""
@@ -97,7 +102,7 @@ def quorum_compute(now: float, state: LighthouseState, settings: LighthouseSetti
         if shrink:
             before = set(prev.replica_ids)
             candidates = [m for m in candidates if m.replica_id in before]
-        if all(rid in ready for rid in prev.replica_ids):
+        if fast_quorum(prev, ready):
             return Decision(tuple(candidates), "fast", f"Fast quorum found! {meta}", *sets)
     if len(ready) < settings.min_replicas:
         return Decision(None, None, f"New quorum not ready, only have {len(ready)} "

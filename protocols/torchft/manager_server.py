@@ -16,6 +16,7 @@ Upstream's rules it keeps:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -50,6 +51,15 @@ def quorum_request(group_rank: int, step: int, metadata: str, shrink_only: bool,
     return {"group_rank": group_rank, "step": step, "checkpoint_metadata": metadata,
             "shrink_only": shrink_only, "commit_failures": commit_failures,
             "init_sync": init_sync}
+
+
+def member_of(replica_id: str, address: str, store_address: str, world_size: int,
+              request: Mapping[str, Any]) -> QuorumMember:
+    """The member a Manager server asks the Lighthouse with: its own identity, and the
+    step, shrink_only and commit failures of ``request``, its last rank's."""
+    return QuorumMember(replica_id, address, store_address, int(request["step"]),
+                        world_size, bool(request["shrink_only"]),
+                        int(request["commit_failures"]))
 
 
 class ManagerServer:
@@ -97,9 +107,8 @@ class ManagerServer:
         b = msg.body
         rank = int(b["group_rank"])
         self.metadata[rank] = str(b["checkpoint_metadata"])
-        member = QuorumMember(self.replica_id, self.address, self.store_address, int(b["step"]),
-                              self.world_size, bool(b["shrink_only"]),
-                              int(b["commit_failures"]))
+        member = member_of(self.replica_id, self.address, self.store_address,
+                           self.world_size, b)
         self.participants[rank] = member
         self.waiting.append(_Request(msg, rank, self.ep.deadline(msg), bool(b["init_sync"])))
         if len(self.participants) == self.world_size:

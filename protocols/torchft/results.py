@@ -46,6 +46,12 @@ class QuorumResult:
     replica_ids: list[str] = field(default_factory=list)
 
 
+def heal_source(i: int, group_rank: int, up_to_date: list[int]) -> int:
+    """The up-to-date participant recovering participant number ``i`` heals from, for
+    group rank ``group_rank``."""
+    return up_to_date[(i + group_rank) % len(up_to_date)]
+
+
 def compute_quorum_results(replica_id: str, group_rank: int, quorum: Quorum,
                            init_sync: bool = True) -> QuorumResult:
     """Group rank ``group_rank`` of replica ``replica_id``'s view of ``quorum``."""
@@ -66,7 +72,7 @@ def compute_quorum_results(replica_id: str, group_rank: int, quorum: Quorum,
     sends: dict[int, list[int]] = {}
     src: int | None = None
     for i, dst in enumerate(recovering):
-        source = up_to_date[(i + group_rank) % len(up_to_date)]
+        source = heal_source(i, group_rank, up_to_date)
         sends.setdefault(source, []).append(dst)
         if dst == replica_rank:
             src = source
