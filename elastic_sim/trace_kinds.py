@@ -84,7 +84,8 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("digest", "state digest after the sync")),
     _k("step", "all protocols", "a training step done", ("round", "round id"),
        ("step", "step number"), ("digest?", "state digest after it (torchft)"),
-       ("data?", "batches its data shard has given (torchft's data position)")),
+       ("data?", "batches its data shard has given (torchft's data position)"),
+       ("shard?", "the rank's shard of the model: its group rank (torchft)")),
     _k("train_steps", "sim (fast fidelity)", "one member's lockstep stretch of training "
        "steps, read everywhere as its coll_enter / coll_done / step events "
        "(trace.expand_stretches)", ("group", "name"), ("seq", "first step's sequence number"),
@@ -139,6 +140,7 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("bump", "why the id is new: membership | commit_failures | null (the same id)"),
        ("members", "[host...] in replica-rank order"), ("replica_ids", "[replica id...]"),
        ("steps", "[step...] each member asked at"),
+       ("commit_failures", "[count...] each member's should_commit failures in a row"),
        ("participants", "[replica id...] healthy participants it saw"),
        ("heartbeating", "[replica id...] healthy replicas it saw")),
     _k("mgr_quorum_failed", FT, "a Manager server's Lighthouse request failed",
@@ -156,7 +158,7 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("src", "host it heals from, or null"), ("dst", "[replica rank...] it sends to"),
        ("store", "store of its process group"), ("commit_failures", "max over members")),
     _k("ft_heal", FT, "a rank fetched the state it heals to", ("quorum_id", "id"),
-       ("group_rank", "its group rank"), ("src", "source host"),
+       ("replica_id", "its replica id"), ("group_rank", "its group rank"), ("src", "source host"),
        ("src_replica_rank", "source's replica rank"), ("step", "healed step"),
        ("digest", "healed state's digest")),
     _k("ft_error", FT, "a rank's error: reported (the step is voted down) or raised (the "

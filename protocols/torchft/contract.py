@@ -25,6 +25,13 @@ ASSUMPTIONS = ("coordinator_survives", "min_hosts_survive")
 """Fault assumptions the promises hold under."""
 
 WEAK_SPOTS: dict[str, str] = {
+    "ft_data_position_agreement": "the data position is not part of what a heal "
+    "transfers: a replica healed from a source that dropped a step's batch (a failed "
+    "step) is one batch behind it (torchft issue #309, and the DistributedSampler's "
+    "documented loss of batches on rejoining; scenarios/torchft/data_position_not_healed)",
+    "ft_single_heal_source": "compute_quorum_results gives recovering replica i's group "
+    "rank g the up-to-date replica (i + g) mod n: the ranks of one replica group heal from "
+    "different sources (RFC #343; scenarios/torchft/heal_sources_per_rank)",
     "members_alive_at_completion": "a replica whose quorum request timed out, or that died "
     "after asking, stays a participant until the next quorum is issued, and counts while "
     "its heartbeat is younger than the timeout: a quorum can include it (and reach "

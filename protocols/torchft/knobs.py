@@ -107,3 +107,19 @@ class TorchFTKnobs:
     workload's steps (torchft's examples); ``data``, once its replica's shard of the data
     runs out after the workload's steps batches (``for batch in loader``, the loop of
     torchft issue #309)."""
+
+    # -- variants broken on purpose, so the checks can be shown to fail ------------------
+    broken_skip_heal: bool = False
+    """BROKEN on purpose: a recovering rank fetches the source's state but keeps its own
+    (the state checks must catch it)."""
+    broken_own_vote: bool = False
+    """BROKEN on purpose: the Manager server answers each rank's should_commit with that
+    rank's own vote instead of the replica group's unanimous one."""
+    broken_new_id_always: bool = False
+    """BROKEN on purpose: the Lighthouse gives every quorum it issues a new id."""
+    broken_no_split_brain_rule: bool = False
+    """BROKEN on purpose: the Lighthouse issues a quorum without a majority of the
+    heartbeating replicas."""
+    broken_heartbeats_never_expire: bool = False
+    """BROKEN on purpose: the Lighthouse counts every replica that ever heartbeat as
+    healthy, so a dead one keeps a quorum waiting for it."""

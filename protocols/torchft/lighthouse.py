@@ -33,8 +33,10 @@ def lighthouse_address(host: str) -> str:
 
 def settings_of(knobs: TorchFTKnobs) -> LighthouseSettings:
     """The Lighthouse options the knobs set."""
+    broken = {name for name in ("new_id_always", "no_split_brain_rule",
+                                "heartbeats_never_expire") if getattr(knobs, f"broken_{name}")}
     return LighthouseSettings(knobs.min_replicas, knobs.join_timeout, knobs.quorum_tick,
-                              knobs.heartbeat_timeout)
+                              knobs.heartbeat_timeout, frozenset(broken))
 
 
 class Lighthouse:
@@ -69,6 +71,7 @@ class Lighthouse:
             self.rt.record("lh_quorum", quorum_id=q.quorum_id, rule=d.kind, bump=tick.bump,
                            members=[p.host for p in q.participants],
                            replica_ids=q.replica_ids, steps=[p.step for p in q.participants],
+                           commit_failures=[p.commit_failures for p in q.participants],
                            participants=list(d.healthy_participants),
                            heartbeating=list(d.healthy_replicas))
         self.core.issued.clear()

@@ -36,12 +36,16 @@ Bump = Literal["membership", "commit_failures"]
 
 @dataclass(frozen=True)
 class LighthouseSettings:
-    """The Lighthouse's options (src/lighthouse.rs ``LighthouseOpt``), in seconds."""
+    """The Lighthouse's options (src/lighthouse.rs ``LighthouseOpt``), in seconds, and the
+    variants broken on purpose (:class:`~.knobs.TorchFTKnobs`)."""
 
     min_replicas: int = 1
     join_timeout: float = 60.0
     quorum_tick: float = 0.1
     heartbeat_timeout: float = 5.0
+    broken: frozenset[str] = frozenset()
+    """Names of the broken variants in force (``new_id_always``, ``no_split_brain_rule``,
+    ``heartbeats_never_expire``); empty upstream."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,8 @@ class Decision:
 
 def healthy(now: float, state: LighthouseState, settings: LighthouseSettings) -> set[str]:
     """Replicas whose last heartbeat is younger than the heartbeat timeout."""
+    if "heartbeats_never_expire" in settings.broken:
+        return set(state.heartbeats)
     return {rid for rid, last in state.heartbeats.items()
             if now - last < settings.heartbeat_timeout}
 
@@ -108,7 +114,7 @@ def quorum_compute(now: float, state: LighthouseState, settings: LighthouseSetti
         return Decision(None, None, f"New quorum not ready, only have {len(ready)} "
                         f"participants, need min_replicas {settings.min_replicas} {meta}",
                         *sets)
-    if len(ready) <= len(alive) // 2:
+    if len(ready) <= len(alive) // 2 and "no_split_brain_rule" not in settings.broken:
         return Decision(None, None, f"New quorum not ready, only have {len(ready)} "
                         f"participants, need at least half of {len(alive)} healthy workers "
                         f"{meta}", *sets)
@@ -148,6 +154,8 @@ def quorum_tick(now: float, state: LighthouseState, settings: LighthouseSettings
     if decision.members is None:
         return Tick(decision)
     qid, bump = next_quorum_id(state, decision.members)
+    if bump is None and "new_id_always" in settings.broken:
+        qid, bump = qid + 1, "membership"
     return Tick(decision, Quorum(qid, decision.members, now), bump)
 
 

@@ -151,6 +151,9 @@ class ManagerServer:
     # -- should_commit -------------------------------------------------------------------
 
     def _should_commit(self, msg: Message) -> None:
+        if self.knobs.broken_own_vote:
+            self.ep.answer(msg, {"should_commit": bool(msg.body["should_commit"])})
+            return
         rank = int(msg.body["group_rank"])
         if not msg.body["should_commit"]:
             self.failures.add(rank)

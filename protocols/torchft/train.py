@@ -86,10 +86,12 @@ async def train(rt: Runtime, manager: Manager, model: Model, knobs: TorchFTKnobs
         await rt.sleep(work.step_time)  # forward and backward
         grads = await manager.allreduce(gradients(model.position, manager.group_rank,
                                                   work.params))
-        if await manager.should_commit():
-            model.state = apply_step(model.state, grads, 1)
-            rt.record("step", round=manager.quorum_id, step=manager.step,
-                      digest=model.state.digest(), data=model.position)
+        committed = await manager.should_commit()
         if manager.healed:  # the loader is not healed: the rank resumes it at the step
             manager.healed = False
             model.position = manager.step
+        if committed:
+            model.state = apply_step(model.state, grads, 1)
+            rt.record("step", round=manager.quorum_id, step=manager.step,
+                      digest=model.state.digest(), data=model.position,
+                      shard=manager.group_rank)
