@@ -21,7 +21,7 @@ def ft_quorum_ids(events: Sequence[TraceEvent]) -> CheckResult:
     process sees never go back."""
     res = CheckResult("ft_quorum_ids", "quorum ids are new exactly when the members change "
                       "or a member reports commit failures, and never go back for a rank",
-                      unit="quorums")
+                      unit="quorums issued or seen")
     issued: dict[str, TraceEvent] = {}
     """A Lighthouse process -> the last quorum it issued."""
     seen: dict[str, TraceEvent] = {}
@@ -47,6 +47,7 @@ def ft_quorum_ids(events: Sequence[TraceEvent]) -> CheckResult:
                     [e for e in (before, ev) if e is not None]))
             issued[ev.proc] = ev
         else:
+            res.checked += 1
             before = seen.get(ev.proc)
             if before is not None and int(ev.get("quorum_id")) < int(before.get("quorum_id")):
                 res.violations.append(Violation(

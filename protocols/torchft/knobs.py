@@ -108,6 +108,11 @@ class TorchFTKnobs:
     runs out after the workload's steps batches (``for batch in loader``, the loop of
     torchft issue #309)."""
 
+    data_warmup: Seconds = 0.0
+    """Seconds the bundled loop's data loader takes to give its first batch (its workers
+    starting), after the Manager is up: its server heartbeats meanwhile, so replica groups
+    that start a little apart still meet in their first quorum."""
+
     # -- variants broken on purpose, so the checks can be shown to fail ------------------
     broken_skip_heal: bool = False
     """BROKEN on purpose: a recovering rank fetches the source's state but keeps its own

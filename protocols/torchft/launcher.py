@@ -31,18 +31,23 @@ async def host_main(rt: Runtime, args: Mapping[str, Any]) -> int:
     lighthouse_host = str(args["store_host"])
     if rt.host == lighthouse_host:
         return await lighthouse_main(rt, knobs)
-    return await ReplicaLauncher(rt, knobs, args, lighthouse_address(lighthouse_host)).run()
+    addr = lighthouse_address(lighthouse_host)
+    return await ReplicaLauncher(rt, knobs, args, addr, RANK_ENTRY, addr).run()
 
 
 class ReplicaLauncher:
-    """One replica group's launcher: its store, its ranks, their restarts."""
+    """One replica group's launcher: its store, its ranks (``rank_entry``, told where the
+    Lighthouse is: ``lighthouse``), their restarts, and the job's end told to ``job_end``
+    (the Lighthouse host's process)."""
 
     def __init__(self, rt: Runtime, knobs: TorchFTKnobs, args: Mapping[str, Any],
-                 lighthouse: str) -> None:
+                 lighthouse: str, rank_entry: str, job_end: str) -> None:
         self.rt = rt
         self.knobs = knobs
         self.args = args
         self.lighthouse = lighthouse
+        self.rank_entry = rank_entry
+        self.job_end = job_end
 
     async def run(self) -> int:
         """Start the ranks until they succeed or the restarts are spent."""
@@ -51,7 +56,7 @@ class ReplicaLauncher:
         code = 1
         for attempt in range(knobs.replica_restarts + 1):
             rt.record("ft_replica_start", attempt=attempt, ranks=knobs.ranks_per_replica)
-            procs = [await rt.start_process(f"rank{g}", RANK_ENTRY, {
+            procs = [await rt.start_process(f"rank{g}", self.rank_entry, {
                 "knobs": dict(self.args.get("knobs", {})),
                 "workload": dict(self.args.get("workload", {})),
                 "seed": int(self.args.get("seed", 0)), "group_rank": g,
@@ -67,7 +72,7 @@ class ReplicaLauncher:
             rt.record("job_failed", error=f"replica group {rt.host}: its ranks failed "
                       f"{knobs.replica_restarts + 1} times (max_restarts "
                       f"{knobs.replica_restarts})")
-        tell(rt, self.lighthouse, "lh_job_end", {"host": rt.host, "code": code})
+        tell(rt, self.job_end, "lh_job_end", {"host": rt.host, "code": code})
         return code
 
     async def _monitor(self, procs: list[Proc]) -> list[int]:

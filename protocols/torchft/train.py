@@ -76,6 +76,7 @@ async def train(rt: Runtime, manager: Manager, model: Model, knobs: TorchFTKnobs
                 work: Workload) -> None:
     """The loop, until the steps are done (``stop_on: steps``) or the shard is
     exhausted (``stop_on: data``)."""
+    await rt.sleep(knobs.data_warmup)
     while True:
         if knobs.stop_on == "steps" and manager.step >= work.steps:
             return
