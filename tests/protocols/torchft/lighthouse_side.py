@@ -179,6 +179,18 @@ def load() -> Any:
     return _torchft
 
 
+def skip_without_torchft() -> None:
+    """Skip the calling test module, saying why, when torchft is absent or another
+    version than the one the differential tests pin."""
+    import pytest
+
+    try:
+        load()
+    except ImportError as exc:
+        pytest.skip(f"differential tests need torchft {TORCHFT_VERSION} (pip install "
+                    f"torchft=={TORCHFT_VERSION}): {exc}", allow_module_level=True)
+
+
 class RealLighthouse:
     """A real ``LighthouseServer`` on loopback and a client of it."""
 

@@ -25,11 +25,7 @@ from elastic_sim.protocols.torchft.quorum import Quorum
 from tests.protocols.torchft import lighthouse_side
 from tests.protocols.torchft.lighthouse_side import Op, Schedule, differ
 
-try:
-    lighthouse_side.load()
-except ImportError as exc:  # torchft absent or another version: say why
-    pytest.skip(f"differential tests need torchft {lighthouse_side.TORCHFT_VERSION} "
-                f"(pip install torchft==0.2.0): {exc}", allow_module_level=True)
+lighthouse_side.skip_without_torchft()
 
 pytestmark = pytest.mark.slow
 
