@@ -30,7 +30,7 @@ def _k(kind: str, source: str, meaning: str, *fields: tuple[str, str]) -> EventK
 
 
 RUNNER, RUNTIME, INJECTOR = "runner", "runtime", "fault injector"
-API, TE, HVD, STATIC = ("protocols/api", "torchelastic", "horovod", "static")
+API, TE, HVD, STATIC, FT = ("protocols/api", "torchelastic", "horovod", "static", "torchft")
 EVENT_KINDS: tuple[EventKind, ...] = (
     _k("run_start", RUNNER, "the run begins", ("scenario", "scenario name"), ("seed", "sim seed"),
        ("mode", "sim or real"), ("protocol", "protocol name"),
@@ -88,7 +88,9 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("rank", "its rank"), ("root", "root host"), ("step", "step after the sync"),
        ("digest", "state digest after the sync")),
     _k("step", "all protocols", "a training step done", ("round", "round id"),
-       ("step", "step number")),
+       ("step", "step number"), ("digest?", "state digest after it (torchft)"),
+       ("data?", "batches its data shard has given (torchft's data position)"),
+       ("shard?", "the rank's shard of the model: its group rank (torchft)")),
     _k("train_steps", "sim (fast fidelity)", "one member's lockstep stretch of training "
        "steps, read everywhere as its coll_enter / coll_done / step events "
        "(trace.expand_stretches)", ("group", "name"), ("seq", "first step's sequence number"),
@@ -135,6 +137,43 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("argv", "{host: torchrun's arguments}"),
        ("unmapped", "{knob: upstream's value} for knobs torchrun has no flag for"),
        ("network", "where the run's sockets live")),
+    _k("lh_start", FT, "the Lighthouse starts", ("min_replicas", "min_replicas"),
+       ("join_timeout", "seconds"), ("heartbeat_timeout", "seconds")),
+    _k("lh_quorum", FT, "the Lighthouse issued a quorum", ("quorum_id", "its id"),
+       ("rule", "fast (the previous members are all back) | valid (min_replicas, a "
+        "majority of the heartbeating replicas, and the join timeout or everyone asked)"),
+       ("bump", "why the id is new: membership | commit_failures | null (the same id)"),
+       ("members", "[host...] in replica-rank order"), ("replica_ids", "[replica id...]"),
+       ("steps", "[step...] each member asked at"),
+       ("commit_failures", "[count...] each member's should_commit failures in a row"),
+       ("participants", "[replica id...] healthy participants it saw"),
+       ("heartbeating", "[replica id...] healthy replicas it saw")),
+    _k("mgr_quorum_failed", FT, "a Manager server's Lighthouse request failed",
+       ("replica_id", "replica id"), ("attempt", "0 for the first try")),
+    _k("ft_replica_start", FT, "a replica group's launcher starts its ranks",
+       ("attempt", "0, then one per restart"), ("ranks", "ranks started")),
+    _k("ft_replica_failed", FT, "a rank of the replica group failed; the launcher stops the "
+       "others", ("attempt", "attempt that failed"), ("exit_codes", "[code...] by group rank "
+       "(-1: still running)")),
+    _k("ft_quorum", FT, "a rank's view of a quorum (compute_quorum_results)",
+       ("quorum_id", "id"), ("replica_id", "its replica id"), ("group_rank", "its rank in "
+       "the replica group"), ("replica_rank", "the replica's rank in the quorum"),
+       ("replica_world_size", "replicas in the quorum"), ("step", "its step"),
+       ("max_step", "the quorum's max step"), ("heal", "it heals"),
+       ("src", "host it heals from, or null"), ("dst", "[replica rank...] it sends to"),
+       ("store", "store of its process group"), ("commit_failures", "max over members")),
+    _k("ft_heal", FT, "a rank fetched the state it heals to", ("quorum_id", "id"),
+       ("replica_id", "its replica id"), ("group_rank", "its group rank"), ("src", "source host"),
+       ("src_replica_rank", "source's replica rank"), ("step", "healed step"),
+       ("digest", "healed state's digest")),
+    _k("ft_error", FT, "a rank's error: reported (the step is voted down) or raised (the "
+       "process ends)", ("where", "configure | heal | allreduce | start | loop | internal (a bug "
+       "of the model in a request handler)"),
+       ("error", "the error")),
+    _k("ft_should_commit", FT, "a rank's should_commit", ("quorum_id", "id"),
+       ("replica_id", "replica id"), ("group_rank", "group rank"), ("vote", "its vote"),
+       ("decision", "the replica group's decision"), ("step", "its step after it"),
+       ("participants", "replicas at the max step"), ("position", "its data position")),
     _k("hvd_discovery", HVD, "discovery found a change", ("poll", "poll number"),
        ("update", "added | removed | mixed"), ("hosts", "[host:slots...] now offered")),
     _k("hvd_discovery_error", HVD, "the discovery script failed", ("poll", "poll number"),

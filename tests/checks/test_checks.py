@@ -93,7 +93,8 @@ def good_history() -> list[TraceEvent]:
 def test_a_correct_history_passes_every_check() -> None:
     results = run_checks(good_history())
     assert [r.name for r in results if not r.ok] == []
-    assert all(r.checked > 0 for r in results)
+    # torchft's checks read torchft's own events (tests/checks/test_torchft_checks.py)
+    assert all(r.checked > 0 for r in results if not r.name.startswith("ft_"))
 
 
 def test_disagreeing_members_are_caught() -> None:
