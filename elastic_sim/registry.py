@@ -75,6 +75,7 @@ BUILTIN_PROTOCOLS: dict[str, ProtocolInfo] = {
         knobs=TorchFTKnobs,
         summary="torchft 0.2.0: Lighthouse quorum per step, a Manager per replica group, "
         "should_commit vote, heal from a live peer at the max step",
+        vocabulary="elastic_sim.protocols.torchft.vocabulary",
     ),
 }
 

@@ -65,9 +65,16 @@ def schedules(draw: st.DrawFn, timed: bool) -> Schedule:
                     draw(st.one_of(st.none(), st.integers(1, 4), st.integers(1, 4))))
 
 
+TIMED_ATTEMPTS = 3
+"""Tries of a timed schedule that disagrees: its margins are 0.2 s units against the real
+server's clock, which a loaded CI machine (two cores, a test on each) misses now and then;
+a wrong rule disagrees every time."""
+
+
 def _all_agree(batch: list[Schedule], workers: int) -> None:
     with ThreadPoolExecutor(workers) as pool:
-        results = list(pool.map(differ, batch))
+        results = list(pool.map(
+            lambda s: differ(s, attempts=TIMED_ATTEMPTS if s.timed else 2), batch))
     for s, found in zip(batch, results, strict=True):
         key = "timed schedules" if s.timed else "order schedules"
         COUNTS[key] = COUNTS.get(key, 0) + 1
@@ -85,6 +92,7 @@ def test_the_model_issues_the_quorums_upstream_issues_in_any_order_of_requests(
     _all_agree(batch, BATCH)
 
 
+@pytest.mark.xdist_group("real")  # timed: beside the real tests, not a busy worker's CPU
 @settings(max_examples=max(1, TIMED // TIMED_BATCH), deadline=None, derandomize=True,
           suppress_health_check=list(HealthCheck))
 @given(st.lists(schedules(timed=True), min_size=TIMED_BATCH, max_size=TIMED_BATCH))
