@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from elastic_sim.faults.model import Fault
 from elastic_sim.real.faults.injector import Injector, UnsupportedInRealMode, check_supported
 from elastic_sim.real.supervisor.tracefile import merge
-from elastic_sim.real.torchrun import flags
+from elastic_sim.real.torchrun import flags, logs
 from elastic_sim.real.torchrun.convert import NOT_JUDGED, NOT_JUDGED_SCRIPT, Inputs, convert
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import FaultReport, RunResult, World
@@ -91,9 +91,12 @@ def run(world: World, faults: Sequence[Fault], seed: int, workdir: Path,
     launcher = Launcher(world, faults, cmds, workdir)
     out = launcher.run()
     inj = launcher.injector
+    streams = {h: launcher.stream(h) for h in hosts}
+    for line in logs.failure_tails(workdir, streams, out.t0, killed_by(inj)):
+        log(line)
     events = convert(Inputs(
         t0=out.t0, hosts=hosts, addresses={c.host: c.address for c in cmds},
-        streams={h: launcher.stream(h) for h in hosts},
+        streams=streams,
         worker_files=sorted((workdir / "workers").glob("*.jsonl")),
         launcher_events=merge([p for p in [workdir / "launcher.jsonl"] if p.exists()]),
         agent_codes=out.agent_codes, agent_exit_t=out.agent_exit_t, killed=killed_by(inj),

@@ -44,9 +44,9 @@ _JOINED = re.compile(r"has joined round (\d+) of .* as rank (\d+) in a world of 
 _CLOSED = re.compile(r"has closed the rendezvous")
 _COMPLETE = re.compile(r"Rendezvous complete for workers")
 _FIELD = re.compile(r"^\s*(\w+)=(.*)$", re.M)
-_RESTART = re.compile(r"Worker group (\w+)\. (\d+)/(\d+) attempts left")
+COUNTED_RESTART = re.compile(r"Worker group (\w+)\. (\d+)/(\d+) attempts left")
 _WAITING = re.compile(r"Detected (\d+) new nodes from group_rank=(\d+)")
-_EXITED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
+EXIT_RECORD = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
 _DEATH = re.compile(r"Received (\S+) death signal")
 _BARRIER = re.compile(r"Local worker group finished")
 _BARRIER_DONE = re.compile(r"Done waiting for other agents")
@@ -73,7 +73,9 @@ class Inputs:
     end: float = 0.0
 
 
-def _lines(path: Path) -> list[dict[str, Any]]:
+def lines(path: Path) -> list[dict[str, Any]]:
+    """The JSON lines of a stream or worker file (none if it does not exist; a torn last
+    line, of a process killed mid-write, left out)."""
     if not path.exists():
         return []
     out = []
@@ -139,11 +141,11 @@ class _Agent:
                                             f"{fields.get('master_port', '').strip()}"})
         elif _STARTING.search(text):
             self.ev(t, "workers_started", round=self.round)
-        elif m := _RESTART.search(text):
+        elif m := COUNTED_RESTART.search(text):
             self.ev(t, "agent_restart", reason=m.group(1), remaining_restarts=int(m.group(2)) - 1)
         elif m := _WAITING.search(text):
             self.ev(t, "agent_restart", reason="nodes_waiting", nodes_waiting=int(m.group(1)))
-        elif m := _EXITED.search(text):
+        elif m := EXIT_RECORD.search(text):
             self.exit_records[int(m.group(3))] = (t, int(m.group(1)))
         elif m := _DEATH.search(text):
             self.ev(t, "agent_signal", signal=_signal_name(m.group(1)))
@@ -177,7 +179,7 @@ def convert(inp: Inputs) -> list[TraceEvent]:
     master_of = {addr: h for h, addr in inp.addresses.items()}
     agents = {h: _Agent(h, inp, master_of) for h in inp.hosts}
     for h, path in inp.streams.items():
-        for ln in _lines(path):
+        for ln in lines(path):
             agents[h].feed(ln)
     _fill_members(agents)
     events: list[TraceEvent] = list(inp.launcher_events)
@@ -216,19 +218,19 @@ def _workers(inp: Inputs, agents: Mapping[str, _Agent]) -> list[TraceEvent]:
     its agent's exit record, the injector's kill, or the run's end."""
     out: list[TraceEvent] = []
     for path in sorted(inp.worker_files):
-        lines = _lines(path)
-        if not lines:
+        got = lines(path)
+        if not got:
             continue
-        for ln in lines:
+        for ln in got:
             out.append(TraceEvent(float(ln["t"]) - inp.t0, str(ln["host"]), str(ln["proc"]),
                                   str(ln["kind"]), dict(ln.get("data") or {})))
-        if any(ln["kind"] == "proc_exit" for ln in lines):
+        if any(ln["kind"] == "proc_exit" for ln in got):
             continue
-        first = lines[0]
+        first = got[0]
         host, proc, pid = str(first["host"]), str(first["proc"]), first["data"].get("pid")
         record = agents[host].exit_records.get(int(pid)) if pid is not None else None
         kill = inp.killed.get(proc) or inp.killed.get(host)
-        last_t = float(lines[-1]["t"]) - inp.t0
+        last_t = float(got[-1]["t"]) - inp.t0
         if kill is not None and kill[0] >= last_t:
             t, data = kill[0], {"code": -9, "reason": f"killed by fault {kill[1]}"}
         elif record is not None:
