@@ -131,7 +131,7 @@ def record(spec: RunSpec, *, trace: Path | None = None, guard: RunGuard | None =
         emit(TraceEvent(0.0, "*", RUNNER, "run_start", start))
         guard.restart()
         result = spec.backend.run(spec, emit, guard, workdir, progress)
-        steps = spec.backend.steps(spec)
+        steps = spec.backend.steps(spec, events)
         metrics = compute(History(events), steps, result.exit_codes, result.hung,
                           result.end_time, spec.scenario.workload.batch_size) \
             if metrics_wanted else None
@@ -166,7 +166,7 @@ def judge(spec: RunSpec, rec: Recording) -> tuple[list[CheckResult], list[Expect
     the backend's events cannot judge say why instead of passing."""
     assert rec.metrics is not None, "judging needs the run's metrics"
     checks = run_checks(rec.events)
-    why = spec.backend.not_judged(spec)
+    why = spec.backend.not_judged(spec, rec.events)
     for c in checks:
         if c.name in why:
             c.not_judged, c.violations, c.checked = why[c.name], [], 0

@@ -24,14 +24,15 @@ from elastic_sim.faults.model import Fault
 from elastic_sim.real.faults.injector import Injector, UnsupportedInRealMode, check_supported
 from elastic_sim.real.supervisor.tracefile import merge
 from elastic_sim.real.torchrun import flags, logs
-from elastic_sim.real.torchrun.convert import NOT_JUDGED, NOT_JUDGED_SCRIPT, Inputs, convert
+from elastic_sim.real.torchrun.convert import NOT_JUDGED, Inputs, convert
+from elastic_sim.real.torchrun.workers import trained, unrecorded
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import FaultReport, RunResult, World
 
 if TYPE_CHECKING:
     from elastic_sim.real.cluster.launchers import LaunchOptions
 
-__all__ = ["Options", "not_judged", "refusal", "run"]
+__all__ = ["Options", "not_judged", "refusal", "run", "steps"]
 
 
 @dataclass(frozen=True)
@@ -53,9 +54,31 @@ def refusal(protocol: str, knobs: dict[str, object]) -> tuple[str, str] | None:
     return None
 
 
-def not_judged(options: Options) -> dict[str, str]:
-    """Checks upstream's events cannot judge in this run, with why."""
-    return {**NOT_JUDGED, **(NOT_JUDGED_SCRIPT if options.script else {})}
+def not_judged(options: Options, events: Sequence[TraceEvent]) -> dict[str, str]:
+    """Checks upstream's events cannot judge in this run (``events``), with why: with a
+    user's script, also those whose events its workers did not record."""
+    return {**NOT_JUDGED, **(unrecorded(events) if options.script else {})}
+
+
+def steps(options: Options, workload_steps: int, events: Sequence[TraceEvent]) -> int:
+    """The job's steps: a script that records its steps trains the script's ``--steps N``
+    (among its arguments), else the scenario's ``workload_steps``; a script that records
+    none is done when torchrun is (0)."""
+    if not options.script:
+        return workload_steps
+    if not trained(events):
+        return 0
+    return script_steps(options.script[1:]) or workload_steps
+
+
+def script_steps(args: Sequence[str]) -> int | None:
+    """``N`` of ``--steps N`` or ``--steps=N`` among a script's arguments (None: none)."""
+    for i, arg in enumerate(args):
+        value = (args[i + 1] if arg == "--steps" and i + 1 < len(args)
+                 else arg.partition("=")[2] if arg.startswith("--steps=") else None)
+        if value is not None and value.isdigit():
+            return int(value)
+    return None
 
 
 def run(world: World, faults: Sequence[Fault], seed: int, workdir: Path,

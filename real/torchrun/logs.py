@@ -110,9 +110,9 @@ def failure_tails(workdir: Path, streams: Mapping[str, Path], t0: float,
     for f in sorted(found, key=lambda f: f.t)[:SHOWN]:
         where = _relative(f.stderr, workdir.parent) if f.stderr else "no log directory"
         end = tail(f.stderr) if f.stderr else []
-        out.append(f"torchrun: {f.proc} (pid {f.pid}) exited with code {f.code} at "
-                   f"{f.t - t0:.3f} s; {'the end of ' if end else ''}its stderr ({where})"
-                   + (":" if end else " is empty"))
+        out.append(f"torchrun: {f.proc} (pid {f.pid}) failed with exit code {f.code} (its "
+                   f"agent saw it at {f.t - t0:.3f} s); {'the end of ' if end else ''}its "
+                   f"stderr ({where})" + (":" if end else " is empty"))
         out += [f"  | {line}" for line in end]
     if len(found) > SHOWN:
         out.append(f"torchrun: {len(found) - SHOWN} more failed workers; their output is in "
