@@ -10,14 +10,15 @@
 
 ``state`` is optional: the state's bytes (or a list of buffers, hashed in order, such as
 each parameter's ``tensor.numpy()``), or a digest string of your own. Members that hold the
-same state must give the same bytes; with it, a sync is checked (every member holds the
-root's state), without it only the steps are.
+same state must give the same bytes. With it, the check ``state_agreement`` holds every
+sync to the root's state; without it, that check says it could not judge.
 
 Under ``elastic-sim run --mode torchrun --script``, each call appends one event of the
 project's trace (:mod:`elastic_sim.trace_kinds`: ``restore``, ``sync``, ``step``,
-``commit``, and this worker's ``proc_start``, written at its first call with the time the
-process started) to this worker's file in ``ELASTIC_SIM_TRACE_DIR``, which the run reads
-back; the bundled worker writes its events through this module too. Anywhere else (no
+``commit``; and this worker's ``proc_start``, written when it imports this module, with the
+time its process started) to this worker's file in ``ELASTIC_SIM_TRACE_DIR``, which the run
+reads back; the bundled worker writes its events through this module too. Import it at the
+top of the script: a worker that dies before it does is not in the trace. Anywhere else (no
 ``ELASTIC_SIM_TRACE_DIR`` in the environment, as under a plain ``torchrun``) every call
 returns at once and writes nothing, so the same script runs unchanged in production.
 
@@ -184,24 +185,22 @@ def open_probe(env: Mapping[str, str]) -> Probe | None:
     return probe
 
 
-_probe: Probe | None = None
-_opened = False
+_probe: Probe | None = open_probe(os.environ)
+"""This process's probe, opened when the module is first imported: a worker is in the
+trace from its import of the probe on, even if it dies before its first call."""
 
 
 def _forget() -> None:
     """A forked child is no worker of its own (a data loader's): it writes nothing."""
-    global _probe, _opened
-    _probe, _opened = None, True
+    global _probe
+    _probe = None
 
 
 os.register_at_fork(after_in_child=_forget)
 
 
 def here() -> Probe | None:
-    """This process's probe, opened at the first call; None outside elastic-sim."""
-    global _probe, _opened
-    if not _opened:
-        _probe, _opened = open_probe(os.environ), True
+    """This process's probe; None outside elastic-sim."""
     return _probe
 
 
