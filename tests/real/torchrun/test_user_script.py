@@ -56,20 +56,22 @@ def test_a_printing_ddp_script_is_measured_like_the_bundled_worker(
         str(script), "--steps", "300", "--step-time", "0.05")), out)
 
     m = report.metrics
-    assert m.outcome == "completed", m.errors
-    assert (m.steps_total, m.steps_done) == (300, 300)  # the script's --steps
-    assert m.world_sizes == [3, 2]
-    (rec,) = m.recoveries
-    assert rec.recovery_s is not None and rec.first_step_at is not None
-    assert rec.synced_at is not None and rec.detected_at is not None
-    assert 0 < rec.lost_steps <= 10  # a checkpoint every 10 steps
-    assert 0 < goodput(report.events, m.rounds, m.end_time, m.stalls, m.rollbacks).ratio < 1
     checks = {c.name: c for c in report.checks}
+    seen = (f"{m.outcome} {m.errors} rounds {m.world_sizes} recoveries {m.recoveries} "
+            + "; ".join(f"{c.name}: {c.status} {c.not_judged} {[v.message for v in c.violations]}"
+                        for c in report.checks if not c.ok or c.not_judged))
+    assert m.outcome == "completed", seen
+    assert (m.steps_total, m.steps_done) == (300, 300), seen  # the script's --steps
+    assert m.world_sizes == [3, 2], seen
+    (rec,) = m.recoveries
+    assert None not in (rec.recovery_s, rec.detected_at, rec.synced_at, rec.first_step_at), seen
+    assert 0 <= rec.lost_steps <= 10, seen  # a checkpoint every 10 steps (0: right after one)
+    assert 0 < goodput(report.events, m.rounds, m.end_time, m.stalls, m.rollbacks).ratio < 1
     # Nothing is n/a for being a script: only what upstream's own events cannot show.
-    assert {n for n, c in checks.items() if c.not_judged} <= set(NOT_JUDGED)
+    assert {n for n, c in checks.items() if c.not_judged} <= set(NOT_JUDGED), seen
     for name in ("collective_sequence", "state_agreement", "committed_progress",
                  "progress_after_faults", "clean_shutdown"):
-        assert checks[name].checked > 0 and checks[name].ok, (name, checks[name].violations)
+        assert checks[name].checked > 0 and checks[name].ok, (name, seen)
     # Every worker's output, where torchrun's --log-dir puts it: the megabyte and the
     # per-step lines of the round that completed.
     outputs = sorted(out.glob("torchrun/logs/*/*/attempt_*/*/stdout.log"))
