@@ -25,7 +25,7 @@ from elastic_sim.real.faults.injector import Injector, UnsupportedInRealMode, ch
 from elastic_sim.real.supervisor.tracefile import merge
 from elastic_sim.real.torchrun import flags, logs
 from elastic_sim.real.torchrun.convert import NOT_JUDGED, Inputs, convert
-from elastic_sim.real.torchrun.workers import trained, unrecorded
+from elastic_sim.real.torchrun.workers import instrumented, unrecorded
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import FaultReport, RunResult, World
 
@@ -61,12 +61,12 @@ def not_judged(options: Options, events: Sequence[TraceEvent]) -> dict[str, str]
 
 
 def steps(options: Options, workload_steps: int, events: Sequence[TraceEvent]) -> int:
-    """The job's steps: a script that records its steps trains the script's ``--steps N``
-    (among its arguments), else the scenario's ``workload_steps``; a script that records
-    none is done when torchrun is (0)."""
+    """The job's steps: a script that imports :mod:`elastic_sim.probe` trains the
+    script's ``--steps N`` (among its arguments), else the scenario's ``workload_steps``;
+    one that does not is done when torchrun is (0: its steps are not seen)."""
     if not options.script:
         return workload_steps
-    if not trained(events):
+    if not instrumented(events):
         return 0
     return script_steps(options.script[1:]) or workload_steps
 

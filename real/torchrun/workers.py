@@ -129,12 +129,12 @@ WORKER = re.compile(r"[^/]+/w\d+")
 """A worker's process name (``hN/wK``)."""
 PROBE = "elastic_sim.probe"
 NEEDS: dict[str, tuple[tuple[str, ...], str]] = {
-    "progress_after_faults": (("step",), f"records no steps ({PROBE}.step)"),
-    "committed_progress": (("commit", "restore"),
-                           f"records no commits or restores ({PROBE}.commit, .restore)"),
-    "state_agreement": (("sync",), f"records no syncs ({PROBE}.sync)"),
-    "collective_sequence": (("coll_enter",), f"records no collectives ({PROBE}.collective)"),
-    "epoch_isolation": (("coll_enter",), f"records no collectives ({PROBE}.collective)"),
+    "progress_after_faults": (("step",), f"steps ({PROBE}.step)"),
+    "committed_progress": (("commit", "restore"), f"commits or restores ({PROBE}.commit, "
+                                                  ".restore)"),
+    "state_agreement": (("sync",), f"syncs ({PROBE}.sync)"),
+    "collective_sequence": (("coll_enter",), f"collectives ({PROBE}.collective)"),
+    "epoch_isolation": (("coll_enter",), f"collectives ({PROBE}.collective)"),
 }
 """Checks that judge the workers' own events: the kinds each needs, and why it is not
 judged without them."""
@@ -146,10 +146,10 @@ def unrecorded(events: Sequence[TraceEvent]) -> dict[str, str]:
     without the state's digest leaves ``state_agreement`` unjudged too."""
     kinds = {e.kind for e in events if WORKER.fullmatch(e.proc)}
     if "proc_start" not in kinds:
-        return {name: f"the script records nothing of its training (it does not call "
+        return {name: f"the script records nothing of its training (it does not import "
                       f"{PROBE}: README, 'Your own training script')" for name in NEEDS}
-    out = {name: f"the script {why}" for name, (needs, why) in NEEDS.items()
-           if not kinds & set(needs)}
+    out = {name: f"the script's workers recorded no {what} (not called, or never reached)"
+           for name, (needs, what) in NEEDS.items() if not kinds & set(needs)}
     syncs = [e for e in events if e.kind == "sync" and WORKER.fullmatch(e.proc)]
     if syncs and not any(e.get("digest") for e in syncs):
         out["state_agreement"] = (f"the script's syncs carry no state ({PROBE}.sync(step, "
@@ -157,6 +157,7 @@ def unrecorded(events: Sequence[TraceEvent]) -> dict[str, str]:
     return out
 
 
-def trained(events: Sequence[TraceEvent]) -> bool:
-    """Whether the workers recorded training steps."""
-    return any(e.kind == "step" and WORKER.fullmatch(e.proc) for e in events)
+def instrumented(events: Sequence[TraceEvent]) -> bool:
+    """Whether the workers write their own events (the bundled worker, or a script that
+    imports :mod:`elastic_sim.probe`)."""
+    return any(e.kind == "proc_start" and WORKER.fullmatch(e.proc) for e in events)

@@ -188,6 +188,10 @@ def test_what_a_script_leaves_unjudged_is_what_it_did_not_record() -> None:
     assert steps(script, 120, probed) == 80
     assert steps(Options(script=("/x/train.py",)), 120, probed) == 120
     assert steps(Options(), 120, silent) == 120
+    # A script that imports the probe but dies before its first step still trains 80.
+    started = [*silent, _ev("proc_start")]
+    assert steps(script, 120, started) == 80
+    assert "never reached" in not_judged(script, started)["progress_after_faults"]
 
 
 def test_the_steps_a_script_is_given() -> None:
