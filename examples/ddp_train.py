@@ -3,10 +3,9 @@ measured by elastic-sim through four calls of ``elastic_sim.probe`` (no-ops anyw
 so the same script runs under a plain torchrun):
 
     torchrun --nnodes=1:3 --nproc-per-node=1 --rdzv-backend=c10d \\
-        --rdzv-endpoint=HOST:29400 examples/ddp_train.py --steps 120
+        --rdzv-endpoint=HOST:29400 examples/ddp_train.py --steps 200
 
-    elastic-sim run torchelastic/ddp_train --mode torchrun \\
-        --script examples/ddp_train.py -- --steps 120
+    elastic-sim run torchelastic/ddp_train --mode torchrun --script examples/ddp_train.py
 
 It prints a line per step (under elastic-sim each worker's output is in the run directory,
 ``torchrun/logs/``, where torchrun's ``--log-dir`` puts it). Rank 0 saves a checkpoint
@@ -32,7 +31,7 @@ from elastic_sim import probe
 def arguments() -> argparse.Namespace:
     """The command line."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--steps", type=int, default=120, help="steps to train (default 120)")
+    ap.add_argument("--steps", type=int, default=200, help="steps to train (default 200)")
     ap.add_argument("--step-time", type=float, default=0.1,
                     help="seconds of compute each step stands for (a sleep; default 0.1)")
     ap.add_argument("--checkpoint-every", type=int, default=10, help="default 10")
