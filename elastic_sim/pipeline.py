@@ -138,7 +138,7 @@ def record(spec: RunSpec, *, trace: Path | None = None, guard: RunGuard | None =
         cpu = time.process_time()
         result = spec.backend.run(spec, emit, guard, workdir, progress)
         cpu = time.process_time() - cpu
-        steps = spec.backend.steps(spec)
+        steps = spec.backend.steps(spec, events)
         metrics = compute(History(events), steps, result.exit_codes, result.hung,
                           result.end_time, spec.scenario.workload.batch_size) \
             if metrics_wanted else None
@@ -173,7 +173,7 @@ def judge(spec: RunSpec, rec: Recording) -> tuple[list[CheckResult], list[Expect
     the backend's events cannot judge say why instead of passing."""
     assert rec.metrics is not None, "judging needs the run's metrics"
     checks = run_checks(rec.events)
-    why = spec.backend.not_judged(spec)
+    why = spec.backend.not_judged(spec, rec.events)
     for c in checks:
         if c.name in why:
             c.not_judged, c.violations, c.checked = why[c.name], [], 0

@@ -13,8 +13,11 @@ from elastic_sim.backends.real import RealBackend, free_port
 from elastic_sim.world import World
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from elastic_sim.scenario import Scenario
     from elastic_sim.spec import RunSpec
+    from elastic_sim.trace import TraceEvent
 
 
 class TorchftBackend(RealBackend):
@@ -54,7 +57,7 @@ class TorchftBackend(RealBackend):
         return dataclasses.replace(w, entry=HOST_ENTRY, args={
             **w.args, "knobs": knobs, "lighthouse_port": free_port()})
 
-    def not_judged(self, spec: RunSpec) -> dict[str, str]:
+    def not_judged(self, spec: RunSpec, events: Sequence[TraceEvent]) -> dict[str, str]:
         """What upstream's events cannot show."""
         from elastic_sim.real.torchft import NOT_JUDGED
 

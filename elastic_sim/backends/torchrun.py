@@ -4,7 +4,7 @@ agent per host training the bundled worker or the user's ``--script``
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -61,16 +61,20 @@ class TorchrunBackend(RealBackend):
                                "cannot delay their start; run with --mode real or --mode sim")
         return super().rules(spec)
 
-    def steps(self, spec: RunSpec) -> int:
-        """The scenario's steps; none for a user's script, which reports no steps (its
-        job is done when torchrun is)."""
-        return 0 if spec.script else super().steps(spec)
+    def steps(self, spec: RunSpec, events: Sequence[TraceEvent]) -> int:
+        """The scenario's steps; for a user's script that records its steps
+        (:mod:`elastic_sim.probe`), its ``--steps N`` argument or the scenario's; for one
+        that records none, none (its job is done when torchrun is)."""
+        from elastic_sim.real.torchrun import Options, steps
 
-    def not_judged(self, spec: RunSpec) -> dict[str, str]:
-        """What upstream's own events cannot show (more with a user's script)."""
+        return steps(Options(script=spec.script), super().steps(spec, events), events)
+
+    def not_judged(self, spec: RunSpec, events: Sequence[TraceEvent]) -> dict[str, str]:
+        """What upstream's own events cannot show, and with a user's script what its
+        workers did not record."""
         from elastic_sim.real.torchrun import Options, not_judged
 
-        return not_judged(Options(script=spec.script))
+        return not_judged(Options(script=spec.script), events)
 
     def run(self, spec: RunSpec, emit: Callable[[TraceEvent], None], guard: RunGuard,
             workdir: Path, progress: Progress | None = None) -> RunResult:
