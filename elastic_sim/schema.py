@@ -8,7 +8,13 @@ table of fault types and their fields is generated here too (:func:`fault_refere
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import inspect
+import itertools
 import json
+import re
+import textwrap
 from typing import Any
 
 import pydantic
@@ -35,16 +41,62 @@ def scenario_schema() -> dict[str, Any]:
     defs: dict[str, Any] = full["$defs"]
     root = defs.pop("Scenario")
     rules = []
-    for name in BUILTIN_PROTOCOLS:
+    for name, info in BUILTIN_PROTOCOLS.items():
         ref = full["properties"][f"knobs_{name}"]["$ref"]
-        defs[ref.rsplit("/", 1)[1]]["additionalProperties"] = False  # unknown knobs are errors
+        knobs = defs[ref.rsplit("/", 1)[1]]
+        knobs["additionalProperties"] = False  # unknown knobs are errors
+        docs = attribute_docs(info.knobs) if info.knobs is not None else {}
+        for knob, prop in knobs.get("properties", {}).items():
+            if knob in docs and "description" not in prop:
+                prop["description"] = docs[knob]
         rules.append({
             "if": {"properties": {"protocol": {"properties": {"name": {"const": name}},
                                                "required": ["name"]}}},
             "then": {"properties": {"protocol": {"properties": {"knobs": {"$ref": ref}}}}},
         })
-    return {"$schema": DRAFT, **root, "title": "elastic-sim scenario", "allOf": rules,
-            "$defs": dict(sorted(defs.items()))}
+    schema = {"$schema": DRAFT, **root, "title": "elastic-sim scenario", "allOf": rules,
+              "$defs": dict(sorted(defs.items()))}
+    _plain_descriptions(schema)
+    return schema
+
+
+def attribute_docs(cls: type[Any]) -> dict[str, str]:
+    """Each field's docstring (the string under its line) of a dataclass and its bases,
+    as one line of prose: what a knob means, upstream's default and its unit."""
+    out: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        try:
+            body = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0]
+        except (OSError, TypeError):  # no source (a class made at run time)
+            continue
+        stmts = body.body if isinstance(body, ast.ClassDef) else []
+        for field_line, doc in itertools.pairwise(stmts):
+            if (isinstance(field_line, ast.AnnAssign) and isinstance(field_line.target, ast.Name)
+                    and isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant)
+                    and isinstance(doc.value.value, str)):
+                out[field_line.target.id] = prose(doc.value.value)
+    return out
+
+
+def prose(doc: str) -> str:
+    """A docstring as a user reads it in an editor: one paragraph, Markdown code marks
+    instead of reStructuredText roles (``:mod:`x``` -> `` `x` ``)."""
+    text = " ".join(doc.split()).replace("``", "`")
+    return re.sub(r":\w+:`~?([^`]+)`", r"`\1`", text)
+
+
+def _plain_descriptions(node: Any) -> None:
+    """Every description of a schema in :func:`prose` form."""
+    if isinstance(node, dict):
+        if isinstance(node.get("description"), str):
+            node["description"] = prose(node["description"])
+        for value in node.values():
+            _plain_descriptions(value)
+    elif isinstance(node, list):
+        for value in node:
+            _plain_descriptions(value)
 
 
 def schema_text() -> str:

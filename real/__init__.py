@@ -27,7 +27,7 @@ from elastic_sim.real.faults.injector import UnsupportedInRealMode, check_suppor
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import RunResult, World
 
-__all__ = ["LaunchOptions", "UnsupportedInRealMode", "run"]
+__all__ = ["LaunchOptions", "UnsupportedInRealMode", "run", "start"]
 
 
 def run(
@@ -61,6 +61,25 @@ def run(
             raise UnsupportedInRealMode(
                 f"host {late[0]!r}: start_delay is not forwarded to cluster nodes yet; run "
                 "with the local launcher or --mode sim")
+    return start(world, faults, seed, workdir, emit, bind, launch, log, guard, watch)
+
+
+def start(
+    world: World,
+    faults: Sequence[Fault],
+    seed: int,
+    workdir: Path,
+    emit: Callable[[TraceEvent], None],
+    bind: str = "127.0.0.1",
+    launch: LaunchOptions | None = None,
+    log: Callable[[str], None] = print,
+    guard: Callable[[], tuple[str, str] | None] | None = None,
+    watch: Callable[[TraceEvent], None] | None = None,
+) -> RunResult:
+    """:func:`run` without asking again whether real mode can run ``world`` and
+    ``faults``: for a caller that asked already (the real backend, when its spec was
+    compiled: :meth:`elastic_sim.backends.RealBackend.refusal`)."""
+    if launch is not None and launch.launcher != "local":
         from elastic_sim.real.cluster.launchers import run_cluster
 
         return run_cluster(world, faults, seed, Path(workdir), emit, launch, log)

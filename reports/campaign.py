@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from elastic_sim.reports.html import CSS, esc, img_tag, table
+from elastic_sim.reports.page import document, esc, img_tag, table
 from elastic_sim.reports.spans import timelines
 from elastic_sim.reports.view import read_summary
 from elastic_sim.trace import read_trace
@@ -206,9 +206,7 @@ def render_campaign_html(c: Campaign, png: bytes | None, base: Path | None = Non
     states, transitions, kinds = c.coverage()
     vocab = vocabulary()
     n = len(c.runs)
-    return "".join([
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
-        f"<title>elastic-sim campaign</title><style>{CSS}</style></head><body><main>",
+    return document("elastic-sim campaign", "".join([
         f"<h1>Campaign: {n} runs</h1><p>{passed} passed, {n - passed} failed; scenarios: "
         f"{esc(', '.join(sorted({r.name for r in c.runs})))}</p>",
         "<h2>Recovery times</h2>", img_tag(png, "recovery time distribution"),
@@ -235,8 +233,7 @@ def render_campaign_html(c: Campaign, png: bytes | None, base: Path | None = Non
         table(("kind", "runs"), [(k, kinds.get(k, 0)) for k in vocab]
                + [(k, v) for k, v in sorted(kinds.items()) if k not in vocab], numeric=(1,)),
         "<h2>Runs</h2>", _runs_table(c, base),
-        "</main></body></html>\n",
-    ])
+    ]))
 
 
 def write_campaign_report(run_dirs: Sequence[Path], out_dir: Path) -> list[Path]:

@@ -1,76 +1,24 @@
-"""The run report as one self-contained HTML page: no script, no external font, image or
-style sheet, so it opens offline and anywhere. Every string that comes from a trace or a
-summary goes through :func:`esc`; plots are embedded as base64 PNG data URIs."""
+"""The run report as one self-contained HTML page (its frame and pieces:
+:mod:`elastic_sim.reports.page`, shared with the campaign and compare pages)."""
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from elastic_sim.reports.members import members_text
 from elastic_sim.reports.metrics import PHASE_NAMES, lost_samples
+from elastic_sim.reports.page import document, esc, img_tag, table
 from elastic_sim.reports.view import RunView
-
-CSS = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d1d1f;
-background:#f6f7f9}
-main{max-width:1440px;margin:0 auto;padding:18px 24px 48px}
-h1{font-size:22px;margin:4px 0 6px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid
-#dcdfe4;padding-bottom:4px}h3{font-size:14px;margin:14px 0 6px}
-.badge{display:inline-block;padding:2px 10px;border-radius:10px;color:#fff;font-weight:700;
-font-size:13px;vertical-align:middle}.pass{background:#2e7d32}.fail{background:#c62828}
-.facts{display:flex;flex-wrap:wrap;gap:8px;margin:10px 0}.fact{background:#fff;border:1px solid
-#dcdfe4;border-radius:6px;padding:6px 10px}.fact b{display:block;font-size:16px}
-.fact span{color:#5f6368;font-size:12px}
-table{border-collapse:collapse;background:#fff;margin:4px 0 10px}td,th{border:1px solid #dcdfe4;
-padding:3px 8px;text-align:left;vertical-align:top}th{background:#eef0f3;font-weight:600}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
-.ok{color:#2e7d32;font-weight:700}.bad{color:#c62828;font-weight:700}
-img{max-width:100%;height:auto;background:#fff;border:1px solid #dcdfe4;display:block;
-margin:6px 0}
-pre,code{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
-pre{background:#fff;border:1px solid #dcdfe4;padding:8px;white-space:pre-wrap;margin:4px 0}
-.violation{border-left:3px solid #c62828;padding-left:10px;margin:6px 0 12px}
-.muted{color:#5f6368}footer{margin-top:32px;color:#5f6368;font-size:12px}
-"""
-
-
-def esc(value: object) -> str:
-    """Text made inert for HTML: a trace can hold anything, including markup."""
-    return html.escape(str(value), quote=True)
 
 
 def _num(x: float | None, unit: str = "s", digits: int = 3) -> str:
     return "—" if x is None else f"{x:.{digits}f} {unit}".rstrip()
 
 
-def table(head: Sequence[str], rows: Iterable[Sequence[object]],
-           numeric: Sequence[int] = ()) -> str:
-    """A table of escaped cells; columns in ``numeric`` are right-aligned."""
-    out = ["<table><tr>", *(f"<th>{esc(h)}</th>" for h in head), "</tr>"]
-    for row in rows:
-        out.append("<tr>")
-        for i, cell in enumerate(row):
-            cls = ' class="num"' if i in numeric else ""
-            out.append(f"<td{cls}>{esc(cell)}</td>")
-        out.append("</tr>")
-    out.append("</table>")
-    return "".join(out)
-
-
 def _kv(pairs: Iterable[tuple[str, object]]) -> str:
     return table(("field", "value"), pairs)
-
-
-def img_tag(png: bytes | None, alt: str) -> str:
-    """A PNG embedded as a data URI, or a line saying there was nothing to draw."""
-    if png is None:
-        return f'<p class="muted">{esc(alt)}: nothing to draw.</p>'
-    data = base64.b64encode(png).decode("ascii")
-    return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
 
 
 def _mark(ok: bool) -> str:
@@ -83,8 +31,6 @@ def render_html(view: RunView, images: Mapping[str, bytes | None]) -> str:
     protocol = s.get("scenario", {}).get("protocol", {}).get("name", "?")
     verdict = str(s.get("verdict", "pass" if s.get("exit_code", 0) == 0 else "fail"))
     parts = [
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
-        f"<title>elastic-sim: {esc(view.name)}</title><style>{CSS}</style></head><body><main>",
         f"<h1>{esc(view.name)} <span class=\"badge {'pass' if verdict == 'pass' else 'fail'}\" "
         f"title=\"every check and expectation holds\">{esc(_verdict_text(verdict))}</span> "
         f"<span class=\"badge {'pass' if view.metrics.outcome == 'completed' else 'fail'}\" "
@@ -106,9 +52,8 @@ def render_html(view: RunView, images: Mapping[str, bytes | None]) -> str:
         "<h3>Rounds</h3>", _rounds(view),
         "<h2 id=\"scenario\">Scenario</h2>", _scenario(s.get("scenario", {})),
         _footer(s),
-        "</main></body></html>\n",
     ]
-    return "".join(parts)
+    return document(f"elastic-sim: {view.name}", "".join(parts))
 
 
 def _verdict_text(verdict: str) -> str:

@@ -4,6 +4,7 @@ the broken variant; a run is a pure function of (scenario, seed)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -166,3 +167,10 @@ def test_the_console_prints_bracketed_text_as_it_is(
     printed = " ".join(capsys.readouterr().out.split())
     assert "world sizes within [min, max];" in printed
     assert "runs [x]" in printed
+
+
+def test_shipped_scenarios_speak_to_users_not_of_the_project_s_issues() -> None:
+    wording = re.compile(r"\b(issue|stop|session) \d+\b|\bissue \d+/\d+\b", re.I)
+    found = [f"{p.relative_to(ROOT)}:{n}" for p in sorted((ROOT / "scenarios").rglob("*.yaml"))
+             for n, line in enumerate(p.read_text().splitlines(), 1) if wording.search(line)]
+    assert found == []

@@ -117,3 +117,17 @@ def test_readme_fault_table_is_generated_and_current() -> None:
     from elastic_sim.fault_schema import FAULT_TAGS
 
     assert all(f"| `{t}` |" in block for t in FAULT_TAGS)
+
+
+def test_every_knob_of_every_built_in_protocol_is_described_in_prose() -> None:
+    from elastic_sim.registry import BUILTIN_PROTOCOLS
+    from elastic_sim.schema import scenario_schema
+
+    defs = scenario_schema()["$defs"]
+    for info in BUILTIN_PROTOCOLS.values():
+        assert info.knobs is not None
+        props = defs[info.knobs.__name__]["properties"]
+        missing = [k for k, p in props.items() if len(p.get("description", "")) < 20]
+        assert missing == [], info.knobs.__name__
+    text = json.dumps(defs)
+    assert not re.search(r":(mod|class|func|meth|data):`|issue \d", text)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from elastic_sim.backends.base import Backend, FaultTable, Progress, Refused
 from elastic_sim.faults.model import Fault
+from elastic_sim.modes import MODES
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import RunResult, World
 
@@ -43,7 +44,7 @@ class RealBackend(Backend):
     nodes (``--launcher netns|slurm|k8s|env``)."""
 
     name: ClassVar[str] = "real"
-    summary: ClassVar[str] = "the same protocols as OS processes over TCP, TCPStore and Gloo"
+    summary: ClassVar[str] = MODES["real"].summary
     realism: ClassVar[int] = 1
     launchers: ClassVar[tuple[str, ...]] = ("local", "netns", "slurm", "k8s", "env")
 
@@ -93,5 +94,6 @@ class RealBackend(Backend):
             from elastic_sim.live import LiveStatus
 
             watch = LiveStatus(len(spec.world.hosts), progress)
-        return real.run(spec.world, list(spec.faults), spec.seed, workdir / "real", emit,
-                        launch=spec.launch, log=log_line, guard=guard, watch=watch)
+        # Its refusal was asked when the spec was compiled: start, without asking again.
+        return real.start(spec.world, list(spec.faults), spec.seed, workdir / "real", emit,
+                          launch=spec.launch, log=log_line, guard=guard, watch=watch)

@@ -1,11 +1,11 @@
 """Reset callbacks act on the state the job goes on with.
 
-A protocol that runs user callbacks at a reset records what each read (``reset_callback``:
-the model's step and digest). When a state sync follows on that process before its next
-callback (``sync``), the state it brings is what training continues from: a callback that
-read something else (its own restored state, say) acted on stale state. A callback that no
-sync follows (a reset that skipped the sync) is not judged. Self-contained: reads only
-those two event kinds.
+A protocol that runs user callbacks at a reset records what each read (read as
+``reset_hook``: the model's step and digest). When a state sync follows on that process
+before its next callback (``sync``), the state it brings is what training continues from:
+a callback that read something else (its own restored state, say) acted on stale state.
+A callback that no sync follows (a reset that skipped the sync) is not judged.
+Self-contained: reads only those two event kinds.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from elastic_sim.checks.verdict import CheckResult, Violation
-from elastic_sim.history import history
+from elastic_sim.history import neutral
 from elastic_sim.trace import TraceEvent
 
 
@@ -26,8 +26,8 @@ def reset_callback_state(events: Sequence[TraceEvent]) -> CheckResult:
                       "reset callbacks read the state the sync that follows brings",
                       unit="callbacks")
     open_calls: dict[str, TraceEvent] = {}
-    for ev in history(events).of("reset_callback", "sync"):
-        if ev.kind == "reset_callback":
+    for ev in neutral(events).of("reset_hook", "sync"):
+        if ev.kind == "reset_hook":
             open_calls[ev.proc] = ev  # an earlier one no sync followed is not judged
         elif ev.kind == "sync" and ev.proc in open_calls:
             cb = open_calls.pop(ev.proc)

@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
 from elastic_sim.errors import ScenarioError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from elastic_sim.backends import Backend
 
 
@@ -31,7 +31,11 @@ def add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     cp.add_argument("--out", type=Path, default=None,
                     help="output directory (default: runs/compare-<scenario>)")
     cp.add_argument("--tolerance", default="0.25",
-                    help="largest relative recovery difference that still agrees (0.25: ±25%%)")
+                    help="largest relative difference of a time or of lost steps that still "
+                         "agrees (0.25: ±25%%)")
+    cp.add_argument("--slack", default="0.5", metavar="SECONDS",
+                    help="times may also differ by this many seconds (default 0.5: "
+                         "scheduling noise on short phases)")
     cp.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                     help="run the runs as Ray tasks: a local Ray, or the cluster at ADDRESS "
                          "(needs elastic-sim[ray]); real and torchrun runs one at a time")
@@ -136,6 +140,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     modes = parse_modes(args.modes)
     runs = _number("--runs", args.runs, int, 1)
     tolerance = _number("--tolerance", args.tolerance, float, 0.0)
+    slack = _number("--slack", args.slack, float, 0.0)
     sc, file = load_scenario(args.scenario)  # a built-in name resolved here, once
     seed = sc.seed if args.seed is None else _number("--seed", args.seed, int, 0)
     script = _script(args)
@@ -167,7 +172,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
 
         summaries = run_modes(specs, runs, seed, out, progress=progress, ray=args.ray,
                               sim_start_up=given)
-    comparison = judge(sc, modes, summaries, tolerance)
+    comparison = judge(sc, modes, summaries, tolerance, slack)
     if start_up is not None and start_up["seconds"] == "reference":
         value = reference_start_up(summaries[comparison.reference])
         start_up["seconds"] = sc.cluster.process_start if value is None else value

@@ -1,18 +1,23 @@
 """Run one scenario under several modes and judge whether they agree.
 
 Per mode, N runs (seeds ``seed``, ``seed+1``, ...; in the sim each seed is a different
-run, in real and torchrun mode each is a repetition). What is compared, per mode:
+run, in real and torchrun mode each is a repetition). What is compared, per mode,
+everything a user reads of a run:
 
 - the membership sequence: the members of every formed round, in order (the mode's most
-  common sequence; every distinct one is kept);
+  common sequence; every distinct one is kept), and the outcome;
 - per fault, the recovery (fault to the first training step of the new world) split into
   detect, rendezvous, sync (new world formed to state synced: process start, import,
-  group init, the state broadcast) and first step, medians over the runs;
-- lost steps, the outcome, and each check's verdict (pass, fail, or n/a with why).
+  group init, the state broadcast) and first step, its stall and its lost steps, medians
+  over the runs;
+- the run's stalls, lost steps and end; each check's verdict (pass, fail, or n/a with
+  what it lacked).
 
-Modes disagree when their membership sequences or outcomes differ, or when a fault's
-median recovery lies outside ``tolerance`` (relative) of the reference mode's: the most
-real mode compared (torchrun, else real, else the first).
+Modes disagree when their membership sequences or outcomes differ, or when a figure of
+theirs lies outside the tolerance of the reference mode's (the most real mode compared:
+torchrun, else real, else the first): a time by more than ``tolerance`` (relative) and
+``slack`` seconds, lost steps by more than the tolerance and one step. A disagreement
+comes with its likely cause (:data:`CAUSES`).
 """
 
 from __future__ import annotations
@@ -46,10 +51,14 @@ class RunFigures:
     outcome: str = "error"
     membership: list[list[str]] = field(default_factory=list)
     recoveries: dict[str, dict[str, float | None]] = field(default_factory=dict)
-    """Fault id -> recovery_s, the phases, lost_steps."""
+    """Fault id -> recovery_s, the phases, stall_s, lost_steps."""
     lost_steps: int = 0
+    stalled_s: float = 0.0
+    """Time with live members and no training progress, all of the run's stalls."""
+    end_s: float | None = None
+    """When the job ended (its last process exited), run time."""
     checks: dict[str, str] = field(default_factory=dict)
-    """Check -> "pass", "fail" or "n/a: why"."""
+    """Check -> "pass", "fail" or "n/a: what it lacked"."""
     timeline: dict[str, Any] = field(default_factory=dict)
     error: str = ""
     start_ups: list[float] = field(default_factory=list)
@@ -71,6 +80,8 @@ class ModeSummary:
     recoveries: dict[str, dict[str, float | None]]
     lost_steps: float | None
     checks: dict[str, str]
+    stalled_s: float | None = None
+    end_s: float | None = None
 
 
 @dataclass
@@ -83,6 +94,14 @@ class Comparison:
     tolerance: float
     summaries: dict[str, ModeSummary]
     disagreements: list[str]
+    slack: float = 0.5
+    """Seconds any time may differ by whatever the tolerance (a few hundred milliseconds
+    of scheduling noise on a tenth-of-a-second figure is no disagreement)."""
+    hints: list[str] = field(default_factory=list)
+    """Likely causes of the disagreements, and what to try."""
+    structural: list[str] = field(default_factory=list)
+    """The disagreements that are not about timing: membership, outcome, runs that broke
+    or differ among themselves (timing on a loaded machine explains none of these)."""
 
     @property
     def agree(self) -> bool:
@@ -92,8 +111,9 @@ class Comparison:
     def to_json(self) -> dict[str, Any]:
         """Plain data for compare.json."""
         return {"scenario": self.scenario, "modes": self.modes, "reference": self.reference,
-                "tolerance": self.tolerance, "agree": self.agree,
-                "disagreements": self.disagreements,
+                "tolerance": self.tolerance, "slack_s": self.slack, "agree": self.agree,
+                "disagreements": self.disagreements, "structural": self.structural,
+                "hints": self.hints,
                 "summaries": {m: asdict(s) for m, s in self.summaries.items()}}
 
 
@@ -115,13 +135,16 @@ def figures(mode: str, seed: int, out_dir: Path, report: Any) -> RunFigures:
     for rec in m.recoveries:
         row: dict[str, float | None] = {"recovery_s": _r(rec.recovery_s)}
         row.update({k: _r(v) for k, v in rec.phases().items()})
+        row["stall_s"] = _r(rec.stall_s)
         row["lost_steps"] = rec.lost_steps
         fig.recoveries[rec.id] = row
     fig.lost_steps = m.lost_steps
+    fig.stalled_s = round(m.stalled_s, 3)
+    fig.end_s = _r(m.end_time)
     fig.start_ups = start_ups(report.events)
     for c in report.checks:
-        fig.checks[c.name] = (f"n/a: {c.not_judged}" if c.not_judged
-                              else "pass" if c.ok else "fail")
+        fig.checks[c.name] = ("fail" if c.status == "fail" else "pass" if c.status == "pass"
+                              else f"n/a: {c.examined}")
     ends = round_ends(report.events, m.rounds, m.end_time)
     fig.timeline = {
         "end": _r(m.end_time),
@@ -172,7 +195,7 @@ def summarise(mode: str, runs: list[RunFigures]) -> ModeSummary:
     outcomes = [r.outcome for r in runs]
     fault_ids = sorted({f for r in ok for f in r.recoveries})
     recoveries = {f: {k: _median([r.recoveries.get(f, {}).get(k) for r in ok])
-                      for k in ("recovery_s", *(p for p, _ in PHASES), "lost_steps")}
+                      for k in ("recovery_s", *(p for p, _ in PHASES), "stall_s", "lost_steps")}
                   for f in fault_ids}
     checks: dict[str, str] = {}
     for r in ok:
@@ -183,7 +206,8 @@ def summarise(mode: str, runs: list[RunFigures]) -> ModeSummary:
                 checks[name] = verdict
     return ModeSummary(mode, runs, membership, [by_repr[k] for k, _ in seqs.most_common()],
                        Counter(outcomes).most_common(1)[0][0] if outcomes else "error",
-                       outcomes, recoveries, _median([float(r.lost_steps) for r in ok]), checks)
+                       outcomes, recoveries, _median([float(r.lost_steps) for r in ok]), checks,
+                       _median([r.stalled_s for r in ok]), _median([r.end_s for r in ok]))
 
 
 def reference_of(modes: Sequence[str]) -> str:
@@ -192,39 +216,90 @@ def reference_of(modes: Sequence[str]) -> str:
     return max(modes, key=lambda m: backend(m, "--modes").realism)
 
 
+TIMES = (("recovery_s", "recovery"), *PHASES, ("stall_s", "stalled"))
+"""A fault's times compared between modes, with the name every report shows."""
+CAUSES = {
+    "detect": "failure detection: how soon survivors notice a dead or silent peer (a "
+              "collective failing at once, or only at its timeout)",
+    "rendezvous": "re-rendezvous: the rendezvous's timing (last call, keep-alives, the "
+                  "agents' polling)",
+    "sync": "worker start-up: a restarted worker's interpreter, import torch and group "
+            "init, which the machine's load sets (--sim-start-up reference runs the sim "
+            "with the start-up the reference mode measured; --sim-start-up measure times "
+            "it here first)",
+    "first_step": "the first step: compute and the first collective of the new world",
+    "stall_s": "stalls: time with live members and no progress",
+}
+"""What a disagreement in each figure most likely comes from, and what to try."""
+STEP_SLACK = 1
+"""Lost steps may differ by this many whatever the tolerance (a fault landing just before
+or just after a step)."""
+
+
+def _off(got: float, want: float, tolerance: float, slack: float) -> bool:
+    return abs(got - want) > max(tolerance * abs(want), slack)
+
+
+def _pct(got: float, want: float) -> str:
+    return f"{100 * (got - want) / want:+.0f}%" if want else "from 0"
+
+
 def judge(sc: Scenario, modes: list[str], summaries: dict[str, ModeSummary],
-          tolerance: float) -> Comparison:
-    """Every disagreement between the reference mode and the others."""
+          tolerance: float, slack: float = 0.5) -> Comparison:
+    """Every disagreement between the reference mode and the others, in everything a user
+    reads of a run: membership, outcome, each fault's recovery, phases, stall and lost
+    steps, the run's stalls, lost steps and end. A time disagrees when it is off by more
+    than ``tolerance`` (relative) and ``slack`` seconds; lost steps by more than the
+    tolerance and :data:`STEP_SLACK`. Each disagreement's likely cause is among the hints."""
     ref = reference_of(modes)
     base = summaries[ref]
     out: list[str] = []
+    structural: list[str] = []
+    causes: list[str] = []
     for m in modes:
         s = summaries[m]
         errors = [r.error for r in s.runs if r.error]
+        found = []
         if errors:
-            out.append(f"{m}: {len(errors)} of {len(s.runs)} runs failed to run: "
-                       f"{errors[0]}")
+            found.append(f"{m}: {len(errors)} of {len(s.runs)} runs failed to run: "
+                         f"{errors[0]}")
         if len(s.memberships) > 1:
-            out.append(f"{m}: its runs formed different membership sequences: "
-                       + " / ".join(_seq(x) for x in s.memberships))
+            found.append(f"{m}: its runs formed different membership sequences: "
+                         + " / ".join(_seq(x) for x in s.memberships))
+        if m != ref and s.membership != base.membership:
+            found.append(f"membership: {m} {_seq(s.membership)} vs {ref} "
+                         f"{_seq(base.membership)}")
+        if m != ref and s.outcome != base.outcome:
+            found.append(f"outcome: {m} {s.outcome} vs {ref} {base.outcome}")
+        structural += found
+        out += found
         if m == ref:
             continue
-        if s.membership != base.membership:
-            out.append(f"membership: {m} {_seq(s.membership)} vs {ref} "
-                       f"{_seq(base.membership)}")
-        if s.outcome != base.outcome:
-            out.append(f"outcome: {m} {s.outcome} vs {ref} {base.outcome}")
         for fid, rec in base.recoveries.items():
-            want, got = rec.get("recovery_s"), s.recoveries.get(fid, {}).get("recovery_s")
-            if want is None and got is None:
-                continue
-            if want is None or got is None:
+            mine = s.recoveries.get(fid, {})
+            want, got = rec.get("recovery_s"), mine.get("recovery_s")
+            if (want is None) != (got is None):
                 out.append(f"recovery {fid}: {m} {_s(got)} vs {ref} {_s(want)}")
-            elif abs(got - want) > tolerance * want:
-                out.append(f"recovery {fid}: {m} {got:.2f} s vs {ref} {want:.2f} s, "
-                           f"{100 * (got - want) / want:+.0f}% (tolerance ±"
-                           f"{100 * tolerance:.0f}%)")
-    return Comparison(sc.name, modes, ref, tolerance, summaries, out)
+            for key, name in TIMES:
+                w, g = rec.get(key), mine.get(key)
+                if w is None or g is None or not _off(g, w, tolerance, slack):
+                    continue
+                out.append(f"{name} {fid}: {m} {g:.2f} s vs {ref} {w:.2f} s, {_pct(g, w)} "
+                           f"(tolerance ±{100 * tolerance:.0f}%, {slack:g} s)")
+                if key in CAUSES and CAUSES[key] not in causes:
+                    causes.append(CAUSES[key])
+            w, g = rec.get("lost_steps"), mine.get("lost_steps")
+            if w is not None and g is not None and _off(g, w, tolerance, STEP_SLACK):
+                out.append(f"lost steps {fid}: {m} {g:g} vs {ref} {w:g}")
+        for name, w, g, unit in (("stalled", base.stalled_s, s.stalled_s, slack),
+                                 ("job end", base.end_s, s.end_s, slack),
+                                 ("lost steps", base.lost_steps, s.lost_steps, STEP_SLACK)):
+            if w is not None and g is not None and _off(g, w, tolerance, unit):
+                shown = (f"{g:g} vs {ref} {w:g}" if name == "lost steps"
+                         else f"{g:.2f} s vs {ref} {w:.2f} s, {_pct(g, w)}")
+                out.append(f"{name}: {m} {shown}")
+    hints = [f"likely: {c}" for c in causes]
+    return Comparison(sc.name, modes, ref, tolerance, summaries, out, slack, hints, structural)
 
 
 def _seq(membership: list[list[str]]) -> str:

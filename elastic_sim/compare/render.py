@@ -15,6 +15,7 @@ from rich.table import Table
 
 from elastic_sim.compare.collect import PHASES, Comparison, ModeSummary
 from elastic_sim.reports.members import members_text
+from elastic_sim.reports.page import document, table
 
 COLORS = ("#1976d2", "#388e3c", "#f57c00", "#7b1fa2", "#00838f", "#c2185b")
 
@@ -28,35 +29,48 @@ def _seq(s: ModeSummary) -> str:
         or "(no round)"
 
 
+MODE_COLUMNS = ("mode", "runs", "membership per round", "outcome", "lost steps",
+                "stalled (s)", "job end (s)")
+FAULT_COLUMNS = ("fault", "mode", "recovery", *(name for _, name in PHASES), "stalled",
+                 "lost steps", "vs reference")
+
+
+def _mode_row(c: Comparison, m: str) -> tuple[str, ...]:
+    s = c.summaries[m]
+    return (m, str(len(s.runs)), _seq(s), "/".join(sorted(set(s.outcomes))), _s(s.lost_steps),
+            _s(s.stalled_s), _s(s.end_s))
+
+
+def _fault_row(c: Comparison, f: str, m: str) -> tuple[str, ...]:
+    ref = c.summaries[c.reference].recoveries.get(f, {}).get("recovery_s")
+    rec = c.summaries[m].recoveries.get(f, {})
+    got = rec.get("recovery_s")
+    rel = ("—" if m == c.reference or ref is None or got is None or not ref
+           else f"{100 * (got - ref) / ref:+.0f}%")
+    return (f, m, _s(got), *(_s(rec.get(k)) for k, _ in PHASES), _s(rec.get("stall_s")),
+            _s(rec.get("lost_steps")), rel)
+
+
 def print_comparison(c: Comparison, console: Console) -> None:
     """The table a person reads: one row per mode, per fault."""
     console.print(f"elastic-sim compare {c.scenario}: modes {', '.join(c.modes)} "
-                  f"(reference {c.reference}, tolerance ±{100 * c.tolerance:.0f}%)",
-                  markup=False)
+                  f"(reference {c.reference}, tolerance ±{100 * c.tolerance:.0f}% and "
+                  f"{c.slack:g} s)", markup=False)
     t = Table(box=None, pad_edge=False)
-    for col in ("mode", "runs", "membership per round", "outcome", "lost steps"):
+    for col in MODE_COLUMNS:
         t.add_column(col)
     for m in c.modes:
-        s = c.summaries[m]
-        t.add_row(m, str(len(s.runs)), markup_escape(_seq(s)), "/".join(sorted(set(s.outcomes))),
-                  _s(s.lost_steps))
+        t.add_row(*(markup_escape(cell) for cell in _mode_row(c, m)))
     console.print(t)
     faults = sorted({f for s in c.summaries.values() for f in s.recoveries})
     if faults:
         r = Table(title="Recovery per fault (s, medians)", title_justify="left", box=None,
                   pad_edge=False)
-        for col in ("fault", "mode", "recovery", *(name for _, name in PHASES), "lost steps",
-                    "vs reference"):
+        for col in FAULT_COLUMNS:
             r.add_column(col)
         for f in faults:
-            ref = c.summaries[c.reference].recoveries.get(f, {}).get("recovery_s")
             for m in c.modes:
-                rec = c.summaries[m].recoveries.get(f, {})
-                got = rec.get("recovery_s")
-                rel = ("—" if m == c.reference or ref is None or got is None
-                       else f"{100 * (got - ref) / ref:+.0f}%")
-                r.add_row(f, m, _s(got), *(_s(rec.get(k)) for k, _ in PHASES),
-                          _s(rec.get("lost_steps")), rel)
+                r.add_row(*_fault_row(c, f, m))
         console.print(r)
     checks = Table(title="Checks", title_justify="left", box=None, pad_edge=False)
     checks.add_column("check")
@@ -68,6 +82,8 @@ def print_comparison(c: Comparison, console: Console) -> None:
     console.print(checks)
     for d in c.disagreements:
         console.print(f"DISAGREE {d}", markup=False, style="red")
+    for h in c.hints:
+        console.print(h, markup=False, style="yellow")
     console.print("AGREE" if c.agree else "DISAGREE (exit 1)",
                   style="bold green" if c.agree else "bold red")
 
@@ -126,47 +142,35 @@ def _timeline(s: ModeSummary, horizon: float) -> str:
 
 
 def html(c: Comparison, extra: dict[str, Any]) -> str:
-    """One self-contained page: verdict, tables, the timelines stacked."""
+    """One self-contained page, in report.html's look: verdict, tables, the timelines
+    stacked."""
     horizon = max([float(r.timeline.get("end") or 0) for s in c.summaries.values()
                    for r in s.runs if r.timeline] or [1.0])
-    rows = []
-    for m in c.modes:
-        s = c.summaries[m]
-        rows.append(f"<tr><td>{escape(m)}</td><td>{len(s.runs)}</td><td>{escape(_seq(s))}</td>"
-                    f"<td>{escape('/'.join(sorted(set(s.outcomes))))}</td>"
-                    f"<td>{_s(s.lost_steps)}</td></tr>")
-    rec_rows = []
-    for f in sorted({f for s in c.summaries.values() for f in s.recoveries}):
-        for m in c.modes:
-            rec = c.summaries[m].recoveries.get(f, {})
-            cells = "".join(f"<td>{_s(rec.get(k))}</td>"
-                            for k in ("recovery_s", *(p for p, _ in PHASES), "lost_steps"))
-            rec_rows.append(f"<tr><td>{escape(f)}</td><td>{escape(m)}</td>{cells}</tr>")
+    faults = sorted({f for s in c.summaries.values() for f in s.recoveries})
     names = sorted({n for s in c.summaries.values() for n in s.checks})
-    check_rows = "".join(
-        "<tr><td>" + escape(n) + "</td>" + "".join(
-            f"<td title=\"{escape(c.summaries[m].checks.get(n, ''))}\">"
-            f"{escape(c.summaries[m].checks.get(n, '—').split(':')[0])}</td>" for m in c.modes)
-        + "</tr>" for n in names)
+    check_rows = [(n, *(c.summaries[m].checks.get(n, "—") for m in c.modes)) for n in names]
     timelines = "".join(f"<h3>{escape(m)}</h3>{_timeline(c.summaries[m], horizon)}"
                         for m in c.modes)
-    verdict = ("<p class=ok>AGREE</p>" if c.agree else "<p class=bad>DISAGREE</p><ul>"
-               + "".join(f"<li>{escape(d)}</li>" for d in c.disagreements) + "</ul>")
-    phase_heads = "".join(f"<th>{escape(n)}</th>" for _, n in PHASES)
+    badge = (f'<span class="badge {"pass" if c.agree else "fail"}">'
+             f'{"AGREE" if c.agree else "DISAGREE"}</span>')
+    problems = "".join(f'<div class="violation">{escape(d)}</div>' for d in c.disagreements)
+    hints = "".join(f'<p class="muted">{escape(h)}</p>' for h in c.hints)
     load = extra.get("load")
-    return f"""<!doctype html><html><head><meta charset="utf-8">
-<title>compare {escape(c.scenario)}</title><style>
-body{{font-family:sans-serif;margin:2em}}td,th{{padding:2px 8px;text-align:left}}
-.ok{{color:#2e7d32;font-weight:700}}.bad{{color:#c62828;font-weight:700}}</style></head><body>
-<h1>{escape(c.scenario)}: {escape(', '.join(c.modes))}</h1>
-<p>Reference {escape(c.reference)}, tolerance ±{100 * c.tolerance:.0f}%.
-{escape(f"Load average before/after: {load}") if load else ""}</p>{verdict}
-<h2>Membership and outcome</h2><table><tr><th>mode</th><th>runs</th>
-<th>membership per round</th><th>outcome</th><th>lost steps</th></tr>{"".join(rows)}</table>
-<h2>Recovery per fault (s, medians)</h2><table><tr><th>fault</th><th>mode</th>
-<th>recovery</th>{phase_heads}<th>lost steps</th></tr>{"".join(rec_rows)}</table>
-<h2>Checks</h2><table><tr><th>check</th>{"".join(f"<th>{escape(m)}</th>" for m in c.modes)}
-</tr>{check_rows}</table>
-<h2>Timelines (first run of each mode; bars: rounds per host, red: faults, dashed: first
-step of a round)</h2>{timelines}</body></html>
-"""
+    body = "".join([
+        f"<h1>{escape(c.scenario)}: {escape(', '.join(c.modes))} {badge}</h1>",
+        f'<p class="muted">Reference {escape(c.reference)}; a time agrees within '
+        f"±{100 * c.tolerance:.0f}% and {c.slack:g} s, lost steps within "
+        f"±{100 * c.tolerance:.0f}% and one step."
+        f"{escape(f' Load average before/after: {load}.') if load else ''}</p>",
+        problems, hints,
+        "<h2>Membership and outcome</h2>",
+        table(MODE_COLUMNS, [_mode_row(c, m) for m in c.modes], numeric=(1, 4, 5, 6)),
+        "<h2>Recovery per fault (s, medians)</h2>",
+        table(FAULT_COLUMNS, [_fault_row(c, f, m) for f in faults for m in c.modes],
+              numeric=range(2, 9)) if faults else '<p class="muted">No fault fired.</p>',
+        "<h2>Checks</h2>",
+        table(("check", *c.modes), check_rows),
+        "<h2>Timelines</h2><p class=\"muted\">First run of each mode; bars: rounds per host, "
+        "red: faults, dashed: first step of a round.</p>", timelines,
+    ])
+    return document(f"compare {c.scenario}", body)

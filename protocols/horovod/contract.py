@@ -12,8 +12,9 @@ WEAK_SPOTS: dict[str, str] = {
     "stall for good (found/horovod removed_host_replaced_survivors_skip_sync); a worker's "
     "failure recorded just as the barrier action starts deadlocks the driver "
     "(horovod/failure_during_barrier_action_deadlocks_driver)",
-    "progress_after_faults": "the same blocked reset barrier, or a job failed by workers "
-    "aborting in init, makes no progress after the fault",
+    "progress_after_faults": "the same blocked reset barrier, stalled mismatched "
+    "collectives, the deadlocked driver, or a job failed by workers aborting in init, makes "
+    "no progress after the fault",
     "collective_sequence": "survivors skip the sync after a removal-only update while a "
     "fresh rank syncs (found/horovod removed_host_replaced_survivors_skip_sync)",
     "reset_callback_state": "reset callbacks run before the sync and read the rank's own "

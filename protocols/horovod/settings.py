@@ -124,9 +124,14 @@ class HorovodKnobs:
     slots_per_host: ProcsPerHost = 1
     """Slots of a host named without ``:slots``."""
     reset_limit: Count | None = None
+    """``--reset-limit`` (upstream: unlimited): resets the driver allows before it stops the
+    job with RESET_LIMIT_EXCEEDED; every reset counts, graceful scale-ups and scale-downs
+    included (registration.py, checked with ``>=`` before the count grows)."""
     cooldown_range: tuple[Seconds, Seconds] | None = None
     """Blacklist cooldown [lower, upper] seconds (None: a blacklist is permanent)."""
     elastic_timeout: Seconds = 600.0
+    """``--elastic-timeout`` (seconds; upstream HOROVOD_ELASTIC_TIMEOUT, 600): how long a
+    reset waits for ``min_np`` slots before the driver gives up."""
     gloo_timeout: Period = 30.0
     """HOROVOD_GLOO_TIMEOUT_SECONDS (horovod/common/gloo/gloo_context.cc, default 30 s):
     how long a Gloo rendezvous waits for its peers' keys and how long a Gloo operation
@@ -161,6 +166,8 @@ class HorovodKnobs:
     notification_timeout: Period = 127.0
     """How long one notification attempt waits on a silent rank 0 (OS connect timeout)."""
     notification_attempts: PosCount = 3
+    """Attempts of one notification to rank 0 (the worker notification client's retries;
+    upstream 3)."""
     kill_grace: Seconds = 5.0
     """SIGTERM, then SIGKILL after this."""
     connect_timeout: Period = 127.0
@@ -169,22 +176,32 @@ class HorovodKnobs:
     keepalive_time: KeepIdle = 7200.0
     """An ssh session's TCP keepalive: idle seconds before the first probe (Linux)."""
     keepalive_interval: KeepInterval = 75.0
+    """An ssh session's TCP keepalive: seconds between unanswered probes (Linux 75)."""
     keepalive_probes: KeepCount = 9
     """Unanswered probes (``keepalive_interval`` apart) after which the session dies."""
     http_attempts: PosCount = 3
     """Attempts of a worker's HTTP request (PerformHTTP), ``http_retry_delay`` apart."""
     http_retry_delay: Seconds = 0.5
+    """Seconds between a worker's HTTP request attempts (PerformHTTP's back-off)."""
     driver_host: str | None = None
     """Host of the driver (None: the scenario's store host)."""
     store_port: Port = 29600
     """Port of the driver's rendezvous key-value service (hosts the Gloo rendezvous)."""
     discovery: Discovery = field(default_factory=Discovery)
+    """What the host discovery script reports over time (a fixed host list, a schedule of
+    lists by epoch as upstream's integration tests write them, or random draws)."""
     exit_schedule: list[ExitAt] = field(default_factory=list)
+    """The test training script's scheduled failures: at (epoch, batch), the workers
+    started with these ranks leave (upstream's integration-test ``exit_schedule``)."""
     exit_mode: ExitMode = "exception"
+    """How a scheduled worker leaves: ``exception`` (RuntimeError, exit 1), ``kill``
+    (SIGKILL itself), ``hang``, ``exit0`` or ``silent`` (upstream's test script modes)."""
     epochs: Count | None = None
     """Training epochs (None: workload steps / batches_per_epoch, rounded up)."""
     batches_per_epoch: PosCount = 10
+    """Batches of one epoch of the test training script."""
     batches_per_commit: PosCount = 1
+    """The script calls ``state.commit()`` every this many batches (upstream's tests: 1)."""
     host_updates_every: Count = 0
     """Also call check_host_updates every this many batches (0: only at commits)."""
     reinit_error: Literal["abort", "reset"] = "abort"
@@ -203,6 +220,8 @@ class HorovodKnobs:
     before ``state.sync()``, so they read this rank's own state, not the state the sync
     brings. Default off: upstream's test script registers none."""
     epoch_wait: Seconds = 0.0
+    """Seconds the test script sleeps at the end of each epoch (upstream's ``epoch_wait``;
+    gives discovery time to change the world between epochs)."""
     discovery_wait: Finite = 3.0
     """Rank 0 waits up to this for an expected notification at epoch end (<= 0: never)."""
     wall_clock_base: Seconds = 1.7e9

@@ -32,11 +32,25 @@ class TorchElasticKnobs:
     """``--rdzv-id`` (the CLI's default is the literal string "none")."""
     # The rendezvous timeouts take their upstream defaults from RendezvousSettings.
     join_timeout: Period = RendezvousSettings.join_timeout
+    """``--rdzv-conf join_timeout`` (seconds, upstream 600): how long an agent waits for a
+    round to complete before its rendezvous fails with RendezvousTimeoutError."""
     last_call_timeout: Period = RendezvousSettings.last_call_timeout
+    """``--rdzv-conf last_call_timeout`` (seconds, upstream 30): once ``min_nodes`` have
+    joined, how long the round waits for more before it completes with those it has."""
     close_timeout: Period = RendezvousSettings.close_timeout
+    """``--rdzv-conf close_timeout`` (seconds, upstream 30): the deadline of closing the
+    rendezvous (marking it closed in the store) when the job ends."""
     heartbeat_timeout: Period = RendezvousSettings.heartbeat_timeout
+    """``--rdzv-conf heartbeat_timeout`` (seconds, upstream 5): the deadline of one
+    keep-alive write (checked only between its store calls), not when a node counts as
+    dead (that is ``keep_alive_interval x keep_alive_max_attempt``)."""
     keep_alive_interval: Period = RendezvousSettings.keep_alive_interval
+    """``--rdzv-conf keep_alive_interval`` (seconds, upstream 5): how often each agent
+    writes its heartbeat into the rendezvous state."""
     keep_alive_max_attempt: Count = RendezvousSettings.keep_alive_max_attempt
+    """``--rdzv-conf keep_alive_max_attempt`` (upstream 3): heartbeats a node may miss;
+    another agent removes it from the state once its last heartbeat is older than
+    ``keep_alive_interval x keep_alive_max_attempt`` by that agent's clock (15 s)."""
     read_timeout: Period = 60.0
     """Rendezvous TCPStore client timeout (connect, get, wait)."""
     store_port: Port = 29400

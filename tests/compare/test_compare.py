@@ -59,6 +59,60 @@ def test_membership_and_outcome_differences_are_flagged() -> None:
                    "outcome: sim failed vs torchrun completed"]
 
 
+def _totals(mode: str, stalled: float, end: float, lost: int, sync: float = 1.3
+            ) -> RunFigures:
+    f = fig(mode, [["h0", "h1", "h2"], ["h0", "h1"]], 5.0)
+    f.recoveries["f1"].update({"sync": sync, "stall_s": 2.0, "lost_steps": 3})
+    f.stalled_s, f.end_s, f.lost_steps = stalled, end, lost
+    return f
+
+
+def test_stalls_end_and_lost_steps_are_judged_against_the_tolerance() -> None:
+    # partition_heals as the issue found it: the sim stalls 7.9 s and ends at 22.9 s, real
+    # mode stalls 13.2 s (+67 %) and ends at 32.3 s.
+    sc = load_scenario(WORKER_CRASH)
+    sums = {"sim": summarise("sim", [_totals("sim", 7.9, 22.9, 5)]),
+            "real": summarise("real", [_totals("real", 13.2, 32.3, 5)])}
+    c = judge(sc, ["sim", "real"], sums, 0.25, 0.5)
+    assert c.disagreements == ["stalled: sim 7.90 s vs real 13.20 s, -40%",
+                               "job end: sim 22.90 s vs real 32.30 s, -29%"]
+    assert c.structural == []  # timing only: what a loaded machine explains
+    sums["sim"] = summarise("sim", [_totals("sim", 12.0, 30.0, 7)])  # within ±25 %
+    assert judge(sc, ["sim", "real"], sums, 0.25, 0.5).disagreements == [
+        "lost steps: sim 7 vs real 5"]  # beyond the tolerance and one step
+
+
+def test_a_start_up_difference_names_its_likely_cause_and_the_option() -> None:
+    sc = load_scenario(WORKER_CRASH)
+    sums = {"sim": summarise("sim", [_totals("sim", 7.9, 22.9, 5, sync=1.3)]),
+            "real": summarise("real", [_totals("real", 7.9, 22.9, 5, sync=2.9)])}
+    c = judge(sc, ["sim", "real"], sums, 0.25, 0.5)
+    assert c.disagreements == ["sync f1: sim 1.30 s vs real 2.90 s, -55% "
+                               "(tolerance ±25%, 0.5 s)"]
+    (hint,) = c.hints
+    assert "worker start-up" in hint and "--sim-start-up reference" in hint
+
+
+def test_n_a_stays_n_a(tmp_path: Path) -> None:
+    assert main(["compare", "scale_down", "--modes", "sim", "--out", str(tmp_path)]) == 0
+    doc = json.loads((tmp_path / "compare.json").read_text())
+    checks = doc["summaries"]["sim"]["checks"]
+    assert checks["master_agreement"] == "n/a: nothing to check"  # the static protocol
+    summary = json.loads((tmp_path / "sim" / "run0" / "summary.json").read_text())
+    na = {c["name"] for c in summary["checks"] if c["status"] == "n/a"}
+    assert na and {n for n, v in checks.items() if v.startswith("n/a")} == na
+
+
+def test_membership_and_outcome_are_structural_disagreements() -> None:
+    sc = load_scenario(WORKER_CRASH)
+    sums = {"sim": summarise("sim", [fig("sim", [["h0", "h1"]], 3.0, "failed")]),
+            "torchrun": summarise("torchrun", [fig("torchrun", [["h0"]], 9.0)])}
+    c = judge(sc, ["sim", "torchrun"], sums, 0.25)
+    assert c.structural == ["membership: sim [h0,h1] vs torchrun [h0]",
+                            "outcome: sim failed vs torchrun completed"]
+    assert len(c.disagreements) == 3  # and the recovery's time
+
+
 def test_runs_of_one_mode_that_differ_are_flagged() -> None:
     a, b = [["h0", "h1"]], [["h0", "h1"], ["h0"]]
     out = compare([fig("sim", a, 3.0), fig("sim", b, 3.0), fig("sim", a, 3.0)],
@@ -78,9 +132,11 @@ def test_compare_cli_writes_its_outputs(tmp_path: Path, capsys: pytest.CaptureFi
     assert sim["membership"] == [["h0", "h1"], ["h0", "h1"]]
     rec = sim["recoveries"]["kill-h1-worker"]
     assert set(rec) == {"recovery_s", "detect", "rendezvous", "sync", "first_step",
-                        "lost_steps"} and rec["recovery_s"] > 0
+                        "stall_s", "lost_steps"} and rec["recovery_s"] > 0
     page = (tmp_path / "compare.html").read_text()
     assert "<svg" in page and "kill-h1-worker" in page
+    assert '<span class="badge pass">AGREE</span>' in page
+    assert "<style>" in page and ".badge{" in page  # report.html's look
     assert "2[h0 h1] -> 2[h0 h1]" in capsys.readouterr().out
 
 
