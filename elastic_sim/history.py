@@ -11,139 +11,66 @@ sequence (built lazily, at most once), plus what lets a reader avoid it:
   exact for a reader of other kinds than the summaries' (most checks);
 - :meth:`History.of`: the events of some kinds, in order (indexed once per kind; a
   summarised kind makes only that kind's events);
-- :attr:`History.stretches`: the summaries, each a :class:`Stretch` that knows its events'
-  instants and makes any one of them on demand; :meth:`History.next_after` finds the first
-  event of the expanded view after a point without making the others.
+- :attr:`History.stretches`: the summaries, each a :class:`~elastic_sim.summaries.Stretch`
+  that knows its events' instants and makes any one of them on demand;
+  :meth:`History.next_after` finds the first event of the expanded view after a point
+  without making the others.
 
 Every event has a *key* ``(t, r, j)``, its place in the expanded view: time, the index
 in the recorded trace of the event (or of the summary it came from) and its index within
 that summary's events (0 for a recorded event). The expanded view is its events sorted by
 key (the stable sort by time of :func:`~elastic_sim.trace.expand_stretches`).
+
+The checks read a history in their protocol-neutral vocabulary (:attr:`History.neutral`,
+:mod:`elastic_sim.vocabulary`): a history of the same shape, each event read as its
+protocol's vocabulary says, at its place. What they need of the summaries they ask the
+history (:meth:`History.entries`, :meth:`History.occurs`, :meth:`History.made_first_from`,
+:meth:`History.relabelled`), never the summaries themselves.
 """
 
 from __future__ import annotations
 
+import copy
 import heapq
 import itertools
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, TypeVar, overload
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
+from typing import Any, NamedTuple, TypeVar, overload
 
-from elastic_sim.trace import (
-    STRETCH,
-    SUMMARISED,
-    TraceEvent,
-    expand_stretches,
-    summary_event,
-    summary_fields,
-    summary_instants,
-)
+from elastic_sim.summaries import Key as Key
+from elastic_sim.summaries import Stretch as Stretch
+from elastic_sim.trace import STRETCH, SUMMARISED, TraceEvent, expand_stretches
+from elastic_sim.vocabulary import vocabulary_for
 
-Key = tuple[float, int, int]
-"""An event's place in the expanded view: (time, recorded index, index in its summary)."""
 _INF = math.inf
 T = TypeVar("T")
 
 
-class Stretch:
-    """One ``train_steps`` summary (recorded at index ``r``) and the events it stands for:
-    event ``j`` is step ``j // per``'s ``coll_enter``, ``coll_done`` or ``step`` (``j %
-    per``; ``per`` is 2, no ``step`` events, for a member that traces no steps: its
-    ``fields`` are null), and the last, when ``open``, the next step's ``coll_enter``."""
+class Entries(NamedTuple):
+    """One process's entries into consecutive collectives of one group, all of one
+    operation and size, that a training summary stands for: its steps', and the next
+    one's when it was entered."""
 
-    __slots__ = ("ev", "fields", "first", "open", "per", "r", "seq", "steps", "times")
-
-    def __init__(self, r: int, ev: TraceEvent) -> None:
-        d = ev.data
-        self.r = r
-        self.ev = ev
-        self.steps = int(d["steps"])
-        self.open = bool(d.get("open"))
-        self.seq = int(d["seq"])
-        self.first = int(d["first"])
-        self.fields: dict[str, Any] | None = summary_fields(ev)
-        """The fields of its step events (None: it has none)."""
-        self.per = 2 if self.fields is None else 3
-        self.times = summary_instants(ev, self.per)
-
-    def __len__(self) -> int:
-        return len(self.times)
-
-    @property
-    def proc(self) -> str:
-        """The member's process."""
-        return self.ev.proc
-
-    @property
-    def group(self) -> object:
-        """The process group of its collectives."""
-        return self.ev.data["group"]
-
-    @property
-    def step_events(self) -> int:
-        """How many ``step`` events it stands for."""
-        return 0 if self.fields is None else self.steps
-
-    def step_index(self, i: int) -> int:
-        """The index of step ``i``'s ``step`` event."""
-        return self.per * i + 2
-
-    def entry_index(self, i: int) -> int:
-        """The index of the ``coll_enter`` of collective ``seq + i``."""
-        return self.per * i
-
-    def kind(self, j: int) -> str:
-        """The kind of event ``j``."""
-        return SUMMARISED[j % self.per]
-
-    def key(self, j: int) -> Key:
-        """Event ``j``'s place in the expanded view."""
-        return (self.times[j], self.r, j)
-
-    def first_key(self) -> Key:
-        """Its first event's key."""
-        return (self.times[0], self.r, 0)
-
-    def last_key(self) -> Key:
-        """Its last event's key."""
-        return (self.times[-1], self.r, len(self.times) - 1)
-
-    def after(self, q: Key) -> int:
-        """The index of its first event with a key above ``q`` (``len`` if none)."""
-        j = bisect_left(self.times, q[0])
-        while j < len(self.times) and self.key(j) <= q:
-            j += 1
-        return j
-
-    def event(self, j: int) -> TraceEvent:
-        """Event ``j``, as :func:`~elastic_sim.trace.expand_stretches` makes it."""
-        return summary_event(self.ev, j, self.times[j], self.per, self.fields)
-
-    def indices(self, kinds: Iterable[str]) -> range | list[int]:
-        """Indices of its events of these kinds, in order."""
-        wanted = [i for i, k in enumerate(SUMMARISED[:self.per]) if k in set(kinds)]
-        n = len(self.times)
-        if len(wanted) == self.per:
-            return range(n)
-        out = [self.per * i + w for i in range(self.steps) for w in wanted]
-        if self.open and 0 in wanted:
-            out.append(n - 1)
-        return out
-
-    def step_indices(self) -> range:
-        """Indices of its ``step`` events."""
-        return range(2, self.per * self.step_events, self.per)
-
-    def step_times(self) -> Sequence[float]:
-        """The instants of its ``step`` events."""
-        return self.times[2:self.per * self.step_events:self.per]
+    key: Key
+    """The first one's place in the expanded view."""
+    proc: str
+    group: Any
+    seq: int
+    """The first one's sequence number."""
+    end: int
+    """One past the last one's."""
+    op: Any
+    nbytes: Any
 
 
 class History(Sequence[TraceEvent]):
     """A trace (summaries included), read as its expanded view; see the module."""
 
-    def __init__(self, events: Iterable[TraceEvent]) -> None:
+    def __init__(self, events: Iterable[TraceEvent], neutral: bool = False) -> None:
+        """``neutral``: the events are already in the checks' vocabulary (the history is
+        its own :attr:`neutral` view)."""
         self.raw: list[TraceEvent] = list(events)
         self.stretches: list[Stretch] = []
         plain: list[tuple[Key, TraceEvent]] = []
@@ -169,6 +96,33 @@ class History(Sequence[TraceEvent]):
         self._by_proc: dict[str, list[Key]] | None = None
         self._entries: dict[tuple[str, str], list[Stretch]] | None = None
         self._blocks: list[tuple[Key, Stretch | TraceEvent]] | None = None
+        self._times: dict[str, list[float]] = {}
+        self._neutral: History | None = self if neutral else None
+
+    # -- the checks' reading ------------------------------------------------------------
+
+    @property
+    def neutral(self) -> History:
+        """This history as the checks read it: each event in the protocol-neutral
+        vocabulary of the protocol its ``run_start`` names (:mod:`elastic_sim.vocabulary`),
+        one for one, at the same place (the same keys, the same summaries). Read once;
+        itself when no event reads differently."""
+        if self._neutral is None:
+            start = next((ev for ev in self.plain if ev.kind == "run_start"), None)
+            name = start.get("protocol") if start is not None else None
+            read = vocabulary_for(str(name) if name else None).translate(self.raw)
+            self._neutral = self if read is None else self._read_as(read)
+        return self._neutral
+
+    def _read_as(self, raw: list[TraceEvent]) -> History:
+        """This history with ``raw`` (its events, one for one, read otherwise) recorded."""
+        view = copy.copy(self)
+        view.raw = raw
+        view.plain = [raw[r] for _, r, _ in self.keys]
+        view._expanded = None if self.stretches else raw
+        view._by_kind, view._of, view._blocks, view._times = None, {}, None, {}
+        view._neutral = view
+        return view
 
     # -- the expanded view --------------------------------------------------------------
 
@@ -222,14 +176,7 @@ class History(Sequence[TraceEvent]):
         got = self._of.get(kinds)
         if got is not None:
             return got
-        if self.raw:  # ask the trace: a kind that records what it is compared with (checks.reads)
-            for kind in kinds:
-                _ = self.raw[0].kind == kind
-        if self._by_kind is None:
-            self._by_kind = {}
-            for i, ev in enumerate(self.plain):
-                self._by_kind.setdefault(str(ev.kind), []).append(i)
-        idx = sorted(i for k in dict.fromkeys(kinds) for i in self._by_kind.get(k, ()))
+        idx = self._indices(kinds)
         made = [k for k in SUMMARISED if k in kinds]
         if made and self.stretches:
             keyed = [(self.keys[i], self.plain[i]) for i in idx]
@@ -241,6 +188,17 @@ class History(Sequence[TraceEvent]):
             got = [self.plain[i] for i in idx]
         self._of[kinds] = got
         return got
+
+    def _indices(self, kinds: tuple[str, ...]) -> list[int]:
+        """The indices in :attr:`plain` of its events of these kinds, in order."""
+        if self.raw:  # ask the trace: a kind that records what it is compared with (checks.reads)
+            for kind in kinds:
+                _ = self.raw[0].kind == kind
+        if self._by_kind is None:
+            self._by_kind = {}
+            for i, ev in enumerate(self.plain):
+                self._by_kind.setdefault(str(ev.kind), []).append(i)
+        return sorted(i for k in dict.fromkeys(kinds) for i in self._by_kind.get(k, ()))
 
     def step_blocks(self) -> list[tuple[Key, Stretch | TraceEvent]]:
         """The steps of the stretches, in key order: each stretch as one block at its first
@@ -280,6 +238,82 @@ class History(Sequence[TraceEvent]):
                 if key < before and (best is None or key > best):
                     best = key
         return best
+
+    def keyed(self, *kinds: str) -> list[tuple[Key, TraceEvent]]:
+        """The recorded events of these kinds (none a summary stands for) with their keys,
+        in the order of :attr:`plain`."""
+        return [(self.keys[i], self.plain[i]) for i in self._indices(kinds)]
+
+    def entries(self, whole: bool = False) -> list[Entries] | None:
+        """The ``coll_enter`` events that training summaries stand for, each summary's as
+        one :class:`Entries`, in summary order (the recorded ones: :meth:`recorded`). With
+        ``whole``, None when a recorded event of its process lies among a summary's (a
+        hand-made trace: to be read one by one)."""
+        out: list[Entries] = []
+        for st in self.stretches:
+            if len(st):
+                if whole and self.interrupted(st):
+                    return None
+                d = st.ev.data
+                out.append(Entries(st.first_key(), st.proc, st.group, st.seq,
+                                   st.seq + st.steps + st.open, d["op"], d["nbytes"]))
+        return out
+
+    def occurs(self, kind: str, a: float, b: float) -> bool:
+        """Whether an event of this kind lies at an instant in ``[a, b]`` (those that
+        summaries stand for found without making them)."""
+        times = self._times.get(kind)
+        if times is None:
+            times = self._times[kind] = sorted(ev.t for ev in self.recorded(kind))
+        i = bisect_left(times, a)
+        if i < len(times) and times[i] <= b:
+            return True
+        if kind not in SUMMARISED:
+            return False
+        for st in self.spanning((a, -1, -1), (b, len(self.raw), 0)):
+            inst = st.instants(kind)
+            i = bisect_left(inst, a)
+            if i < len(inst) and inst[i] <= b:
+                return True
+        return False
+
+    def made_first_from(self, t: float) -> list[tuple[Key, TraceEvent]]:
+        """The first event of the expanded view at ``t`` or later, with its key, when a
+        summary stands for it; none when it is recorded (or there is none): what a reader
+        of the recorded events (:attr:`plain`) puts in its place where that event
+        matters."""
+        if not self.stretches:
+            return []
+        nxt = self.next_after((t, -1, -1))
+        i = bisect_left(self.keys, (t, -1, -1))
+        if nxt is None or (i < len(self.keys) and nxt[0] == self.keys[i]):
+            return []
+        return [nxt]
+
+    def relabelled(self, marks: Callable[[TraceEvent], bool],
+                   relabel: Callable[[TraceEvent, int], TraceEvent]) -> History:
+        """This history with each event ``ev`` as ``relabel(ev, n)``: ``n`` counts the
+        recorded events for which ``marks`` holds, up to ``ev`` and itself included, in
+        the expanded view's order. ``relabel`` changes fields only; a summary is
+        relabelled as its events would be (its own fields, and its steps' as an event of
+        no kind), once every summary is read step by step if one spans a mark."""
+        at = [k for k, ev in zip(self.keys, self.plain, strict=True) if marks(ev)]
+        hist = self
+        if any(bisect_left(at, st.first_key()) != bisect_left(at, st.last_key())
+               for st in self.stretches):
+            hist = History(expand_stretches(self.raw))
+        n, out = 0, list(hist.raw)
+        for key, ev in zip(hist.keys, hist.plain, strict=True):
+            n += marks(ev)
+            out[key[1]] = relabel(ev, n)
+        for st in hist.stretches:
+            before = bisect_left(at, st.first_key())
+            steps = dict(st.ev.data.get("fields") or {})
+            stepped = relabel(TraceEvent(0.0, "", "", "", steps), before).data
+            ev = relabel(st.ev, before)
+            out[st.r] = replace(ev, data={**ev.data, "fields": stepped}) \
+                if stepped != steps else ev
+        return History(out)
 
     def first(self, kind: str) -> TraceEvent | None:
         """The first event of a kind."""
@@ -366,6 +400,12 @@ class History(Sequence[TraceEvent]):
 def history(events: Sequence[TraceEvent]) -> History:
     """``events`` as a :class:`History` (itself when it is one)."""
     return events if isinstance(events, History) else History(events)
+
+
+def neutral(events: Sequence[TraceEvent]) -> History:
+    """``events`` as the checks read them: the :attr:`History.neutral` view of their
+    history."""
+    return history(events).neutral
 
 
 def merged(hist: History, extra: Iterable[tuple[Key, T]]) -> Iterator[TraceEvent | T]:

@@ -23,6 +23,7 @@ from elastic_sim.protocols.horovod.settings import HorovodKnobs, check_knobs
 from elastic_sim.protocols.ranges import limit_note
 from elastic_sim.protocols.static.settings import StaticKnobs
 from elastic_sim.protocols.torchelastic.knobs import TorchElasticKnobs
+from elastic_sim.protocols.torchft.knobs import TorchFTKnobs
 from elastic_sim.strict_numbers import coerced_number, path_text, written_as
 
 
@@ -41,6 +42,10 @@ class ProtocolInfo:
     ValueError('<knob path>: <message>')."""
     discovery: bool = False
     """Whether it has a discovery source (discovery-source faults can meet it)."""
+    vocabulary: str | None = None
+    """The module mapping its trace events and knobs onto the checks' protocol-neutral
+    vocabulary (:mod:`elastic_sim.vocabulary`); None: its traces are read in every built-in
+    protocol's."""
 
 
 BUILTIN_PROTOCOLS: dict[str, ProtocolInfo] = {
@@ -49,12 +54,14 @@ BUILTIN_PROTOCOLS: dict[str, ProtocolInfo] = {
         knobs=StaticKnobs,
         summary="store rendezvous per round, sync from the most advanced member, "
         "allreduce training with commits, re-rendezvous on failure",
+        vocabulary="elastic_sim.protocols.static.vocabulary",
     ),
     "torchelastic": ProtocolInfo(
         entry="elastic_sim.protocols.torchelastic.launcher:host_main",
         knobs=TorchElasticKnobs,
         summary="torchrun 2.13: c10d dynamic rendezvous, elastic agent restarting its "
         "worker processes, checkpoint every k steps",
+        vocabulary="elastic_sim.protocols.torchelastic.vocabulary",
     ),
     "horovod": ProtocolInfo(
         entry="elastic_sim.protocols.horovod.main:host_main",
@@ -63,6 +70,14 @@ BUILTIN_PROTOCOLS: dict[str, ProtocolInfo] = {
         "blacklist, rank 0 notification, State commit/restore/sync run loop",
         check=check_knobs,
         discovery=True,
+        vocabulary="elastic_sim.protocols.horovod.vocabulary",
+    ),
+    "torchft": ProtocolInfo(
+        entry="elastic_sim.protocols.torchft.launcher:host_main",
+        knobs=TorchFTKnobs,
+        summary="torchft 0.2.0: Lighthouse quorum per step, a Manager per replica group, "
+        "should_commit vote, heal from a live peer at the max step",
+        vocabulary="elastic_sim.protocols.torchft.vocabulary",
     ),
 }
 

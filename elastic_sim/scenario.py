@@ -291,7 +291,7 @@ def build_world(sc: Scenario, seed: int, store_port: int | None = None) -> World
         process_start=sc.cluster.process_start,
         wake_latency=sc.cluster.wake_latency,
         process_exit=sc.cluster.process_exit,
-        time_limit=sc.time_limit,
+        time_limit=sc.run_time_limit(),
         fidelity=sc.fidelity,
         device=sc.cluster.device,
         collectives=NCCL if sc.cluster.device == "cuda" else CollectiveModel(),

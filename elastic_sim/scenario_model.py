@@ -28,6 +28,9 @@ Seed = Annotated[int, Field(ge=0, le=2**64 - 1)]
 HostName = Annotated[str, Field(json_schema_extra={"pattern": HOST_NAME_PATTERN})]
 """A host's name (:data:`elastic_sim.world.HOST_NAME_PATTERN`); checked with the scenario's
 cross-field checks, which say what a host name may be."""
+DEFAULT_TIME_LIMIT = 3600.0
+"""Run time after which a scenario that sets no ``time_limit`` is called hung, unless its
+faults and knobs ask for longer (:meth:`Scenario.run_time_limit`)."""
 
 
 class _Strict(BaseModel):
@@ -209,8 +212,11 @@ class Scenario(_Strict):
     tie_seed: Seed | None = None
     """Sim only: order events due at the same time from different sources by this seed
     (:mod:`elastic_sim.sim.kernel`) instead of by scheduling order (the default)."""
-    time_limit: Pos = 3600.0
-    """Run time (virtual in the sim) after which a run that has not ended is called hung."""
+    time_limit: Pos | None = None
+    """Run time (virtual in the sim) after which a run that has not ended is called hung.
+    Default: 3,600 s, or, where the protocol's knobs allow a fault a longer recovery,
+    twice the checks' progress bound after the last fault starts or heals
+    (:meth:`run_time_limit`)."""
     fidelity: Literal["fast", "fine"] = "fast"
     """Sim only: ``fast`` runs fault-free lockstep training stretches as one event each
     (same times, results and checks); ``fine`` simulates every step of every worker."""
@@ -232,6 +238,23 @@ class Scenario(_Strict):
             out.extend(expand(f, fid, hosts, self.store_host, None, "<scenario>",
                               f"faults[{i}]"))
         return out
+
+    def run_time_limit(self) -> float:
+        """The time limit its runs get: ``time_limit``, or by default
+        :data:`DEFAULT_TIME_LIMIT`, or longer where the protocol's knobs allow a fault a
+        longer recovery: the last fault's start or heal plus twice the bound within which
+        the checks expect progress after it (room to judge it, and for a recovery that
+        itself waits out a timeout: with torchrun's defaults, two process-group timeouts
+        of 30 min in a row)."""
+        if self.time_limit is not None:
+            return self.time_limit
+        from elastic_sim.checks.facts import limits_of
+
+        limits = limits_of(self.knobs(), self.protocol.name)
+        times = [t for f in self.fault_objects() for t in (f.at, f.heals_at) if t is not None]
+        if limits is None or not times:
+            return DEFAULT_TIME_LIMIT
+        return max(DEFAULT_TIME_LIMIT, max(times) + 2 * limits.progress_s)
 
     def protocol_info(self) -> ProtocolInfo:
         """How to run the scenario's protocol (already checked to exist)."""

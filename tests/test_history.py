@@ -21,6 +21,7 @@ from elastic_sim.pipeline import simulate
 from elastic_sim.reports.metrics import compute
 from elastic_sim.scenario import Scenario, load_scenario
 from elastic_sim.trace import STRETCH, TraceEvent, encode, expand_stretches
+from elastic_sim.vocabulary import recorded
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "scenarios").rglob("*.yaml"))
@@ -187,6 +188,45 @@ def test_history_answers_as_the_expanded_view(path: str, seed: int) -> None:
         t = rng.choice(expanded).t + rng.choice((0.0, -1e-9, 1e-9))
         got = hist.first_from(t)
         assert got == next((e for e in expanded if e.t >= t), None)
+        made = hist.made_first_from(t)
+        assert [e for _, e in made] == ([got] if got is not None and not any(
+            got is p for p in raw) else [])
+        b = t + rng.choice((0.0, 0.05, 1.0, 30.0))
+        for kind in ("step", "coll_enter", "job_done"):
+            assert hist.occurs(kind, t, b) == any(
+                e.kind == kind and t <= e.t <= b for e in expanded), (kind, t, b)
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("path", ["scenarios/torchelastic/worker_crash.yaml",
+                                  "scenarios/horovod/hosts_added_and_removed.yaml"])
+def test_the_runs_of_entries_are_the_entries(path: str, seed: int) -> None:
+    """History.entries: the coll_enter events that summaries stand for, each summary's as
+    one run of one process into one group's consecutive collectives: with the recorded
+    ones, every coll_enter of the expanded view, once."""
+    sc = load_scenario(ROOT / path)
+    raw = _perturbed(simulate(sc, sc.seed)[0].raw, seed)
+    hist, expanded = History(raw), list(expand_stretches(raw))
+    runs = hist.entries()
+    assert runs is not None
+    made = [(r.proc, str(r.group), seq, r.op, r.nbytes) for r in runs
+            for seq in range(r.seq, r.end)]
+    made += [(e.proc, str(e.get("group")), e.get("seq"), e.get("op"), e.get("nbytes"))
+             for e in hist.recorded("coll_enter")]
+    assert sorted(made) == sorted((e.proc, str(e.get("group")), e.get("seq"), e.get("op"),
+                                   e.get("nbytes")) for e in expanded if e.kind == "coll_enter")
+    split = any(hist.interrupted(st) for st in hist.stretches if len(st))
+    assert (hist.entries(whole=True) is None) == split
+
+
+def test_the_checks_reading_is_one_event_for_each_at_its_place() -> None:
+    sc = load_scenario(ROOT / "scenarios/horovod/hosts_added_and_removed.yaml")
+    hist = History(simulate(sc, sc.seed)[0].raw)
+    read = hist.neutral
+    assert read is not hist and read.neutral is read and hist.neutral is read
+    assert read.keys == hist.keys and len(read) == len(hist) and read.size == hist.size
+    assert [recorded(e) for e in read] == list(hist)
+    assert {e.kind for e in read if e is not recorded(e)} >= {"epoch_assigned", "offered"}
 
 
 @pytest.mark.parametrize("path", ["scenarios/scale_down.yaml",
@@ -208,3 +248,4 @@ def test_judging_a_passing_run_never_expands_its_summaries(path: str) -> None:
     compute(body, sc.workload.steps, result.exit_codes, result.hung, result.end_time,
             sc.workload.batch_size)
     assert native._expanded is None and body._expanded is None
+    assert native.neutral._expanded is None  # nor the checks' reading of them

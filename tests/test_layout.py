@@ -82,3 +82,21 @@ def test_a_traceback_from_the_installed_package_names_the_real_file(tmp_path: Pa
     assert named == ROOT / "faults" / "schedule.py"
     assert not named.is_symlink() and named.resolve() == named
     assert Path(elastic_sim.__file__).parent == ROOT / "elastic_sim"
+
+
+def test_the_architecture_guide_names_files_that_exist() -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    named = set(re.findall(r"`((?:[a-z_]+/)+(?:[a-z_]+\.(?:py|md))?)`", text))
+    assert len(named) > 20
+    missing = sorted(n for n in named
+                     if not (ROOT / n).exists() and not (ROOT / "elastic_sim" / n).exists()
+                     and not n.startswith("protocols/<"))
+    assert missing == []
+
+
+@pytest.mark.slow
+def test_the_readme_s_fast_lane_count_is_what_pytest_collects() -> None:
+    # scripts/fast_lane_figures.py writes the README's figures; --check holds the count.
+    proc = subprocess.run([sys.executable, "scripts/fast_lane_figures.py", "--check"],
+                          cwd=ROOT, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -4,6 +4,7 @@ the broken variant; a run is a pure function of (scenario, seed)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -212,3 +213,10 @@ def test_scale_down_says_what_decides_between_three_and_two_hosts() -> None:
     text = " ".join(sc.description.split())
     assert f"{len(two)} of seeds 0-99" in text and "group timeout" in text
     assert "(seed 5: h2 sees the crash at 30 s" in text
+
+
+def test_shipped_scenarios_speak_to_users_not_of_the_project_s_issues() -> None:
+    wording = re.compile(r"\b(issue|stop|session) \d+\b|\bissue \d+/\d+\b", re.I)
+    found = [f"{p.relative_to(ROOT)}:{n}" for p in sorted((ROOT / "scenarios").rglob("*.yaml"))
+             for n, line in enumerate(p.read_text().splitlines(), 1) if wording.search(line)]
+    assert found == []

@@ -3,12 +3,13 @@ with the few events that witness it (Jepsen's checker discipline)."""
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
 
 from elastic_sim.checks.verdict import CheckResult as CheckResult
 from elastic_sim.checks.verdict import Violation as Violation
-from elastic_sim.history import History, history
+from elastic_sim.history import History, history, neutral
 from elastic_sim.trace import TraceEvent
 
 MAX_VIOLATIONS = 5
@@ -20,7 +21,7 @@ Check = Callable[[Sequence[TraceEvent]], CheckResult]
 
 def _by(events: Sequence[TraceEvent], kind: str, key: str) -> dict[object, list[TraceEvent]]:
     out: dict[object, list[TraceEvent]] = defaultdict(list)
-    for ev in history(events).of(kind):
+    for ev in neutral(events).of(kind):
         out[ev.get(key)].append(ev)
     return out
 
@@ -85,7 +86,7 @@ def collective_sequence(events: Sequence[TraceEvent]) -> CheckResult:
     """All members of a group enter the same collectives in the same order."""
     res = CheckResult("collective_sequence", "every member enters the same collective sequence",
                       unit="groups")
-    hist = history(events)
+    hist = neutral(events)
     agreed = _groups_in_agreement(hist)
     if agreed is not None:
         res.checked = agreed
@@ -111,19 +112,18 @@ def collective_sequence(events: Sequence[TraceEvent]) -> CheckResult:
 
 def _groups_in_agreement(hist: History) -> int | None:
     """The number of groups entered, when no two entries of one collective (group, seq)
-    differ in op or size: a recorded ``coll_enter`` enters one, a training stretch
-    ``seq`` .. ``seq + n - 1``, all the same (nothing to compare step by step then).
-    None when two do, or a ``seq`` is not a number (each entry is read then)."""
+    differ in op or size: a recorded ``coll_enter`` enters one, a training summary's
+    entries (:meth:`~elastic_sim.history.History.entries`) ``seq`` .. ``end - 1``, all
+    alike (nothing to compare one by one then). None when two do, or a ``seq`` is not a
+    number (each entry is read then)."""
     spans: dict[object, list[tuple[int, int, tuple[object, object]]]] = defaultdict(list)
     for ev in hist.recorded("coll_enter"):
         seq = ev.get("seq")
         if type(seq) is not int:
             return None
         spans[ev.get("group")].append((seq, seq + 1, (ev.get("op"), ev.get("nbytes"))))
-    for st in hist.stretches:
-        if len(st):
-            d = st.ev.data
-            spans[st.group].append((st.seq, st.seq + st.steps + st.open, (d["op"], d["nbytes"])))
+    for run in hist.entries() or ():
+        spans[run.group].append((run.seq, run.end, (run.op, run.nbytes)))
     for group in spans.values():
         reach: list[tuple[tuple[object, object], int]] = []
         """(op, size), and the end of the collectives entered as such so far (by seq)."""
@@ -170,7 +170,7 @@ def committed_progress(events: Sequence[TraceEvent]) -> CheckResult:
     )
     last: dict[str, TraceEvent] = {}
     started: set[str] = set()
-    for ev in history(events).of("proc_start", "commit", "restore", "sync"):
+    for ev in neutral(events).of("proc_start", "commit", "restore", "sync"):
         if ev.kind == "proc_start" and ev.proc == f"{ev.host}/main":
             if ev.host in started:
                 last.pop(ev.host, None)  # a new incarnation (crash_restart) holds nothing yet
@@ -218,10 +218,19 @@ from elastic_sim.checks.liveness import (  # noqa: E402
     progress_after_faults,
     terminates,
 )
+from elastic_sim.checks.reset_callbacks import reset_callback_state  # noqa: E402
 from elastic_sim.checks.rounds import (  # noqa: E402
     epoch_isolation,
     master_agreement,
     members_alive_at_completion,
+)
+from elastic_sim.checks.torchft_quorum import ft_quorum_ids, ft_quorum_validity  # noqa: E402
+from elastic_sim.checks.torchft_steps import (  # noqa: E402
+    ft_data_position_agreement,
+    ft_liveness,
+    ft_single_heal_source,
+    ft_state_agreement,
+    ft_unanimous_commit,
 )
 
 CHECKS: tuple[Check, ...] = (
@@ -230,6 +239,7 @@ CHECKS: tuple[Check, ...] = (
     collective_sequence,
     state_agreement,
     committed_progress,
+    reset_callback_state,
     members_alive_at_completion,
     master_agreement,
     epoch_isolation,
@@ -244,6 +254,13 @@ CHECKS: tuple[Check, ...] = (
     progress_after_faults,
     no_restart_loop,
     eventual_incorporation,
+    ft_quorum_ids,
+    ft_quorum_validity,
+    ft_state_agreement,
+    ft_data_position_agreement,
+    ft_unanimous_commit,
+    ft_single_heal_source,
+    ft_liveness,
     time_advances,
     within_run_guards,
 )
@@ -252,19 +269,21 @@ CHECKS: tuple[Check, ...] = (
 
 def run_checks(events: Sequence[TraceEvent], only: Collection[str] | None = None
                ) -> list[CheckResult]:
-    """Every check over one trace (``train_steps`` summaries read as their steps, one
-    :class:`~elastic_sim.history.History` shared by the checks), or those named in
-    ``only``; violations capped at :data:`MAX_VIOLATIONS` each. Rounds of a restarted
-    coordinator's new incarnation are told apart from the old one's
+    """Every check over one trace (one :class:`~elastic_sim.history.History` shared by the
+    checks, read once in their protocol-neutral vocabulary), or those named in ``only``;
+    violations capped at :data:`MAX_VIOLATIONS` each. Rounds of a restarted coordinator's
+    new incarnation are told apart from the old one's
     (:func:`elastic_sim.checks.incarnations.incarnation_rounds`)."""
     from elastic_sim.checks.incarnations import incarnation_rounds
 
-    hist = incarnation_rounds(history(events))
+    hist = incarnation_rounds(history(events)).neutral
     out = []
     for check in CHECKS:
         if only is not None and check.__name__ not in only:
             continue
+        started = time.perf_counter()
         res = check(hist)
+        res.seconds = time.perf_counter() - started
         res.violations = res.violations[:MAX_VIOLATIONS]
         out.append(res)
     return out

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from elastic_sim.checks.facts import knobs_of, limits_of
+from elastic_sim.checks.capacity import STOPPED as STOPPED
+from elastic_sim.checks.capacity import failed as workers_failed
+from elastic_sim.checks.facts import run_limits
 from elastic_sim.checks.verdict import CheckResult, Violation
-from elastic_sim.history import history
+from elastic_sim.history import neutral
 from elastic_sim.trace import TraceEvent
-
-FAILURE_RESTARTS = ("FAILED", "UNHEALTHY")
-"""agent_restart reasons that spend budget (a membership change does not)."""
 
 
 def restart_accounting(events: Sequence[TraceEvent]) -> CheckResult:
@@ -23,15 +22,16 @@ def restart_accounting(events: Sequence[TraceEvent]) -> CheckResult:
     res = CheckResult("restart_accounting",
                       "one restart count per world; failures absorbed within the budget",
                       unit="worlds")
-    limits = limits_of(knobs_of(events))
+    hist = neutral(events)
+    limits = run_limits(hist)
     budget = limits.restart_budget if limits is not None and limits.budget_per_host else None
     told: dict[object, TraceEvent] = {}
     pending: dict[str, TraceEvent] = {}
     """Per agent: a failure restart not yet followed by a round."""
     absorbed: dict[object, TraceEvent] = {}
     """Round -> the failure restart that led to it."""
-    for ev in history(events).plain:  # it reads no summarised kind
-        if ev.kind == "agent_restart" and ev.get("reason") in FAILURE_RESTARTS:
+    for ev in hist.plain:  # it reads no summarised kind
+        if ev.kind == "restart" and ev.get("failure"):
             pending[ev.proc] = ev
         elif ev.kind == "rdzv_done" and ev.proc in pending:
             cause = pending.pop(ev.proc)
@@ -44,35 +44,29 @@ def restart_accounting(events: Sequence[TraceEvent]) -> CheckResult:
                         f"round {rnd} is the job's {len(absorbed)}th restart after a failure, "
                         f"beyond max_restarts {budget} (each agent counts only its own)",
                         [first, cause, ev]))
-        elif ev.kind == "workers_started":
+        elif ev.kind == "restart_count":
             rnd = ev.get("round")
             agreed = told.get(rnd)
             if agreed is None:
                 told[rnd] = ev
                 res.checked += 1
-            elif agreed.get("restart_count") != ev.get("restart_count"):
+            elif agreed.get("count") != ev.get("count"):
                 res.violations.append(Violation(
                     f"round {rnd}: {agreed.host}'s workers were told restart "
-                    f"{agreed.get('restart_count')}, {ev.host}'s restart "
-                    f"{ev.get('restart_count')}", [agreed, ev]))
+                    f"{agreed.get('count')}, {ev.host}'s restart "
+                    f"{ev.get('count')}", [agreed, ev]))
     return res
 
 
-FAILURES = ("fault", "coll_fail", "group_failed", "hvd_scheduled_exit", "hvd_exit", "hvd_abort",
-            "job_failed")
-
-STOPPED = -15
-"""The exit code of a process stopped with SIGTERM (an agent or driver stopping its
-workers): a stop, not a failure. Traces number signals the Linux way whatever machine
-reads them (``elastic_sim.protocols.api.SIGNAL_NUMBERS``). Judged by the code, which every mode
-records alike; the reason is worded per mode ("killed by SIGTERM" in the sim, "signal TERM" in
-real mode, "signal 15" in torchrun's converted traces)."""
+FAILURES = ("fault", "job_failed")
+"""Events that show something failed, besides a host's workers failing
+(:func:`~elastic_sim.checks.capacity.failed`)."""
 
 
 def _world(ev: TraceEvent) -> tuple[tuple[str, ...], tuple[tuple[str, int], ...]]:
     """(members, ranks) of a formed world: rdzv_done (members in rank order) or
-    hvd_assign (ranks per slot)."""
-    if ev.kind == "hvd_assign":
+    epoch_assigned (rank per member)."""
+    if ev.kind == "epoch_assigned":
         ranks = ev.get("ranks") or {}
         return tuple(sorted(ranks)), tuple(sorted((str(k), int(v)) for k, v in ranks.items()))
     members = tuple(str(m) for m in ev.get("members") or [])
@@ -80,9 +74,10 @@ def _world(ev: TraceEvent) -> tuple[tuple[str, ...], tuple[tuple[str, int], ...]
 
 
 def no_pointless_reconfiguration(events: Sequence[TraceEvent]) -> CheckResult:
-    """A new round (or Horovod reset) that forms the very same world (same members, same
-    ranks) follows a failure: a fault, a failed collective, a worker that exited with an
-    error or was made to fail, a failure restart. Otherwise it only cost the job a restart."""
+    """A new round (or a coordinator's new assignment) that forms the very same world (same
+    members, same ranks) follows a failure: a fault, a failed collective, a worker that
+    exited with an error or was made to fail, a failure restart. Otherwise it only cost the
+    job a restart."""
     res = CheckResult("no_pointless_reconfiguration",
                       "a reconfiguration to the same members and ranks follows a failure",
                       unit="reconfigurations")
@@ -91,18 +86,17 @@ def no_pointless_reconfiguration(events: Sequence[TraceEvent]) -> CheckResult:
     failed: dict[str, bool] = {}
     """Per kind: whether something failed since that world formed."""
     seen: set[object] = set()
-    # Horovod's driver assigns the world (hvd_assign); its workers' rdzv_done repeat it.
-    hist = history(events)
-    kind = "hvd_assign" if hist.of("hvd_assign") else "rdzv_done"
+    # Where a coordinator assigns the world (epoch_assigned), its members' rdzv_done
+    # repeat it.
+    hist = neutral(events)
+    kind = "epoch_assigned" if hist.of("epoch_assigned") else "rdzv_done"
     for ev in hist.plain:  # it reads no summarised kind
-        if ev.kind in FAILURES or (ev.kind == "proc_exit"
-                                   and ev.get("code") not in (0, None, STOPPED)) or (
-                ev.kind == "agent_restart" and ev.get("reason") in FAILURE_RESTARTS):
+        if ev.kind in FAILURES or workers_failed(ev):
             failed = dict.fromkeys(prev, True)
             continue
         if ev.kind != kind:
             continue
-        key = (ev.kind, ev.get("round", ev.get("rendezvous")))
+        key = (ev.kind, ev.get("round"))
         if key in seen:
             continue
         seen.add(key)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from elastic_sim.checks.verdict import CheckResult, Violation
-from elastic_sim.history import history
+from elastic_sim.history import neutral
 from elastic_sim.trace import TraceEvent
 
 GUARDS = ("wall_limit", "memory_limit")
@@ -16,16 +16,13 @@ WITNESS_PROCS = 3
 """Spinning processes whose last event joins a livelock's witness."""
 
 
-def _stop(events: Sequence[TraceEvent]) -> TraceEvent | None:
-    return history(events).last("run_stopped")
-
-
 def time_advances(events: Sequence[TraceEvent]) -> CheckResult:
     """Virtual time advances: no process busy-loops at one instant (the simulator stops a
     run after :data:`elastic_sim.sim.kernel.LIVELOCK_CALLS` callbacks at one time)."""
     res = CheckResult("time_advances", "virtual time advances (no busy loop at one instant)")
-    stop = _stop(events)
-    if history(events).of("run_end"):
+    hist = neutral(events)
+    stop = hist.last("run_stopped")
+    if hist.of("run_end"):
         res.checked = 1
     if stop is None or stop.get("reason") != "livelock":
         return res
@@ -33,7 +30,7 @@ def time_advances(events: Sequence[TraceEvent]) -> CheckResult:
     procs = list(dict.fromkeys(k.rpartition(":")[0] for k in spinning))[:WITNESS_PROCS]
     last: list[TraceEvent] = []
     for proc in procs:
-        ev = next((e for e in reversed(events) if e.proc == proc and e is not stop), None)
+        ev = next((e for e in reversed(hist) if e.proc == proc and e is not stop), None)
         if ev is not None:
             last.append(ev)
     last.sort(key=lambda e: e.t)
@@ -48,12 +45,13 @@ def within_run_guards(events: Sequence[TraceEvent]) -> CheckResult:
     that ran out of them is reported with what was traced until then."""
     res = CheckResult("within_run_guards", "the run ends within the wall-clock and memory "
                                            "guards")
-    stop = _stop(events)
-    if history(events).of("run_end"):
+    hist = neutral(events)
+    stop = hist.last("run_stopped")
+    if hist.of("run_end"):
         res.checked = 1
     if stop is None or stop.get("reason") not in GUARDS:
         return res
-    before = next((e for e in reversed(events) if e is not stop and e.kind != "run_end"
+    before = next((e for e in reversed(hist) if e is not stop and e.kind != "run_end"
                    and e.proc != "elastic-sim"), None)
     res.violations.append(Violation(f"stopped by the {stop.get('reason')} guard: "
                                     f"{stop.get('message')}",

@@ -15,13 +15,15 @@ from elastic_sim.checks.facts import (
     cut_groups,
     host_of,
     knobs_of,
-    limits_of,
+    protocol_named,
+    run_limits,
     run_start,
 )
 from elastic_sim.checks.verdict import CheckResult
 from elastic_sim.faults.model import ENDS_A_HOST
-from elastic_sim.history import history
+from elastic_sim.history import neutral
 from elastic_sim.trace import TraceEvent
+from elastic_sim.vocabulary import every_protocol
 
 Standing = Literal["kept", "broken_promise", "weak_spot", "outside_contract", "n/a"]
 LOST_FOR_GOOD = tuple(c.scenario_type for c in ENDS_A_HOST)
@@ -47,16 +49,12 @@ def contract_for(protocol: str) -> Contract | None:
 
 
 def protocol_of(events: Sequence[TraceEvent]) -> str | None:
-    """The protocol a trace ran (run_start's, else told by its knobs)."""
-    start = run_start(events)
-    if start is not None and start.get("protocol"):
-        return str(start.get("protocol"))
-    knobs = knobs_of(events)
-    for knob, name in (("max_restarts", "torchelastic"), ("reset_limit", "horovod"),
-                       ("min_hosts", "static")):
-        if knob in knobs:
-            return name
-    return None
+    """The protocol a trace ran (run_start's, else the built-in one its knobs are of)."""
+    named = protocol_named(events)
+    if named is not None:
+        return named
+    claim = every_protocol().claim(knobs_of(events))
+    return claim[0] if claim is not None else None
 
 
 def _coordinator_survives(events: Sequence[TraceEvent]) -> str | None:
@@ -64,7 +62,7 @@ def _coordinator_survives(events: Sequence[TraceEvent]) -> str | None:
     coord = start.get("coordinator") if start is not None else None
     if not coord:
         return None
-    for ev in history(events).of("fault"):
+    for ev in neutral(events).of("fault"):
         if ev.kind != "fault" or ev.get("phase") != "start":
             continue
         target = ev.get("target")
@@ -79,10 +77,10 @@ def _coordinator_survives(events: Sequence[TraceEvent]) -> str | None:
 
 
 def _min_hosts_survive(events: Sequence[TraceEvent]) -> str | None:
-    limits = limits_of(knobs_of(events))
+    hist = neutral(events)
+    limits = run_limits(hist)
     if limits is None:
         return None
-    hist = history(events)
     hosts = {ev.host for ev in hist.of("proc_start") if ev.proc == f"{ev.host}/main"}
     lost = {str(ev.get("target")) for ev in hist.of("fault")
             if ev.get("phase") == "start" and ev.get("type") in LOST_FOR_GOOD}

@@ -1,12 +1,11 @@
 """Facts the checks share, read from the trace alone: the run's knobs and the limits they
 imply (world size bounds in hosts, the restart budget, time bounds), and the cluster as the
 trace shows it at any instant (which hosts are alive, frozen, cut off from the
-coordinator, or were hit by a fault). Protocol-neutral: a protocol's knobs are mapped to
-the same few quantities here, once."""
+coordinator, or were hit by a fault). Protocol-neutral: each protocol's vocabulary
+(:mod:`elastic_sim.vocabulary`) maps its knobs to the same few quantities, once."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,9 +17,11 @@ from elastic_sim.faults.model import (
     Fault,
     OneWayPartition,
     Partition,
+    StoreCrash,
 )
-from elastic_sim.history import history
+from elastic_sim.history import neutral
 from elastic_sim.trace import TraceEvent
+from elastic_sim.vocabulary import vocabulary_for
 
 TERMINAL = ("job_done", "job_failed")
 PROGRESS = ("step", "commit", "job_done")
@@ -44,6 +45,9 @@ INSTANT = tuple(t for t, c in FAULT_TYPES.items()
                 if c.heals_at is Fault.heals_at or t in ("discovery_add", "discovery_remove"))
 """Fault types that happen at an instant: never "in force" (a crash does not heal; a
 discovery change is a new state of the world, not a fault in force)."""
+STORE_ENDS = tuple(t for t, c in FAULT_TYPES.items() if issubclass(c, StoreCrash))
+"""Fault types that end the store server on their host while the host lives on: on the
+coordinator's host, no host can go on (a store client never reconnects)."""
 TOLD_TO_LEAVE = tuple(t for t, c in FAULT_TYPES.items() if c.tells_to_leave)
 """Fault types that tell a host's processes to end (a signal, a preemption or scale-down
 notice): the host's own failure that follows is its leaving, not the job failing."""
@@ -67,7 +71,14 @@ def cut_groups(ev: TraceEvent) -> list[list[str]] | None:
 
 def run_start(events: Sequence[TraceEvent]) -> TraceEvent | None:
     """The run's ``run_start`` event."""
-    return history(events).first("run_start")
+    return neutral(events).first("run_start")
+
+
+def protocol_named(events: Sequence[TraceEvent]) -> str | None:
+    """The protocol ``run_start`` names (None: none)."""
+    start = run_start(events)
+    name = start.get("protocol") if start is not None else None
+    return str(name) if name else None
 
 
 def knobs_of(events: Sequence[TraceEvent]) -> Mapping[str, Any]:
@@ -85,10 +96,9 @@ class Limits:
     max_hosts: int | None
     """Most hosts a world may hold (None: unbounded)."""
     restart_budget: int | None
-    """Failures the job may absorb (torchelastic's max_restarts per agent, Horovod's
-    reset_limit for the job; None: unbounded)."""
+    """Failures the job may absorb (per host's agent, or for the job; None: unbounded)."""
     budget_per_host: bool
-    """Whether the budget is spent per host (torchelastic's agents) or by the job."""
+    """Whether the budget is spent per host (by each host's agent) or by the job."""
     settle_s: float
     """Seconds within which an available host must be brought into the world once the
     cluster is quiet: the protocol's polling, heartbeat and rendezvous periods, taken
@@ -96,45 +106,34 @@ class Limits:
     timeout): how long a round may take to form."""
     progress_s: float
     """Seconds within which a job must progress or end with an error after a fault starts
-    or heals: the longest failure-detection timeout plus :attr:`settle_s` (plus the grace
-    a stopping worker gets)."""
+    or heals: each phase of a recovery once (detecting the failure, stopping, waiting for
+    a world to form, or for hosts up to the join deadline), each at its longest."""
+    wait_s: float = 0.0
+    """Seconds a host waiting for a world to form waits for more hosts before it gives up
+    (the join deadline): a host that starts within it still counts as capacity."""
+    progress_by: str = ""
+    """What :attr:`progress_s` is made of, in the knobs' names and values (a violation
+    states it)."""
+    rejoin_s: float | None = None
+    """Seconds within which, once a member's host has died and enough hosts could go on,
+    the survivors form a new world or progress: what the protocol can see of the death
+    (its heartbeat expiry, its polls, its last call). None: the protocol sees a death only
+    through a timeout (:attr:`progress_s` bounds it then)."""
+    rejoin_by: str = ""
+    """What :attr:`rejoin_s` is made of, in the knobs' names and values."""
 
 
-def limits_of(knobs: Mapping[str, Any]) -> Limits | None:
-    """The limits of the protocol whose knobs these are, or None for an unknown one."""
+def limits_of(knobs: Mapping[str, Any], protocol: str | None = None) -> Limits | None:
+    """The limits these knobs promise, read by the vocabulary of ``protocol`` (None: by
+    that of the built-in protocol whose knobs they are), or None for knobs it cannot
+    read."""
+    got = vocabulary_for(protocol).limits(knobs)
+    return None if got is None else Limits(**got)
 
-    def num(name: str, default: float = 0.0) -> float:
-        v = knobs.get(name)
-        return float(v) if isinstance(v, (int, float)) else default
 
-    if "max_restarts" in knobs:  # torchelastic
-        periods = (num("monitor_interval") + num("last_call_timeout")
-                   + num("keep_alive_interval") * max(num("keep_alive_max_attempt"), 1.0))
-        # A host back from a fault first has to see its old group fail (pg_timeout).
-        settle = 2 * periods + num("heartbeat_timeout") + num("pg_timeout")
-        detect = max(num("pg_timeout"), num("read_timeout"), num("join_timeout"))
-        return Limits(int(knobs.get("min_nodes", 1)), int(knobs.get("max_nodes", 1)),
-                      int(knobs["max_restarts"]), True, settle,
-                      detect + settle + num("stop_timeout"))
-    if "reset_limit" in knobs:  # horovod: sizes in slots
-        slots = max(int(knobs.get("slots_per_host", 1)), 1)
-        min_np = knobs.get("min_np") or knobs.get("np", 1)
-        max_np = knobs.get("max_np")
-        reset_limit = knobs.get("reset_limit")
-        settle = (2 * num("discovery_period") + num("discovery_wait")
-                  + num("process_start_latency") + num("gloo_timeout") + num("kill_grace"))
-        detect = max(num("gloo_timeout"), num("elastic_timeout"), num("connect_timeout"))
-        return Limits(math.ceil(int(min_np) / slots),
-                      None if max_np is None else max(int(max_np) // slots, 1),
-                      reset_limit if isinstance(reset_limit, int) else None, False, settle,
-                      detect + settle)
-    if "min_hosts" in knobs:  # static
-        # A host back from a fault first has to see its stale group and store calls fail.
-        settle = 2 * num("last_call") + num("group_timeout") + num("store_timeout")
-        detect = max(num("group_timeout"), num("store_timeout"), num("join_timeout"))
-        return Limits(int(knobs["min_hosts"]), int(knobs.get("max_hosts", 1 << 30)), None,
-                      False, settle, detect + settle)
-    return None
+def run_limits(events: Sequence[TraceEvent]) -> Limits | None:
+    """The limits the run's knobs promise, read by the vocabulary of its protocol."""
+    return limits_of(knobs_of(events), protocol_named(events))
 
 
 @dataclass
@@ -151,13 +150,17 @@ class Cluster:
     frozen: dict[str, int] = field(default_factory=dict)
     cuts: dict[str, list[list[str]]] = field(default_factory=dict)
     faulted: dict[str, TraceEvent] = field(default_factory=dict)
-    """Host -> the first event that shows it failed (a fault on it, a scripted exit)."""
+    """Host -> the first event that shows it failed (a fault on it, an injected failure of
+    its worker)."""
     active: dict[str, TraceEvent] = field(default_factory=dict)
     """Fault id -> its start, while the fault is in force."""
     last_hit: dict[str, TraceEvent] = field(default_factory=dict)
     """Host -> the latest event that shows it failed (as :attr:`faulted`, but the last)."""
     leaving: dict[str, TraceEvent] = field(default_factory=dict)
     """Host -> the first fault that told its processes to end (:data:`TOLD_TO_LEAVE`)."""
+    store_lost: TraceEvent | None = None
+    """The fault that ended the coordinator's store while its host lived on
+    (:data:`STORE_ENDS`), until the host's first process starts again with a new one."""
 
     def see(self, ev: TraceEvent) -> None:
         """Take one event into account."""
@@ -166,7 +169,9 @@ class Cluster:
             self.coordinator = str(coord) if coord else None
         elif ev.kind in ("proc_start", "proc_exit") and ev.proc == f"{ev.host}/main":
             self.alive[ev.host] = ev.kind == "proc_start"
-        elif ev.kind == "hvd_scheduled_exit":
+            if ev.kind == "proc_start" and ev.host == self.coordinator:
+                self.store_lost = None
+        elif ev.kind == "injected_failure":
             self.faulted.setdefault(ev.host, ev)
             self.last_hit[ev.host] = ev
         elif ev.kind == "fault":
@@ -205,6 +210,8 @@ class Cluster:
                 self.last_hit[host] = ev
                 if kind in TOLD_TO_LEAVE:
                     self.leaving.setdefault(host, ev)
+                if kind in STORE_ENDS and host == self.coordinator:
+                    self.store_lost = ev
             if kind == "hang":
                 self.frozen[host] = self.frozen.get(host, 0) + (1 if phase == "start" else -1)
 
@@ -225,15 +232,20 @@ class Cluster:
                 return True
         return False
 
-    def usable(self, host: str) -> bool:
-        """Alive, not frozen, and not cut off from the coordinator (nor is the coordinator
-        itself gone): a host the job could continue on."""
+    def reachable(self, host: str) -> bool:
+        """Alive, not frozen, and not cut off from the coordinator (nor is the coordinator's
+        host gone)."""
         if not self.is_alive(host) or self.is_frozen(host):
             return False
         coord = self.coordinator
         if coord is None or coord == host:
             return True
         return not self.is_cut(host, coord)
+
+    def usable(self, host: str) -> bool:
+        """Reachable, and the coordinator's store not lost: a host the job could continue
+        on."""
+        return self.store_lost is None and self.reachable(host)
 
     def usable_hosts(self) -> list[str]:
         """Every usable host, sorted."""
@@ -242,7 +254,7 @@ class Cluster:
 
 def fault_events(events: Sequence[TraceEvent]) -> list[TraceEvent]:
     """Every fault start and heal, in order."""
-    return [e for e in history(events).of("fault") if e.get("phase") in ("start", "heal")]
+    return [e for e in neutral(events).of("fault") if e.get("phase") in ("start", "heal")]
 
 
 def last_quiet_point(events: Sequence[TraceEvent]) -> float:
@@ -254,4 +266,4 @@ def last_quiet_point(events: Sequence[TraceEvent]) -> float:
 
 def run_end(events: Sequence[TraceEvent]) -> TraceEvent | None:
     """The run's ``run_end`` event."""
-    return history(events).last("run_end")
+    return neutral(events).last("run_end")

@@ -1,46 +1,51 @@
 """Checks of how a job ends: it fails only when it could not go on, the rendezvous is closed
 for everyone only by an end the job could not avoid, and a job that completes shuts down
-cleanly (no process ends with an error, the exit barrier completes)."""
+cleanly (no process ends with an error, the barrier ending the epoch completes)."""
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Sequence
 
-from elastic_sim.checks.capacity import Capacity, replay
+from elastic_sim.checks.capacity import WORLD, Capacity, job_failure, replay
+from elastic_sim.checks.capacity import members as _members
 from elastic_sim.checks.facts import host_of, run_end
-from elastic_sim.checks.hosts import WORLD, _members
 from elastic_sim.checks.verdict import CheckResult, Violation
-from elastic_sim.history import history
+from elastic_sim.history import History, neutral
 from elastic_sim.trace import TraceEvent
+from elastic_sim.vocabulary import recorded
 
 
 def _why_enough(cap: Capacity, now: float) -> str:
-    able = cap.able(now)
+    able, coming = cap.able(now), cap.coming(now)
     hosts, were = ("host", "was") if len(able) == 1 else ("hosts", "were")
-    budget = ("had restart budget left" if cap.struck
-              else "no fault had struck yet (nothing to spend a restart on)")
-    return (f"{len(able)} {hosts} ({', '.join(able)}) {were} alive, reachable and {budget}, "
-            f"at least the minimum {cap.limits.min_hosts}")
+    why = (f"{len(able)} {hosts} ({', '.join(able) or 'none'}) {were} alive, reachable and "
+           "within their restart budget (needing no restart, or with one left)")
+    if coming:
+        why += (f", and {', '.join(coming)} started within the join deadline "
+                f"({cap.limits.wait_s:g} s)")
+    return f"{why}: at least the minimum {cap.limits.min_hosts}"
 
 
 def avoidable_job_failure(events: Sequence[TraceEvent]) -> CheckResult:
     """A job that ends failed had no way to go on when it failed: fewer than the minimum
     number of hosts were alive, reachable from the coordinator and within their restart
-    budget, or the coordinator itself was gone. Judged at the first ``job_failed`` of a host
-    that was not told to leave (a host signalled, preempted or scaled down fails by leaving;
-    the others may go on without it)."""
+    budget, or arriving before the join deadline, or the coordinator (or its store) itself
+    was gone. Judged at the first ``job_failed`` of a host that was not told to leave (a
+    host signalled, preempted or scaled down fails by leaving; the others may go on
+    without it)."""
     res = CheckResult("avoidable_job_failure",
                       "the job fails only when fewer than the minimum hosts could go on",
                       unit="job ends")
-    end = run_end(events)
+    hist = neutral(events)
+    end = run_end(hist)
     if end is None or end.get("outcome") == "hung":
         return res
     res.checked = 1
-    if end.get("outcome") != "failed":
+    failure = job_failure(hist)
+    if failure is None:
         return res
-    for ev, cap in replay(events):
-        if ev.kind != "job_failed" or ev.host in cap.cluster.leaving:
+    for ev, cap in replay(hist):
+        if ev is not failure:
             continue
         if cap.enough(ev.t):
             res.violations.append(Violation(
@@ -61,7 +66,7 @@ def rendezvous_closed_by_job_end(events: Sequence[TraceEvent]) -> CheckResult:
     for ev, cap in replay(events):
         if ev.kind in ("job_done", "job_failed"):
             ended.setdefault(ev.proc, ev)
-        elif ev.kind == "rdzv_shutdown" and ev.get("closed"):
+        elif ev.kind == "rendezvous_closed":
             res.checked += 1
             if res.checked > 1:
                 continue
@@ -78,23 +83,27 @@ def rendezvous_closed_by_job_end(events: Sequence[TraceEvent]) -> CheckResult:
     return res
 
 
-SHUTDOWN_ERRORS = ("exit_barrier_failed", "rdzv_shutdown_failed", "job_failed", "hvd_exit")
-"""Events that say a process ran into an error (recorded by agents, drivers, workers)."""
+SHUTDOWN_ERRORS = ("barrier_fail", "rendezvous_close_failed", "job_failed", "worker_error")
+"""Events that say a process ran into an error (agents, drivers, workers)."""
 
 
 def clean_shutdown(events: Sequence[TraceEvent]) -> CheckResult:
     """In a job that completes, every host that finishes it (a member of the last world, or
     the coordinator, alive and reachable at completion) shuts down cleanly: none of its
-    processes records an error or exits non-zero from the completion on, and every exit
-    barrier it enters completes. A process started after the completion (an agent added
-    once the job was done) did not finish it and is not judged; nor is a worker (a process
-    that joined a process group) on the coordinator's host when that host is not in the last
-    world: it was removed from the job before it completed (Horovod's driver ignores such a
-    worker's exit)."""
+    processes records an error or exits non-zero from the completion on, and every barrier
+    ending the epoch that it enters completes. A process started after the completion (an
+    agent added once the job was done) did not finish it and is not judged; nor is a worker
+    (a process that joined a process group) on the coordinator's host when that host is not
+    in the last world: it was removed from the job before it completed (a coordinator may
+    ignore such a worker's exit, as Horovod's driver does). What a fault does is no error of
+    the protocol's: a host told to leave is leaving, one a fault hit at the job's end (its
+    workers done) ends as the fault made it, and once such a fault took a finisher down
+    (the coordinator, its store, a barrier's party: dead, frozen, cut off, or one of its
+    processes ended with an error), the others' shutdown is its doing too."""
     res = CheckResult("clean_shutdown",
                       "a completed job shuts down without errors and its exit barrier "
                       "completes", unit="processes")
-    hist = history(events)
+    hist = neutral(events)
     end = run_end(hist)
     if end is None or end.get("outcome") != "completed":
         return res
@@ -104,41 +113,40 @@ def clean_shutdown(events: Sequence[TraceEvent]) -> CheckResult:
     done_at = done.t
     # The first event from the completion on decides who finishes; a training step's
     # (which replay leaves out) is put in its place.
-    nxt = hist.next_after((done_at, -1, -1))
-    plain = bisect_left(hist.keys, (done_at, -1, -1))
-    first = [nxt] if hist.stretches and nxt is not None and (
-        plain == len(hist.keys) or nxt[0] != hist.keys[plain]) else []
+    first = hist.made_first_from(done_at)
     finishers: set[str] = set()
     procs: set[str] = set()
     barrier: dict[str, TraceEvent] = {}
     world: list[str] = []
     late: set[str] = set()
     workers: set[str] = set()
+    struck: TraceEvent | None = None
+    """The first fault that took a host finishing the job down at its end."""
+    cap: Capacity | None = None
     for ev, cap in replay(hist, first):
         if ev.kind in WORLD and ev.t < done_at:
             world = _members(ev)
         if ev.kind == "group_ready":
             workers.add(ev.proc)
         if ev.t >= done_at and not finishers:
-            coord = cap.cluster.coordinator
-            finishers = {h for h in (*world, *([coord] if coord else []))
-                         if cap.cluster.usable(h)}
+            finishers = {h for h in _finishing(world, cap) if cap.cluster.reachable(h)}
+        if ev.kind in ("fault", "proc_exit") and struck is None:
+            struck = _downed(hist, cap, _finishing(world, cap), done_at, ev)
         host = host_of(ev.proc)
         if ev.kind == "proc_start" and ev.t >= done_at:
             late.add(ev.proc)  # started after the completion (a scale-up): it did not finish it
         if ev.proc in late:
             continue
-        if ev.kind == "exit_barrier_enter":
+        if ev.kind == "barrier_enter":
             barrier[ev.proc] = ev
-        elif ev.kind == "exit_barrier_done":
+        elif ev.kind == "barrier_trip":
             barrier.pop(ev.proc, None)
         if not finishers or host not in finishers:
             continue
         if ev.proc in workers and host not in world:
             continue  # the coordinator's host, removed from the job: its worker left it
-        hit = cap.cluster.last_hit.get(host)
-        if hit is not None and hit.t >= done_at:
-            continue  # a fault after the completion: what it does to the host is no error
+        if struck is not None or _fault_did(cap, hist, host, done_at):
+            continue  # what a fault did to the host, or to the shutdown, is no error
         if ev.kind == "proc_exit" and ev.t >= done_at:
             procs.add(ev.proc)
             if ev.get("code") != 0:
@@ -147,12 +155,54 @@ def clean_shutdown(events: Sequence[TraceEvent]) -> CheckResult:
                     "completed", [ev]))
         elif ev.kind in SHUTDOWN_ERRORS and ev.t >= done_at:
             res.violations.append(Violation(
-                f"{ev.proc} recorded {ev.kind} ({ev.get('error')}) after the job completed",
-                [ev]))
+                f"{ev.proc} recorded {recorded(ev).kind} ({ev.get('error')}) after the job "
+                "completed", [ev]))
     for proc, enter in sorted(barrier.items()):
-        if host_of(proc) in finishers:
+        host = host_of(proc)
+        if host in finishers and struck is None and cap is not None and not _fault_did(
+                cap, hist, host, done_at):
             res.violations.append(Violation(
                 f"{proc} entered the exit barrier of round {enter.get('round')} and never "
                 "saw it complete", [enter, end]))
     res.checked = len(procs)
+    if struck is not None and not res.checked:
+        res.not_judged = (f"{struck.get('id')} ({struck.get('type')}) hit a host finishing the "
+                          f"job at {struck.t:g} s, at its end: the shutdown is its doing")
     return res
+
+
+def _finishing(world: list[str], cap: Capacity) -> list[str]:
+    """The hosts that would finish the job: the world's members and the coordinator."""
+    coord = cap.cluster.coordinator
+    return [*world, *([coord] if coord else [])]
+
+
+def _downed(hist: History, cap: Capacity, hosts: list[str], done_at: float, ev: TraceEvent
+            ) -> TraceEvent | None:
+    """The fault that took one of ``hosts`` down at the job's end, if one did: it hit the
+    host then, and the host is not usable any more, or ``ev`` ends one of its processes
+    with an error."""
+    for host in hosts:
+        hit = cap.cluster.last_hit.get(host)
+        if hit is not None and hit.kind == "fault" and _at_end(hist, hit.t, done_at) and (
+                not cap.cluster.usable(host) or (ev.kind == "proc_exit" and ev.host == host
+                                                 and ev.get("code") not in (0, None))):
+            return hit
+    return None
+
+
+def _fault_did(cap: Capacity, hist: History, host: str, done_at: float) -> bool:
+    """Whether what the host does in the shutdown is a fault's doing: it was told to leave,
+    or a fault hit it at the job's end."""
+    hit = cap.cluster.last_hit.get(host)
+    return host in cap.cluster.leaving or (hit is not None and _at_end(hist, hit.t, done_at))
+
+
+def _at_end(hist: History, t: float, done_at: float) -> bool:
+    """Whether ``t`` is at the job's end: from its completion (its first ``job_done``) on,
+    or after its last step or commit (the workers done, their hosts not yet saying so)."""
+
+    def worked(a: float, b: float) -> bool:
+        return hist.occurs("step", a, b) or hist.occurs("commit", a, b)
+
+    return t >= done_at or (worked(0.0, t) and not worked(t, done_at))

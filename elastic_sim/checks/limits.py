@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from elastic_sim.checks.verdict import CheckResult, Violation
-from elastic_sim.history import history
+from elastic_sim.history import neutral
 from elastic_sim.trace import TraceEvent
 
 
@@ -21,25 +21,27 @@ def _bounds(knobs: Mapping[str, Any]) -> tuple[int, int] | None:
 
 def limits(events: Sequence[TraceEvent]) -> CheckResult:
     """Configured limits hold: every round's world size within [min, max] (min/max_nodes
-    or min/max_hosts), no agent restarts its workers more than max_restarts times, and a
-    Horovod driver resets (rendezvous after the first) at most reset_limit times. The
-    limits are the protocol's knobs, as ``run_start`` records them."""
+    or min/max_hosts), no agent spends more than max_restarts restarts on its workers, and
+    a coordinator resets the job (each epoch it assigns after the first) at most
+    reset_limit times. The limits are the protocol's knobs, as ``run_start`` records
+    them."""
     res = CheckResult("limits", "world sizes within [min, max]; restarts within "
                       "max_restarts; resets within reset_limit", unit="rounds and restarts")
-    hist = history(events)
+    hist = neutral(events)
     start = hist.first("run_start")
     knobs: Mapping[str, Any] = (start.get("knobs") or {}) if start is not None else {}
     bounds = _bounds(knobs)
-    max_restarts = knobs.get("max_restarts")
+    # torchft's replica launcher is torchrun with --max_restarts: its knob is named apart.
+    max_restarts = knobs.get("max_restarts", knobs.get("replica_restarts"))
     reset_limit = knobs.get("reset_limit")
     restarts: dict[str, list[TraceEvent]] = {}
-    for ev in hist.of("hvd_assign", "rdzv_done", "agent_restart"):
-        if ev.kind == "hvd_assign" and isinstance(reset_limit, int):
+    for ev in hist.of("epoch_assigned", "rdzv_done", "restart"):
+        if ev.kind == "epoch_assigned" and isinstance(reset_limit, int):
             res.checked += 1
-            rendezvous = ev.get("rendezvous")
-            if isinstance(rendezvous, int) and rendezvous - 1 > reset_limit:
+            resets = ev.get("resets")
+            if isinstance(resets, int) and resets > reset_limit:
                 res.violations.append(Violation(
-                    f"rendezvous {rendezvous} is reset {rendezvous - 1}, beyond reset_limit "
+                    f"rendezvous {ev.get('round')} is reset {resets}, beyond reset_limit "
                     f"{reset_limit}", [ev]))
             continue
         if ev.kind == "rdzv_done" and bounds is not None:
@@ -49,11 +51,11 @@ def limits(events: Sequence[TraceEvent]) -> CheckResult:
                 res.violations.append(Violation(
                     f"round {ev.get('round')}: world size {size} outside "
                     f"[{bounds[0]}, {bounds[1]}]", [ev]))
-        elif ev.kind == "agent_restart" and ev.get("reason") != "nodes_waiting":
+        elif ev.kind == "restart" and ev.get("spent"):
             res.checked += 1
             mine = restarts.setdefault(ev.proc, [])
             mine.append(ev)
-            left = ev.get("remaining_restarts")
+            left = ev.get("left")
             if (isinstance(left, int) and left < 0) or (
                     isinstance(max_restarts, int) and len(mine) > max_restarts):
                 res.violations.append(Violation(

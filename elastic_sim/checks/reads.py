@@ -1,11 +1,13 @@
-"""Which trace event kinds each check reads: found out, not written down by hand.
+"""Which event kinds each check reads: found out, not written down by hand.
 
-Each check runs over real traces whose ``kind`` fields are :class:`_Probe` strings, which
-remember every string they are compared with (this finds kinds held in constants such as
-``PROGRESS``); the kinds its own source names as string literals are added (this finds
-comparisons on code paths the traces did not reach). Of those, the kinds of the trace
-vocabulary are the kinds the check reads. ``docs/writing-a-protocol.md`` shows the table
-(:func:`reads_table`), and a test keeps it current.
+Each check runs over real traces read in the checks' protocol-neutral vocabulary
+(:attr:`History.neutral <elastic_sim.history.History.neutral>`) whose ``kind`` fields are
+:class:`_Probe` strings, which remember every string they are compared with (this finds
+kinds held in constants such as ``PROGRESS``); the kinds its own source names as string
+literals are added (this finds comparisons on code paths the traces did not reach). Of
+those, the kinds of the vocabulary given are the kinds the check reads.
+``docs/writing-a-protocol.md`` shows the table (:func:`reads_table`), and a test keeps it
+current.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ import re
 from collections.abc import Sequence
 
 from elastic_sim.checks import CHECKS
-from elastic_sim.trace import STRETCH, SUMMARISED, TraceEvent
+from elastic_sim.history import History
+from elastic_sim.trace import TraceEvent
 
-TRACES = ("scale_down", "torchelastic/worker_crash", "horovod/hosts_added_and_removed")
+TRACES = ("scale_down", "torchelastic/worker_crash", "horovod/hosts_added_and_removed",
+          "torchft/replica_crash")
 """Built-in scenarios whose traces drive the checks: one per protocol model."""
 
 
@@ -45,21 +49,21 @@ class _Probe(str):
 
 def check_reads(traces: Sequence[Sequence[TraceEvent]], vocabulary: Sequence[str]
                 ) -> dict[str, list[str]]:
-    """Check name -> the kinds (of ``vocabulary``) it compares event kinds with."""
+    """Check name -> the kinds (of ``vocabulary``) it compares the kinds of the traces'
+    events with, the traces read as the checks read them."""
     known = set(vocabulary)
+    read = [History(events).neutral.raw for events in traces]
     out: dict[str, list[str]] = {}
     for check in CHECKS:
         seen: set[str] = set()
-        for events in traces:
+        for events in read:
             probed = []
             for ev in events:
                 kind = _Probe(ev.kind)
                 kind.seen = seen
                 probed.append(dataclasses.replace(ev, kind=kind))
-            check(probed)
+            check(History(probed, neutral=True))
         seen.update(_compared_in_source(inspect.getsource(check)))
-        if seen & set(SUMMARISED):  # read from train_steps summaries too (elastic_sim.history)
-            seen.add(STRETCH)
         out[check.__name__] = sorted(k for k in seen if k in known or k.endswith("*"))
     return out
 
@@ -80,7 +84,7 @@ def reads_table() -> str:
     from elastic_sim.builtin import builtin_dir
     from elastic_sim.pipeline import simulate
     from elastic_sim.scenario import load_scenario
-    from elastic_sim.trace_kinds import EVENT_KINDS
+    from elastic_sim.trace_kinds import NEUTRAL_KINDS
 
     traces = []
     for name in TRACES:
@@ -89,6 +93,6 @@ def reads_table() -> str:
     docs = {c.__name__: re.sub(r":\w+:`", "`", " ".join((c.__doc__ or "").split()))
             .replace("``", "`") for c in CHECKS}
     lines = ["| check | reads events of kind | what it checks |", "|---|---|---|"]
-    for name, kinds in check_reads(traces, [k.kind for k in EVENT_KINDS]).items():
+    for name, kinds in check_reads(traces, NEUTRAL_KINDS).items():
         lines.append(f"| `{name}` | {', '.join(f'`{k}`' for k in kinds)} | {docs[name]} |")
     return "\n".join(lines)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from elastic_sim.checks.facts import Cluster
 from elastic_sim.checks.verdict import CheckResult, Violation
-from elastic_sim.history import History, Key, Stretch, history
+from elastic_sim.history import Entries, History, Key, neutral
 from elastic_sim.trace import TraceEvent
 
 
@@ -19,7 +19,7 @@ def _host_of(proc: str) -> str:
 
 def members_alive_at_completion(events: Sequence[TraceEvent]) -> CheckResult:
     """Every member of a completed round has a live, responsive process on its host when
-    the round completes: at its ``rdzv_complete`` (the instant the membership was decided)
+    the round completes: at its ``epoch_decided`` (the instant the membership was decided)
     where the protocol records one, else at its first ``rdzv_done`` (which may come later:
     a member that dies in between was alive at completion). A round never admits a host
     that is already gone, nor one frozen by a hang (as good as dead to its peers).
@@ -37,7 +37,7 @@ def members_alive_at_completion(events: Sequence[TraceEvent]) -> CheckResult:
     last_exit: dict[str, TraceEvent] = {}
     cluster = Cluster()
     seen_rounds: set[object] = set()
-    for ev in history(events).plain:  # it reads no summarised kind
+    for ev in neutral(events).plain:  # it reads no summarised kind
         cluster.see(ev)
         if ev.kind == "proc_start":
             live[ev.host] = live.get(ev.host, 0) + 1
@@ -48,7 +48,7 @@ def members_alive_at_completion(events: Sequence[TraceEvent]) -> CheckResult:
             if running.get(ev.proc, 0) > 0:
                 running[ev.proc] -= 1
                 live[ev.host] -= 1
-        elif ev.kind in ("rdzv_complete", "rdzv_done"):
+        elif ev.kind in ("epoch_decided", "rdzv_done"):
             rnd = ev.get("round")
             if rnd in seen_rounds:
                 continue
@@ -76,7 +76,7 @@ def master_agreement(events: Sequence[TraceEvent]) -> CheckResult:
     res = CheckResult("master_agreement", "every worker of one world is told the same master",
                       unit="rounds")
     first: dict[object, TraceEvent] = {}
-    for ev in history(events).of("rdzv_done"):
+    for ev in neutral(events).of("rdzv_done"):
         if ev.kind != "rdzv_done" or ev.get("master") is None:
             continue
         rnd = ev.get("round")
@@ -96,8 +96,9 @@ def epoch_isolation(events: Sequence[TraceEvent]) -> CheckResult:
     res = CheckResult("epoch_isolation",
                       "no process of an older round in a newer round's collective",
                       unit="collectives")
-    hist = history(events)
-    if hist.stretches and _isolated_in_one_round(hist, res):
+    hist = neutral(events)
+    runs = hist.entries(whole=True)
+    if runs and _isolated_in_one_round(hist, runs, res):
         return res
     current: dict[str, TraceEvent] = {}
     """Per process: its latest rdzv_done (processes that record none are not judged)."""
@@ -125,26 +126,22 @@ def epoch_isolation(events: Sequence[TraceEvent]) -> CheckResult:
     return res
 
 
-def _isolated_in_one_round(hist: History, res: CheckResult) -> bool:
-    """:func:`epoch_isolation` read by stretch rather than by step: when every entry of
-    each group (a recorded ``coll_enter``, or a stretch's entries, made by one process in
-    one round) came from the same round, none is isolated from another and the count is
-    that of the distinct collectives entered. Counted into ``res``; False (``res``
-    untouched) when that is not so, to read the entries one by one."""
-    items: list[tuple[Key, TraceEvent | Stretch]] = [
-        (k, ev) for k, ev in zip(hist.keys, hist.plain, strict=True)
-        if ev.kind in ("rdzv_done", "coll_enter")]
-    items += [(st.first_key(), st) for st in hist.stretches if len(st)]
+def _isolated_in_one_round(hist: History, runs: list[Entries], res: CheckResult) -> bool:
+    """:func:`epoch_isolation` read by runs rather than by step (``runs``: the entries of
+    training summaries, each made by one process in one round): when every entry of each
+    group (a recorded ``coll_enter``, or a run's) came from the same round, none is
+    isolated from another and the count is that of the distinct collectives entered.
+    Counted into ``res``; False (``res`` untouched) when that is not so, to read the
+    entries one by one."""
+    items: list[tuple[Key, TraceEvent | Entries]] = [
+        *hist.keyed("rdzv_done", "coll_enter"), *((run.key, run) for run in runs)]
     items.sort(key=lambda p: p[0])
     current: dict[str, TraceEvent] = {}
     rounds: dict[object, object] = {}
     seqs: dict[object, list[tuple[int, int]]] = {}
     for _, item in items:
-        if isinstance(item, Stretch):
-            if hist.interrupted(item):
-                return False
-            proc, group = item.proc, item.group
-            lo, hi = item.seq, item.seq + item.steps + item.open
+        if isinstance(item, Entries):
+            proc, group, lo, hi = item.proc, item.group, item.seq, item.end
         elif item.kind == "rdzv_done":
             current[item.proc] = item
             continue

@@ -8,16 +8,21 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from elastic_sim.trace import TraceEvent
+from elastic_sim.vocabulary import recorded
 
 Status = Literal["pass", "fail", "n/a"]
 
 
 @dataclass
 class Violation:
-    """One breach of a property, with its witnesses."""
+    """One breach of a property, with its witnesses: recorded events (a check reads the
+    neutral events of :mod:`elastic_sim.vocabulary`; each shows as the event recorded)."""
 
     message: str
     witness: list[TraceEvent]
+
+    def __post_init__(self) -> None:
+        self.witness = [recorded(ev) for ev in self.witness]
 
 
 @dataclass
@@ -34,6 +39,9 @@ class CheckResult:
     not_judged: str = ""
     """Why the run's events cannot judge this check ("" when they can): such a check
     neither passes nor fails, it says so."""
+    seconds: float = field(default=0.0, compare=False)
+    """Wall-clock seconds the check took to judge the run (for a CI's test times; not
+    part of the verdict, nor of summary.json)."""
 
     @property
     def ok(self) -> bool:

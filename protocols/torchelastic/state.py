@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from datetime import timedelta
 from itertools import pairwise
 from typing import Any
 
@@ -23,8 +24,18 @@ US = 1_000_000
 
 
 def to_us(seconds: float) -> int:
-    """Seconds to whole microseconds (round half to even, as ``timedelta`` does)."""
+    """A clock reading in seconds to whole microseconds (the nearest)."""
     return round(seconds * US)
+
+
+_ONE_US = timedelta(microseconds=1)
+
+
+def setting_us(seconds: float) -> int:
+    """A setting in seconds as the whole microseconds torch holds it: upstream builds a
+    ``timedelta(seconds=...)``, which rounds the float's exact decimal value half to even
+    (2.5000005 s is 2,500,001 us there, where ``round(2.5000005 * 1e6)`` gives 2,500,000)."""
+    return timedelta(seconds=seconds) // _ONE_US
 
 
 @dataclass(frozen=True)
@@ -56,12 +67,12 @@ class RendezvousSettings:
     @property
     def keep_alive_interval_us(self) -> int:
         """The heartbeat period in microseconds."""
-        return to_us(self.keep_alive_interval)
+        return setting_us(self.keep_alive_interval)
 
     @property
     def last_call_us(self) -> int:
         """The last-call wait in microseconds."""
-        return to_us(self.last_call_timeout)
+        return setting_us(self.last_call_timeout)
 
 
 @dataclass

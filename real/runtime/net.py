@@ -19,6 +19,8 @@ from typing import Any
 
 from elastic_sim.protocols.api import JSON, Message, OperationTimeout
 
+PUBLISH_POLL = 0.02
+"""Seconds between looks for a starting process's published address."""
 MAX_FRAME = 64 << 20
 """Largest frame accepted (bytes); a bigger length prefix closes the connection."""
 
@@ -176,7 +178,19 @@ class Outbox:
             queue.task_done()
 
     async def _connect(self, dst: str) -> asyncio.StreamWriter | None:
+        # A process that has not published its address yet may be starting (every host's
+        # first process opens its server just after the run's GO, some later than others
+        # on a loaded machine): wait for it up to the connect timeout, as the sim delivers
+        # a message to a process that is up when it arrives. One that published and
+        # refuses is gone: no wait. (A host that starts late, within the timeout of a
+        # message sent to it before it started, gets it here where the sim drops it; no
+        # shipped protocol messages a host before it has joined.)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._connect_timeout
         addr = self._resolve(dst)
+        while addr is None and loop.time() < deadline:
+            await asyncio.sleep(PUBLISH_POLL)
+            addr = self._resolve(dst)
         if addr is None:
             return None
         try:

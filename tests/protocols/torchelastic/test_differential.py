@@ -67,10 +67,12 @@ def rdzv_settings(draw: st.DrawFn) -> RendezvousSettings:
         min_nodes=lo,
         max_nodes=lo + draw(st.integers(0, 3)),
         join_timeout=draw(st.sampled_from([600.0, 30.0, 5.0, 2.5])),
-        last_call_timeout=draw(st.sampled_from([30.0, 1.0, 0.25, 3.0])),
+        # With settings whose microseconds round differently by the float's exact decimal
+        # value (torch's timedelta) than by its product with 1e6 (2.5000005 s: 2,500,001 us).
+        last_call_timeout=draw(st.sampled_from([30.0, 1.0, 0.25, 3.0, 1.0000015, 0.2500005])),
         close_timeout=draw(st.sampled_from([30.0, 2.0])),
         heartbeat_timeout=draw(st.sampled_from([5.0, 1.0])),
-        keep_alive_interval=draw(st.sampled_from([5.0, 1.0, 0.5, 2.0])),
+        keep_alive_interval=draw(st.sampled_from([5.0, 1.0, 0.5, 2.0, 2.5000005, 1.0000015])),
         keep_alive_max_attempt=draw(st.integers(1, 4)),
     )
 

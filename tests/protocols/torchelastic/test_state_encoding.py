@@ -17,6 +17,7 @@ from elastic_sim.protocols.torchelastic.state import (
     RendezvousSettings,
     RendezvousState,
     expired_nodes,
+    setting_us,
     sweep,
 )
 
@@ -115,3 +116,12 @@ def test_a_state_copied_edited_and_reencoded_still_writes_the_canonical_json(
         assert RendezvousState.decode(bytes(bytearray(data))) == state  # parsed
         assert RendezvousState.decode(data).participants.members() == tuple(
             sorted(state.participants))
+
+
+@pytest.mark.parametrize(("seconds", "us"), [(2.5000005, 2_500_001), (1.0000015, 1_000_001),
+                                             (5.0000025, 5_000_002), (0.1, 100_000)])
+def test_a_setting_s_microseconds_are_torch_s_timedelta_s(seconds: float, us: int) -> None:
+    from datetime import timedelta
+
+    assert setting_us(seconds) == us == timedelta(seconds=seconds) // timedelta(microseconds=1)
+    assert RendezvousSettings(keep_alive_interval=seconds).keep_alive_interval_us == us
