@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
 from elastic_sim.errors import ScenarioError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from elastic_sim.real.cluster.launchers import LaunchOptions
     from elastic_sim.spec import RunSpec
 
@@ -28,6 +28,8 @@ def _err(line: str) -> None:
 
 
 def _cmd_run(args: argparse.Namespace, console: Console) -> int:
+    import time
+
     from elastic_sim.console import print_report
     from elastic_sim.guards import RunGuard
     from elastic_sim.outdir import check_place, safe_component, staged
@@ -54,7 +56,8 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
             spec, stage, write_report=not args.no_report,
             progress=lambda msg: status.update(msg),
             guard=RunGuard(args.wall_limit, None if args.memory_limit is None
-                           else args.memory_limit << 20),
+                           else args.memory_limit << 20,
+                           since=time.monotonic() - getattr(args, "began", time.monotonic())),
         )
     report.out_dir = out
     report.report_files = [out / p.name for p in report.report_files]

@@ -59,7 +59,7 @@ def run_suite(report: RunReport) -> Suite:
     known = set(report.scenario.expect.known_violations())
     suite = Suite(label, report.wall_s, out=where(report.out_dir, report.report_files))
     for c in report.checks:
-        case = Case(f"check {c.name}", cls)
+        case = Case(f"check {c.name}", cls, time_s=c.seconds)
         if c.status == "n/a":
             case.skipped = c.examined
         elif c.violations and c.name in known:

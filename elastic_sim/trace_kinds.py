@@ -30,7 +30,7 @@ def _k(kind: str, source: str, meaning: str, *fields: tuple[str, str]) -> EventK
 
 
 RUNNER, RUNTIME, INJECTOR = "runner", "runtime", "fault injector"
-API, TE, HVD, STATIC = ("protocols/api", "torchelastic", "horovod", "static")
+API, TE, HVD, STATIC, FT = ("protocols/api", "torchelastic", "horovod", "static", "torchft")
 EVENT_KINDS: tuple[EventKind, ...] = (
     _k("run_start", RUNNER, "the run begins", ("scenario", "scenario name"), ("seed", "sim seed"),
        ("mode", "sim or real"), ("protocol", "protocol name"),
@@ -44,7 +44,8 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("reason", "livelock | wall_limit | memory_limit"), ("message", "what ran out"),
        ("spinning?", "{task: callbacks at the stuck instant} (livelock)")),
     _k("proc_start", RUNTIME, "a process starts (<host>/main is the host's first)",
-       ("entry", "module:function it runs")),
+       ("entry", "module:function it runs"), ("pid?", "OS pid (a torchrun worker's)"),
+       ("restart_count?", "TORCHELASTIC_RESTART_COUNT it was told (a torchrun worker's)")),
     _k("proc_exit", RUNTIME, "a process ends", ("code", "exit code (negative: signal)"),
        ("reason", "returned, killed by a signal, host crashed, or the exception"),
        ("pid?", "OS pid (real mode)")),
@@ -62,13 +63,22 @@ EVENT_KINDS: tuple[EventKind, ...] = (
     _k("group_ready", API, "the process group is up", ("group", "name"), ("rank", "rank"),
        ("size", "size")),
     _k("coll_enter", API, "a member enters a collective", ("group", "name"),
-       ("seq", "sequence number"), ("op", "operation"), ("nbytes", "payload bytes")),
+       ("seq", "sequence number"), ("op", "operation"), ("nbytes", "payload bytes"),
+       ("name?", "the collective's own name, where the protocol gives one (what a "
+        "negotiated group matches: Horovod's tensor names)")),
     _k("coll_done", API, "the collective completed for this member", ("group", "name"),
        ("seq", "sequence number"), ("op", "operation")),
     _k("coll_fail", API, "the collective failed or timed out for this member",
        ("group", "name"), ("seq", "sequence number"), ("op", "operation"), ("error", "error"),
        ("peer?", "the group rank whose death failed the call, where the runtime knows it "
         "(the sim)")),
+    _k("coll_stall", "runtime (sim)", "rank 0's stall inspector of a negotiated group "
+       "(Horovod's controller) sees collectives some members submitted and others did not for "
+       "longer than its check time", ("group", "name"),
+       ("submitted", "{collective name: [ranks that submitted it]}"),
+       ("missing", "{rank: [names it has not submitted]}"),
+       ("waited_s", "the longest wait so far"),
+       ("shutdown", "whether it shuts the group down (every member's calls fail)")),
     _k("group_failed", API, "joining a process group failed", ("group", "name"),
        ("rank", "rank"), ("size", "size"), ("error", "error"),
        ("peer?", "the group rank whose death failed it, where known")),
@@ -86,9 +96,11 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("round", "round id"), ("reason", "why")),
     _k("sync", "all protocols", "a member adopted the root's state", ("round", "round id"),
        ("rank", "its rank"), ("root", "root host"), ("step", "step after the sync"),
-       ("digest", "state digest after the sync")),
+       ("digest", "state digest after the sync (\"\": a script gave no state)")),
     _k("step", "all protocols", "a training step done", ("round", "round id"),
-       ("step", "step number")),
+       ("step", "step number"), ("digest?", "state digest after it (torchft)"),
+       ("data?", "batches its data shard has given (torchft's data position)"),
+       ("shard?", "the rank's shard of the model: its group rank (torchft)")),
     _k("train_steps", "sim (fast fidelity)", "one member's lockstep stretch of training "
        "steps, read everywhere as its coll_enter / coll_done / step events "
        "(trace.expand_stretches)", ("group", "name"), ("seq", "first step's sequence number"),
@@ -99,9 +111,9 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("fields", "the step events' other fields (round); null: this member traces no "
                   "step events (a Horovod worker other than the lead)")),
     _k("commit", "all protocols", "progress committed (checkpoint or State.commit)",
-       ("step", "step"), ("digest", "state digest")),
+       ("step", "step"), ("digest", "state digest (\"\": a script gave no state)")),
     _k("restore", "all protocols", "state rolled back to the last commit", ("step", "step"),
-       ("digest", "state digest"), ("reason", "why")),
+       ("digest", "state digest (\"\": a script gave no state)"), ("reason", "why")),
     _k("job_done", "all protocols", "this host saw the job complete", ("step", "final step"),
        ("digest", "final digest")),
     _k("job_failed", "all protocols", "this host ends the job with an error",
@@ -135,6 +147,43 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("argv", "{host: torchrun's arguments}"),
        ("unmapped", "{knob: upstream's value} for knobs torchrun has no flag for"),
        ("network", "where the run's sockets live")),
+    _k("lh_start", FT, "the Lighthouse starts", ("min_replicas", "min_replicas"),
+       ("join_timeout", "seconds"), ("heartbeat_timeout", "seconds")),
+    _k("lh_quorum", FT, "the Lighthouse issued a quorum", ("quorum_id", "its id"),
+       ("rule", "fast (the previous members are all back) | valid (min_replicas, a "
+        "majority of the heartbeating replicas, and the join timeout or everyone asked)"),
+       ("bump", "why the id is new: membership | commit_failures | null (the same id)"),
+       ("members", "[host...] in replica-rank order"), ("replica_ids", "[replica id...]"),
+       ("steps", "[step...] each member asked at"),
+       ("commit_failures", "[count...] each member's should_commit failures in a row"),
+       ("participants", "[replica id...] healthy participants it saw"),
+       ("heartbeating", "[replica id...] healthy replicas it saw")),
+    _k("mgr_quorum_failed", FT, "a Manager server's Lighthouse request failed",
+       ("replica_id", "replica id"), ("attempt", "0 for the first try")),
+    _k("ft_replica_start", FT, "a replica group's launcher starts its ranks",
+       ("attempt", "0, then one per restart"), ("ranks", "ranks started")),
+    _k("ft_replica_failed", FT, "a rank of the replica group failed; the launcher stops the "
+       "others", ("attempt", "attempt that failed"), ("exit_codes", "[code...] by group rank "
+       "(-1: still running)")),
+    _k("ft_quorum", FT, "a rank's view of a quorum (compute_quorum_results)",
+       ("quorum_id", "id"), ("replica_id", "its replica id"), ("group_rank", "its rank in "
+       "the replica group"), ("replica_rank", "the replica's rank in the quorum"),
+       ("replica_world_size", "replicas in the quorum"), ("step", "its step"),
+       ("max_step", "the quorum's max step"), ("heal", "it heals"),
+       ("src", "host it heals from, or null"), ("dst", "[replica rank...] it sends to"),
+       ("store", "store of its process group"), ("commit_failures", "max over members")),
+    _k("ft_heal", FT, "a rank fetched the state it heals to", ("quorum_id", "id"),
+       ("replica_id", "its replica id"), ("group_rank", "its group rank"), ("src", "source host"),
+       ("src_replica_rank", "source's replica rank"), ("step", "healed step"),
+       ("digest", "healed state's digest")),
+    _k("ft_error", FT, "a rank's error: reported (the step is voted down) or raised (the "
+       "process ends)", ("where", "configure | heal | allreduce | start | loop | internal (a bug "
+       "of the model in a request handler)"),
+       ("error", "the error")),
+    _k("ft_should_commit", FT, "a rank's should_commit", ("quorum_id", "id"),
+       ("replica_id", "replica id"), ("group_rank", "group rank"), ("vote", "its vote"),
+       ("decision", "the replica group's decision"), ("step", "its step after it"),
+       ("participants", "replicas at the max step"), ("position", "its data position")),
     _k("hvd_discovery", HVD, "discovery found a change", ("poll", "poll number"),
        ("update", "added | removed | mixed"), ("hosts", "[host:slots...] now offered")),
     _k("hvd_discovery_error", HVD, "the discovery script failed", ("poll", "poll number"),
@@ -147,6 +196,9 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("update", "kind of update")),
     _k("hvd_interrupt", HVD, "a worker leaves training for a reset",
        ("skip_sync", "HostsUpdatedInterrupt's skip_sync")),
+    _k("hvd_ready", HVD, "a worker asks the driver for its new rank (GET rank_and_size: READY "
+       "in the reset barrier)", ("round", "the rendezvous id it leaves"),
+       ("rank", "its rank there")),
     _k("hvd_trip", HVD, "the registry barrier tripped", ("rendezvous", "rendezvous id"),
        ("decision", "success | all_failed | all_blacklisted | reset_limit | reset"),
        ("blacklist", "[host...] blacklisted now"), ("states", "{slot: worker state}")),
@@ -160,6 +212,8 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("owner", "holder"), ("held_s", "seconds")),
     _k("hvd_stop", HVD, "the driver stops the job", ("error", "error or null")),
     _k("hvd_abort", HVD, "a worker aborts (exit 134)", ("error", "error")),
+    _k("hvd_reinit_failed", HVD, "a worker's re-initialisation failed and it resets again "
+       "(knob reinit_error: reset; upstream aborts)", ("error", "error")),
     _k("hvd_exit", HVD, "a worker exits with an error", ("error", "error"),
        ("code", "exit code")),
     _k("hvd_exit_ignored", HVD, "the driver ignores a worker's exit", ("slot", "host:local"),
@@ -176,6 +230,13 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("error", "error")),
     _k("hvd_ssh_failed", HVD, "the driver's connection to a task service failed",
        ("to", "host"), ("error", "error")),
+    _k("reset_callback", HVD, "a user reset callback ran (after the reset, before the next "
+       "sync) and read the state", ("round", "rendezvous id"), ("rank", "its new rank"),
+       ("size", "the new world size"), ("epoch", "the epoch it read"),
+       ("step", "the model's step it read"), ("digest", "the model's digest it read")),
+    _k("hvd_launcher_gone", HVD, "the driver's host came back after a crash: horovodrun died "
+       "with it and is not started again", ("incarnation", "the host's first process's "
+                                            "incarnation (1, 2, ...)")),
 )
 """Every event kind, in the order a run usually records them."""
 
@@ -213,11 +274,16 @@ TRANSLATED_KINDS: tuple[EventKind, ...] = (
        ("left", "restarts left")),
     _k("restart_count", NEUTRAL, "the restart count a host's agent told its workers of an "
        "epoch", ("round", "epoch id"), ("count", "restarts before it")),
-    _k("barrier_enter", NEUTRAL, "a party enters the barrier that ends an epoch's job: no "
-       "party leaves it before every party of the epoch arrived",
+    _k("barrier_enter", NEUTRAL, "a party enters a barrier of an epoch (the one that ends "
+       "its job, a coordinator's reset barrier): no party leaves it before every party of "
+       "the epoch arrived",
        ("round", "epoch id"), ("party", "who entered (its host)"),
        ("parties", "how many distinct parties it waits for (null: unknown)")),
-    _k("barrier_trip", NEUTRAL, "the barrier let this party go", ("round", "epoch id")),
+    _k("barrier_trip", NEUTRAL, "the barrier let this party go (or, where a coordinator "
+       "keeps it, tripped)", ("round", "epoch id"),
+       ("entered?", "[party...]: the distinct parties it counted when it tripped, where its "
+        "keeper records them (else each party's barrier_enter shows it); it waits for the "
+        "epoch's world")),
     _k("barrier_fail", NEUTRAL, "the barrier failed for this party", ("error", "error")),
     _k("rendezvous_closed", NEUTRAL, "a host closed the rendezvous for every host"),
     _k("rendezvous_close_failed", NEUTRAL, "closing the rendezvous failed",
@@ -230,6 +296,11 @@ TRANSLATED_KINDS: tuple[EventKind, ...] = (
        "injected through the protocol's own hooks"),
     _k("worker_error", NEUTRAL, "a worker exits with an error", ("error", "error")),
     _k("abort", NEUTRAL, "a worker aborts", ("error", "error")),
+    _k("reset_hook", NEUTRAL, "a user callback the protocol runs when the world changed "
+       "(after the reset, before the next state sync) read the state",
+       ("round", "epoch id"), ("rank", "its new rank"), ("size", "the new world size"),
+       ("epoch", "the training epoch it read"), ("step", "the model's step it read"),
+       ("digest", "the model's digest it read")),
 )
 """What the protocols' own events are read as: each protocol maps its kinds onto these in
 its vocabulary module (``elastic_sim.protocols.<name>.vocabulary``)."""

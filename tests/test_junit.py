@@ -109,3 +109,12 @@ def test_a_sweep_s_n_a_checks_are_skipped_with_why_and_each_suite_names_its_run(
         assert {name: el.get("message") for name, el in skipped.items()} == na
         assert suite.get("skipped") == str(len(na)) and suite.get("failures") == "0"
         assert suite.findtext("system-out") == f"run: {out / f'scale_down-sim-s{seed}'}"
+
+
+def test_a_check_s_case_takes_the_time_the_check_took(tmp_path: Path) -> None:
+    junit = tmp_path / "j.xml"
+    assert main(["run", "scale_down", "--out", str(tmp_path / "o"), "--quiet", "--no-report",
+                 "--junit", str(junit)]) == 0
+    times = {tc.get("name"): float(tc.get("time", "")) for tc in _valid(junit).iter("testcase")}
+    checks = [t for name, t in times.items() if name and name.startswith("check ")]
+    assert len(checks) == len(CHECKS) and all(t >= 0 for t in checks) and sum(checks) > 0

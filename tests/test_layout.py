@@ -92,3 +92,11 @@ def test_the_architecture_guide_names_files_that_exist() -> None:
                      if not (ROOT / n).exists() and not (ROOT / "elastic_sim" / n).exists()
                      and not n.startswith("protocols/<"))
     assert missing == []
+
+
+@pytest.mark.slow
+def test_the_readme_s_fast_lane_count_is_what_pytest_collects() -> None:
+    # scripts/fast_lane_figures.py writes the README's figures; --check holds the count.
+    proc = subprocess.run([sys.executable, "scripts/fast_lane_figures.py", "--check"],
+                          cwd=ROOT, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -3,6 +3,7 @@ with the few events that witness it (Jepsen's checker discipline)."""
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
 
@@ -217,10 +218,19 @@ from elastic_sim.checks.liveness import (  # noqa: E402
     progress_after_faults,
     terminates,
 )
+from elastic_sim.checks.reset_callbacks import reset_callback_state  # noqa: E402
 from elastic_sim.checks.rounds import (  # noqa: E402
     epoch_isolation,
     master_agreement,
     members_alive_at_completion,
+)
+from elastic_sim.checks.torchft_quorum import ft_quorum_ids, ft_quorum_validity  # noqa: E402
+from elastic_sim.checks.torchft_steps import (  # noqa: E402
+    ft_data_position_agreement,
+    ft_liveness,
+    ft_single_heal_source,
+    ft_state_agreement,
+    ft_unanimous_commit,
 )
 
 CHECKS: tuple[Check, ...] = (
@@ -229,6 +239,7 @@ CHECKS: tuple[Check, ...] = (
     collective_sequence,
     state_agreement,
     committed_progress,
+    reset_callback_state,
     members_alive_at_completion,
     master_agreement,
     epoch_isolation,
@@ -243,6 +254,13 @@ CHECKS: tuple[Check, ...] = (
     progress_after_faults,
     no_restart_loop,
     eventual_incorporation,
+    ft_quorum_ids,
+    ft_quorum_validity,
+    ft_state_agreement,
+    ft_data_position_agreement,
+    ft_unanimous_commit,
+    ft_single_heal_source,
+    ft_liveness,
     time_advances,
     within_run_guards,
 )
@@ -263,7 +281,9 @@ def run_checks(events: Sequence[TraceEvent], only: Collection[str] | None = None
     for check in CHECKS:
         if only is not None and check.__name__ not in only:
             continue
+        started = time.perf_counter()
         res = check(hist)
+        res.seconds = time.perf_counter() - started
         res.violations = res.violations[:MAX_VIOLATIONS]
         out.append(res)
     return out

@@ -39,6 +39,9 @@ class CheckResult:
     not_judged: str = ""
     """Why the run's events cannot judge this check ("" when they can): such a check
     neither passes nor fails, it says so."""
+    seconds: float = field(default=0.0, compare=False)
+    """Wall-clock seconds the check took to judge the run (for a CI's test times; not
+    part of the verdict, nor of summary.json)."""
 
     @property
     def ok(self) -> bool:

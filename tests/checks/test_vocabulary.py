@@ -6,7 +6,7 @@ protocol ``run_start`` names; a witness is still the recorded event."""
 from __future__ import annotations
 
 import re
-from dataclasses import fields
+from dataclasses import fields, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -143,6 +143,8 @@ MAPPED: list[tuple[str, TraceEvent, str, dict[str, Any]]] = [
     ("horovod", ev("hvd_exit", error="RuntimeError: boom", code=1), "worker_error",
      {"error": "RuntimeError: boom"}),
     ("horovod", ev("hvd_abort", error="RemovedFromJob"), "abort", {"error": "RemovedFromJob"}),
+    ("torchft", ev("ft_replica_start", "g1", attempt=2, ranks=1),
+     "restart", {"failure": True, "spent": True, "left": None}),
 ]
 """(protocol, a recorded event, the neutral kind and fields it is read as)."""
 
@@ -173,7 +175,8 @@ def test_an_event_that_means_nothing_to_the_checks_stays_as_recorded() -> None:
     kept = [ev("rdzv_shutdown", closed=False), ev("hvd_notify", to="h1", timestamp=1.0,
                                                   update="added"),
             ev("rdzv_rejected", round=1), ev("rdzv_done", round=1, members=["h1"], rank=0,
-                                              world_size=1), ev("my_own_kind", x=1)]
+                                              world_size=1), ev("my_own_kind", x=1),
+            ev("ft_replica_start", "g1", attempt=0, ranks=1)]  # a first start: no restart
     hist = History([start("torchelastic"), *kept])
     assert hist.neutral is hist  # nothing to read otherwise: the history is its own view
     assert all(a is b for a, b in zip(History([start(None), *kept]).neutral.raw[1:], kept,
@@ -230,15 +233,28 @@ STATIC = {"min_hosts": 2, "max_hosts": 3, "last_call": 1.0, "group_timeout": 30.
 
 
 def test_each_protocol_reads_its_own_knobs_as_limits() -> None:
+    def numbers(limits: Limits | None) -> Limits:
+        assert limits is not None
+        return replace(limits, progress_by="", rejoin_by="")
+
     settle = 2 * (0.1 + 1.0 + 5.0 * 3) + 30.0 + 60.0
-    assert limits_of(TE, "torchelastic") == Limits(2, 4, 3, True, settle,
-                                                   600.0 + settle + 30.0)
+    # progress: each phase of a recovery once (the longer of the group and store read
+    # timeouts, the stop, the join timeout or a round's periods); a death is seen when its
+    # heartbeat expires (5 s x 3), plus the last call and the polls
+    assert numbers(limits_of(TE, "torchelastic")) == Limits(
+        2, 4, 3, True, settle, 60.0 + 30.0 + 600.0, 600.0, "",
+        5.0 * 3 + 1.0 + 2 * (0.1 + 1.0 + 1.0) + 0.3)
     settle = 2 * 1.0 + 3.0 + 0.2 + 30.0 + 5.0
-    assert limits_of(HVD, "horovod") == Limits(2, 4, 2, False, settle, 600.0 + settle)
-    assert limits_of({**HVD, "reset_limit": None, "max_np": None}, "horovod") == Limits(
-        2, None, None, False, settle, 600.0 + settle)
+    assert numbers(limits_of(HVD, "horovod")) == Limits(2, 4, 2, False, settle,
+                                                        600.0 + settle, 600.0)
+    assert numbers(limits_of({**HVD, "reset_limit": None, "max_np": None}, "horovod")) == \
+        Limits(2, None, None, False, settle, 600.0 + settle, 600.0)
     settle = 2 * 1.0 + 30.0 + 60.0
-    assert limits_of(STATIC, "static") == Limits(2, 3, None, False, settle, 600.0 + settle)
+    assert numbers(limits_of(STATIC, "static")) == Limits(2, 3, None, False, settle,
+                                                          600.0 + settle, 600.0)
+    te = limits_of(TE, "torchelastic")
+    assert te is not None and "pg_timeout 60 s" in te.progress_by
+    assert "keep_alive_max_attempt 15 s" in te.rejoin_by
     for knobs, name in ((TE, "torchelastic"), (HVD, "horovod"), (STATIC, "static")):
         assert limits_of(knobs) == limits_of(knobs, name)  # a nameless trace: told by its knobs
         assert protocol_of([start(None, **knobs)]) == name
