@@ -95,7 +95,7 @@ class Planner:
             if snap.triggers:
                 space = dataclasses.replace(space, triggers=(*space.triggers, *snap.triggers))
             case = s.fresh(i, space)
-        return room(case, s.sc.time_limit, s.progress_s)
+        return room(case, s.sc.run_time_limit(), s.progress_s)
 
     def observe(self, out: Outcome) -> set[str]:
         """Learn from the next outcome in index order; what it reached first."""

@@ -64,7 +64,7 @@ class Search:
 
     def case(self, i: int) -> Case:
         """Case ``i`` drawn fresh, with the room its faults need."""
-        return room(self.fresh(i), self.sc.time_limit, self.progress_s)
+        return room(self.fresh(i), self.sc.run_time_limit(), self.progress_s)
 
 
 def make_case(seed: int, index: int, space: FaultSpace, ties: bool = False,
