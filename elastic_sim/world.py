@@ -88,13 +88,43 @@ class CollectiveModel:
     """A dead peer is usually noticed within uniform(0, this) seconds..."""
     detect_slow_prob: float = 1 / 22
     """...but with this probability only at the group's timeout."""
+    default_timeout: float = 1800.0
+    """The group timeout (s) where the program sets none: Gloo's 30 min. torch 2.13:
+    ``kProcessGroupDefaultTimeout`` (30 * 60 * 1000 ms) in
+    ``torch/include/torch/csrc/distributed/c10d/ProcessGroup.hpp``, exposed as
+    ``torch.distributed.constants.default_pg_timeout``, which
+    ``distributed_c10d._get_default_timeout`` gives every backend but NCCL."""
 
 
-NCCL = CollectiveModel(alpha=0.00002, detect_fast_max=0.0, detect_slow_prob=1.0)
+# torch 2.13's NCCL defaults, each read in the installed wheel's source:
+# - the 10-minute default timeout: kProcessGroupNCCLDefaultTimeout (10 * 60 * 1000 ms) in
+#   torch/include/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp, exposed as
+#   torch.distributed.constants.default_pg_nccl_timeout and chosen for Backend.NCCL by
+#   _get_default_timeout in torch/distributed/distributed_c10d.py;
+# - teardown on error: torchrun's agent gives every worker TORCH_NCCL_ASYNC_ERROR_HANDLING=1
+#   unless set (torch/distributed/elastic/agent/server/local_elastic_agent.py), and mode 1
+#   is TearDown ("tear down process upon error", ErrorHandlingMode in ProcessGroupNCCL.hpp);
+# - the heartbeat monitor (TORCH_NCCL_ENABLE_MONITORING, TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC in
+#   ProcessGroupNCCL.hpp) aborts a process whose watchdog thread stopped beating, i.e. is
+#   stuck inside a CUDA/NCCL call; its default (480 s) is set in ProcessGroupNCCL.cpp, which
+#   the wheel does not ship (read in upstream's source, not pinned to 2.13). A collective
+#   waiting on a dead peer does not stop the watchdog's beat, and no fault here wedges the
+#   watchdog thread, so the monitor is not modelled.
+NCCL = CollectiveModel(alpha=0.00002, detect_fast_max=0.0, detect_slow_prob=1.0,
+                       default_timeout=600.0)
 """NCCL's profile, ESTIMATED (no GPU measurement on these machines yet): a dead or
 powered-off peer is not seen by a pending collective, which waits for the group's timeout
-(the watchdog then aborts it, ``TORCH_NCCL_ASYNC_ERROR_HANDLING``); the software cost of a
-step is below Gloo's. Replace with measurements from a GPU machine."""
+(by default NCCL's 10 min, not Gloo's 30: see the comment above; the watchdog then tears
+the process down, ``TORCH_NCCL_ASYNC_ERROR_HANDLING``); the software cost of a step is
+below Gloo's. Replace with measurements from a GPU machine."""
+
+GLOO = CollectiveModel()
+"""Gloo's profile (measured: shared/calibration.md)."""
+
+
+def collective_model(device: str) -> CollectiveModel:
+    """The profile of the groups a ``cluster.device`` gets: Gloo on the CPU, NCCL on GPUs."""
+    return NCCL if device == "cuda" else GLOO
 
 
 @dataclass(frozen=True)
