@@ -1,7 +1,9 @@
 """torchrun's workers leave the process group's timeout to torch unless ``pg_timeout`` is
 set, and torch 2.13 picks it by backend: NCCL's 10 min on ``cluster.device: cuda``, Gloo's
 30 min on ``cpu`` (:mod:`elastic_sim.world`). The value is settled once, where the world is
-built, and the trace's ``run_start`` records it, so the checks' bounds follow it."""
+built, and the trace's ``run_start`` records it, so the checks' bounds follow it. On NCCL,
+torchrun's TORCH_NCCL_ASYNC_ERROR_HANDLING=1 has the watchdog tear a worker down (SIGABRT)
+when its collective times out, where Gloo raises the timeout in the worker (exit 1)."""
 
 from __future__ import annotations
 
@@ -15,10 +17,11 @@ from elastic_sim.checks.facts import knobs_of, limits_of
 from elastic_sim.pipeline import simulate
 from elastic_sim.scenario import Scenario, build_world, load_scenario, parse_scenario
 from elastic_sim.trace import TraceEvent
-from elastic_sim.world import GLOO, NCCL, collective_model
+from elastic_sim.world import GLOO, NCCL, WATCHDOG_ABORT_CODE, collective_model
 
 ROOT = Path(__file__).resolve().parents[3]
 SHIPPED = ROOT / "scenarios" / "torchelastic" / "nccl_default_timeout.yaml"
+STATIC = ROOT / "scenarios" / "scale_down.yaml"
 OFF_AT = 5.0
 
 
@@ -35,10 +38,15 @@ def scenario(device: str, **knobs: Any) -> Scenario:
     }, f"<{device}>")
 
 
+def survivors_ended(events: list[TraceEvent]) -> list[tuple[float, int, str]]:
+    """When and how the survivors' first workers ended: (time, exit code, reason)."""
+    return [(e.t, int(e.get("code")), str(e.get("reason"))) for e in events
+            if e.kind == "proc_exit" and e.proc in ("h0/w0", "h1/w0") and e.get("code") != 0]
+
+
 def survivors_timed_out(events: list[TraceEvent]) -> list[float]:
     """When the survivors' workers ended on their collective's timeout."""
-    return [e.t for e in events if e.kind == "proc_exit" and e.proc in ("h0/w0", "h1/w0")
-            and "timed out" in str(e.get("reason"))]
+    return [t for t, _, why in survivors_ended(events) if "allreduce timed out" in why]
 
 
 def run(sc: Scenario) -> tuple[list[TraceEvent], dict[str, Any]]:
@@ -115,3 +123,55 @@ def test_the_shipped_scenario_recovers_within_nccls_default() -> None:
     (rec,) = metrics.recoveries
     assert 600.0 <= rec.phases()["detect"] < 602.0
     assert knobs_of(events)["pg_timeout"] == 600.0
+
+
+def test_nccls_watchdog_tears_a_torchrun_worker_down_at_the_timeout() -> None:
+    events, _ = run(scenario("cuda"))
+    ended = survivors_ended(events)
+    assert len(ended) == 2
+    for _, code, why in ended:
+        assert code == WATCHDOG_ABORT_CODE == -6  # SIGABRT, not the script's exit 1
+        assert "allreduce timed out" in why
+        assert "NCCL watchdog tore the process down" in why
+        assert "TORCH_NCCL_ASYNC_ERROR_HANDLING=1" in why
+    # the agents see the failed workers and re-form without h2
+    rounds = [e.get("members") for e in events if e.kind == "rdzv_complete"]
+    assert rounds[-1] == ["h0", "h1"]
+
+
+def test_gloo_raises_the_timeout_in_the_worker() -> None:
+    events, _ = run(scenario("cpu"))
+    ended = survivors_ended(events)
+    assert len(ended) == 2
+    assert all(code == 1 and why.startswith("CollectiveTimeout: ") for _, code, why in ended)
+
+
+def test_a_process_without_torchruns_variable_sees_the_nccl_error_raised(
+        tmp_path: Path) -> None:
+    """The static protocol's workers do not carry TORCH_NCCL_ASYNC_ERROR_HANDLING: on NCCL
+    they see the failure at the group's timeout and recover in the same process."""
+    path = tmp_path / "static_cuda.yaml"
+    path.write_text(STATIC.read_text().replace("cluster:", "cluster:\n  device: cuda", 1))
+    sc = load_scenario(path)
+    events, metrics, _ = simulate(sc, sc.seed)
+    assert not [e for e in events if e.kind == "proc_exit"
+                and e.get("code") == WATCHDOG_ABORT_CODE]
+    (rec,) = metrics.recoveries
+    assert rec.phases()["detect"] == pytest.approx(30.0, abs=0.01)  # its group_timeout
+
+
+@pytest.mark.parametrize(("mode", "code"), [("0", 1), ("1", -6), ("2", 1), ("3", -6)])
+def test_the_error_handling_mode_decides_the_teardown(
+        monkeypatch: pytest.MonkeyPatch, mode: str, code: int) -> None:
+    """torch's ErrorHandlingMode: 1 (TearDown) and 3 (SkipCleanUp) take the process down;
+    0 (NoHandling) and 2 (CleanUpOnly) leave the error to the caller (here: exit 1)."""
+    from elastic_sim.protocols.torchelastic import agent
+
+    upstream = agent.worker_env
+
+    def with_mode(*args: Any, **kwargs: Any) -> dict[str, str]:
+        return {**upstream(*args, **kwargs), "TORCH_NCCL_ASYNC_ERROR_HANDLING": mode}
+
+    monkeypatch.setattr(agent, "worker_env", with_mode)
+    ended = survivors_ended(run(scenario("cuda"))[0])
+    assert len(ended) == 2 and {c for _, c, _ in ended} == {code}, ended
