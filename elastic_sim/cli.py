@@ -26,7 +26,6 @@ from elastic_sim.cli_commands import (
     EXIT_FAIL,
     EXIT_INTERNAL,
     EXIT_OK,
-    STANDING,
     _cmd_explore,
     _cmd_report,
     _cmd_run,
@@ -36,10 +35,9 @@ from elastic_sim.cli_commands import (
 )
 from elastic_sim.errors import ScenarioError
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_FAIL", "EXIT_INTERNAL", "EXIT_OK", "STANDING", "_parser",
-           "main"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_FAIL", "EXIT_INTERNAL", "EXIT_OK", "_parser", "main"]
 """What this module offers: the entry point; the parser is :mod:`elastic_sim.cli_args`'s,
-the subcommand handlers, exit codes and ``STANDING`` :mod:`elastic_sim.cli_commands`'."""
+the subcommand handlers and exit codes :mod:`elastic_sim.cli_commands`'."""
 
 WIDE = 4096
 """Columns of output that is not a terminal: tables are laid out in that much width (and
