@@ -40,7 +40,7 @@ from elastic_sim.scenario_model import (
 )
 from elastic_sim.strict_numbers import coerced_number, path_text, written_as
 from elastic_sim.strict_yaml import load_yaml
-from elastic_sim.world import NCCL, CollectiveModel, World, host_name_problem
+from elastic_sim.world import World, collective_model, host_name_problem
 
 __all__ = [
     "PROCESS_START",
@@ -294,5 +294,5 @@ def build_world(sc: Scenario, seed: int, store_port: int | None = None) -> World
         time_limit=sc.run_time_limit(),
         fidelity=sc.fidelity,
         device=sc.cluster.device,
-        collectives=NCCL if sc.cluster.device == "cuda" else CollectiveModel(),
+        collectives=collective_model(sc.cluster.device),
     )

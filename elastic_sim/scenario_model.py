@@ -16,7 +16,14 @@ from elastic_sim.faults.model import Fault
 from elastic_sim.protocols.ranges import MAX_HOSTS, Finite, HostCount, Positive, Seconds, StateBytes
 from elastic_sim.protocols.static.settings import Workload
 from elastic_sim.registry import ProtocolInfo, find_protocol, validate_knobs
-from elastic_sim.world import HOST_NAME_PATTERN, PROCESS_EXIT, WAKE_LATENCY, HostSpec, LinkSpec
+from elastic_sim.world import (
+    HOST_NAME_PATTERN,
+    PROCESS_EXIT,
+    WAKE_LATENCY,
+    HostSpec,
+    LinkSpec,
+    collective_model,
+)
 
 NonNeg = Seconds
 PROCESS_START = 1.3
@@ -264,8 +271,14 @@ class Scenario(_Strict):
         return info
 
     def knobs(self) -> dict[str, Any]:
-        """The protocol's knobs with defaults filled in (already validated)."""
-        return validate_knobs(self.protocol_info(), self.protocol.knobs)
+        """The protocol's knobs with defaults filled in (already validated), a
+        ``pg_timeout`` left to the backend (None) settled to the default of the groups
+        ``cluster.device`` gets (Gloo's 30 min, NCCL's 10: :mod:`elastic_sim.world`), so
+        that the world, ``run_start`` and the checks' bounds all see the one value."""
+        knobs = validate_knobs(self.protocol_info(), self.protocol.knobs)
+        if "pg_timeout" in knobs and knobs["pg_timeout"] is None:
+            knobs["pg_timeout"] = collective_model(self.cluster.device).default_timeout
+        return knobs
 
     def links(self) -> tuple[LinkSpec, ...]:
         """Per-link overrides."""

@@ -88,13 +88,67 @@ class CollectiveModel:
     """A dead peer is usually noticed within uniform(0, this) seconds..."""
     detect_slow_prob: float = 1 / 22
     """...but with this probability only at the group's timeout."""
+    default_timeout: float = 1800.0
+    """The group timeout (s) where the program sets none: Gloo's 30 min. torch 2.13:
+    ``kProcessGroupDefaultTimeout`` (30 * 60 * 1000 ms) in
+    ``torch/include/torch/csrc/distributed/c10d/ProcessGroup.hpp``, exposed as
+    ``torch.distributed.constants.default_pg_timeout``, which
+    ``distributed_c10d._get_default_timeout`` gives every backend but NCCL."""
+    tears_down: bool = False
+    """Whether the backend's watchdog ends a process whose collective failed or timed out,
+    instead of the error reaching the caller, in a process whose environment asks for it
+    (:data:`ASYNC_ERROR_HANDLING`): NCCL's does, Gloo raises in the caller."""
 
 
-NCCL = CollectiveModel(alpha=0.00002, detect_fast_max=0.0, detect_slow_prob=1.0)
+ASYNC_ERROR_HANDLING = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
+"""The variable that tells torch's NCCL watchdog what to do on an error or a timeout
+(``ErrorHandlingMode`` in torch 2.13's
+``torch/include/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp``): 0 nothing, 1 abort the
+communicators and tear the process down, 2 only abort them, 3 tear down without aborting
+(``SHOULD_TEAR_DOWN``: 1 and 3). torchrun's agent sets 1 for every worker
+(``torch/distributed/elastic/agent/server/local_elastic_agent.py``). The model tears down
+only processes that carry the variable: those of torchrun's workers, which use c10d's
+``ProcessGroupNCCL``; the other protocols' processes (Horovod's own NCCL operations,
+torchft's wrappers, the static protocol) see the error raised."""
+
+TEAR_DOWN_MODES = frozenset({"1", "3"})
+"""Values of :data:`ASYNC_ERROR_HANDLING` that tear the process down."""
+
+WATCHDOG_ABORT_CODE = -6
+"""A process the watchdog tore down: the exception it rethrows on its own thread is never
+caught, so the C++ runtime aborts (SIGABRT; an exit code reads as -6, as waitpid gives)."""
+
+
+# torch 2.13's NCCL defaults, each read in the installed wheel's source:
+# - the 10-minute default timeout: kProcessGroupNCCLDefaultTimeout (10 * 60 * 1000 ms) in
+#   torch/include/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp, exposed as
+#   torch.distributed.constants.default_pg_nccl_timeout and chosen for Backend.NCCL by
+#   _get_default_timeout in torch/distributed/distributed_c10d.py;
+# - teardown on error: torchrun's agent gives every worker TORCH_NCCL_ASYNC_ERROR_HANDLING=1
+#   unless set (torch/distributed/elastic/agent/server/local_elastic_agent.py), and mode 1
+#   is TearDown ("tear down process upon error", ErrorHandlingMode in ProcessGroupNCCL.hpp);
+# - the heartbeat monitor (TORCH_NCCL_ENABLE_MONITORING, TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC in
+#   ProcessGroupNCCL.hpp) aborts a process whose watchdog thread stopped beating, i.e. is
+#   stuck inside a CUDA/NCCL call; its default (480 s) is set in ProcessGroupNCCL.cpp, which
+#   the wheel does not ship (read in upstream's source, not pinned to 2.13). A collective
+#   waiting on a dead peer does not stop the watchdog's beat, and no fault here wedges the
+#   watchdog thread, so the monitor is not modelled.
+NCCL = CollectiveModel(alpha=0.00002, detect_fast_max=0.0, detect_slow_prob=1.0,
+                       default_timeout=600.0, tears_down=True)
 """NCCL's profile, ESTIMATED (no GPU measurement on these machines yet): a dead or
 powered-off peer is not seen by a pending collective, which waits for the group's timeout
-(the watchdog then aborts it, ``TORCH_NCCL_ASYNC_ERROR_HANDLING``); the software cost of a
-step is below Gloo's. Replace with measurements from a GPU machine."""
+(by default NCCL's 10 min, not Gloo's 30: see the comment above); the watchdog then tears
+the process down (:data:`ASYNC_ERROR_HANDLING`) as it sees the timeout (upstream's C++
+may first wait for a debug dump, a delay not modelled); the software cost of a step is
+below Gloo's. Replace with measurements from a GPU machine."""
+
+GLOO = CollectiveModel()
+"""Gloo's profile (measured: shared/calibration.md)."""
+
+
+def collective_model(device: str) -> CollectiveModel:
+    """The profile of the groups a ``cluster.device`` gets: Gloo on the CPU, NCCL on GPUs."""
+    return NCCL if device == "cuda" else GLOO
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 from elastic_sim.protocols.api import CollectiveFailed, CollectiveTimeout
 from elastic_sim.sim.collective_state import BROKEN, DONE, Entry, GroupState, Member, _Op
 from elastic_sim.sim.tasks import Waiter, wake_all
+from elastic_sim.world import ASYNC_ERROR_HANDLING, TEAR_DOWN_MODES, WATCHDOG_ABORT_CODE
 
 if TYPE_CHECKING:
+    from elastic_sim.sim.host import SimProcess
     from elastic_sim.sim.kernel import Kernel
     from elastic_sim.world import CollectiveModel
 
@@ -34,7 +36,30 @@ class CollectiveFailures:
         groups: dict[tuple[int, str], GroupState]
         blocked: dict[int, _Op]
 
+        kill: Callable[[SimProcess, int, str], None] | None
+
         def _stalled(self, e: Entry) -> bool: ...
+
+    def _raise(self, e: Entry, exc: BaseException) -> None:
+        """End ``e`` with the error ``exc``: raised in its process, or, where the backend's
+        watchdog tears the process down (NCCL's, in a process that asks for it with
+        TORCH_NCCL_ASYNC_ERROR_HANDLING: :data:`~elastic_sim.world.ASYNC_ERROR_HANDLING`),
+        seen by it (its trace records the failure, as the watchdog logs it) and then the
+        process aborts at once, whatever it does with the error. A group's creation is not
+        the watchdog's (it waits on the store and raises), nor is a frozen process's error
+        (its watchdog thread is frozen too: it sees the error raised when it runs again)."""
+        proc = e.member.proc
+        mode = proc.env.get(ASYNC_ERROR_HANDLING)
+        if (self.kill is None or not self.model.tears_down or e.kind == "init"
+                or mode not in TEAR_DOWN_MODES or not proc.alive or not proc.runnable):
+            e.resolve(exc=exc, direct=True)
+            return
+        reason = (f"{exc}; the NCCL watchdog tore the process down "
+                  f"({ASYNC_ERROR_HANDLING}={mode}, SIGABRT)")
+        proc.torn_down = (WATCHDOG_ABORT_CODE, reason)
+        e.resolve(exc=exc, direct=True)
+        if proc.alive:  # it caught the error, or is still unwinding
+            self.kill(proc, WATCHDOG_ABORT_CODE, reason)
 
     def _forget(self, e: Entry) -> None:
         if e.deadline is not None:
@@ -75,7 +100,7 @@ class CollectiveFailures:
             op.state = BROKEN
             self.blocked.pop(op.uid, None)
         g = e.member.group
-        e.resolve(exc=CollectiveTimeout(f"group {g.name}: {e.kind} timed out"), direct=True)
+        self._raise(e, CollectiveTimeout(f"group {g.name}: {e.kind} timed out"))
 
     def _fail_later(self, e: Entry, death: float, dead_rank: int) -> None:
         m = e.member
@@ -90,8 +115,7 @@ class CollectiveFailures:
             return
         self._forget(e)
         g = e.member.group
-        e.resolve(exc=CollectiveFailed(f"group {g.name}: a peer died", peer=dead_rank),
-                  direct=True)
+        self._raise(e, CollectiveFailed(f"group {g.name}: a peer died", peer=dead_rank))
 
     def _died(self, m: Member) -> None:
         """``m`` left the group (its process ended or it aborted)."""

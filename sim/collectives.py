@@ -34,6 +34,7 @@ The groups' state (:class:`Member`, :class:`Entry`, :class:`GroupState`) is
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from elastic_sim.protocols.api import CollectiveFailed, Negotiation
@@ -81,6 +82,9 @@ class CollectiveEngine(CollectiveFailures, CollectiveStalls):
         simulated."""
         self.injected: dict[str, deque[str]] = {}
         """Collective faults waiting for the next collective entered on a host."""
+        self.kill: Callable[[SimProcess, int, str], None] | None = None
+        """Ends a process at once (the cluster's): how a watchdog that tears its process
+        down acts (:attr:`CollectiveModel.tears_down`); None: errors are raised instead."""
 
     def inject(self, host: str, mode: str) -> None:
         """The next collective a member on ``host`` enters fails there ("fail": it aborts,

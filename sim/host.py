@@ -122,6 +122,9 @@ class SimProcess:
         """Told when a conn_reset fault resets its connections (:meth:`Runtime.on_conn_reset`)."""
         self.exited: SimFuture[int] = SimFuture(cluster.kernel)
         self.rt: Runtime | None = None
+        self.torn_down: tuple[int, str] | None = None
+        """Set by a backend's watchdog that ends the process (exit code, reason): if its
+        main ends on the error first, it exits with these at once, not with its own."""
 
     def defer(self, fn: Callable[..., object], *args: Any) -> None:
         """Hold a continuation until this process runs again."""
@@ -295,6 +298,8 @@ class Cluster:
         for t in list(proc.tasks.values()):
             t.cancel_now()
         cost = self.world.process_exit * proc.host.slowdown
+        if proc.torn_down is not None:  # aborted: no interpreter teardown
+            (code, reason), cost = proc.torn_down, 0.0
         if cost <= 0.0:
             self._finalize(proc, code, reason)
         else:

@@ -62,6 +62,7 @@ class Simulation:
                            world.fidelity == "fast" and tie_seed is None,
                            self.injector.triggers_armed)
         self.collectives.stretches = book
+        self.collectives.kill = self.cluster.kill
         self.stretches = book
         self.cluster.touch_listeners.append(book.split_all)
         self.ticks = TickBook()

@@ -215,6 +215,10 @@ class SimRuntime(Runtime):
 
     # -- process groups ----------------------------------------------------------------
 
+    def default_group_timeout(self) -> float:
+        """The default timeout of the run's collective profile (Gloo's or NCCL's)."""
+        return self._sim.world.collectives.default_timeout
+
     async def _new_group(
         self, store: Store, name: str, rank: int, size: int, timeout: float,
         negotiation: Negotiation | None = None,

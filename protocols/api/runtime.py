@@ -195,6 +195,12 @@ class Runtime(abc.ABC):
 
     # -- process groups ----------------------------------------------------------------
 
+    @abc.abstractmethod
+    def default_group_timeout(self) -> float:
+        """The timeout (s) of a group whose program sets none: the default of the backend
+        this runtime's groups use (Gloo's 30 min, NCCL's 10; see
+        :mod:`elastic_sim.world`), as torch's ``_get_default_timeout`` picks it."""
+
     async def new_group(
         self, store: Store, name: str, rank: int, size: int, timeout: float,
         negotiation: Negotiation | None = None,

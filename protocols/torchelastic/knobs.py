@@ -68,9 +68,12 @@ class TorchElasticKnobs:
     affected by ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT``."""
     exit_barrier_timeout: Seconds = 300.0
     """How long a succeeded agent waits for the others before exiting anyway."""
-    pg_timeout: Period = 1800.0
-    """Workers' process-group timeout (``default_pg_timeout``, 30 min): a hung peer is
-    noticed after this."""
+    pg_timeout: Period | None = None
+    """Workers' process-group timeout: a hung peer is noticed after this. None (the
+    default, as a script that passes no ``timeout`` to ``init_process_group``): the
+    backend's default, which torch picks by backend (``_get_default_timeout``): Gloo's
+    30 min on ``cluster.device: cpu``, NCCL's 10 min on ``cuda``. Settled when the world
+    is built (:meth:`Scenario.knobs`), so ``run_start`` records the value the run used."""
     share_store: bool = True
     """Shared agent store (default since 2.5): rank 0's agent hosts the store the workers
     bootstrap from. False = ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``: every round's

@@ -40,10 +40,14 @@ async def worker_main(rt: Runtime, args: Mapping[str, Any]) -> int:
     rnd = int(args["round"])
     members = [str(m) for m in args["members"]]
     local_world = int(env["LOCAL_WORLD_SIZE"])
-    # env:// gives the store client the process-group timeout (default_pg_timeout).
-    store = await bootstrap_store(rt, env, float(args["pg_timeout"]))
+    # The group's timeout: the knob, or where none is set the backend's default (a world
+    # built from a scenario has it settled already; see TorchElasticKnobs.pg_timeout).
+    given = args.get("pg_timeout")
+    timeout = rt.default_group_timeout() if given is None else float(given)
+    # env:// gives the store client the process-group timeout.
+    store = await bootstrap_store(rt, env, timeout)
     state = load_checkpoint(rt, args, work)
-    group = await rt.new_group(store, f"te-round{rnd}", rank, world, float(args["pg_timeout"]))
+    group = await rt.new_group(store, f"te-round{rnd}", rank, world, timeout)
     state = await sync_state(rt, group, state, work, rnd, members, local_world)
     agent = str(args["agent"])
     base = state.step

@@ -2,11 +2,19 @@
 contract's :class:`Group`, with the Gloo adapter's ordering, waiting and abort.
 
 NCCL's failure semantics are not Gloo's: a dead or powered-off peer is not noticed by a
-pending collective, which waits for the group's timeout. With the default asynchronous
-error handling torch's watchdog then tears the whole process down; here
-``TORCH_NCCL_BLOCKING_WAIT`` makes the wait itself raise at the timeout, so the failure
-reaches the protocol as the contract's :class:`CollectiveTimeout` (what an upstream
-agent sees as its worker's exit). Each process uses GPU ``rank % device_count``.
+pending collective, which waits for the group's timeout. That timeout is the protocol's;
+where a scenario leaves it to the backend it is NCCL's default, 10 minutes
+(``kProcessGroupNCCLDefaultTimeout`` in torch 2.13's
+``torch/include/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp``, which
+``distributed_c10d._get_default_timeout`` picks for NCCL), settled when the world is built
+(:func:`elastic_sim.world.collective_model`). With asynchronous error handling (torchrun's
+workers get ``TORCH_NCCL_ASYNC_ERROR_HANDLING=1`` from
+``torch/distributed/elastic/agent/server/local_elastic_agent.py``; mode 1 is ``TearDown``
+in ``ProcessGroupNCCL.hpp``) torch's watchdog then tears the whole process down; here
+``TORCH_NCCL_BLOCKING_WAIT`` also makes the wait itself raise at the timeout, so the
+failure reaches the protocol as the contract's :class:`CollectiveTimeout` unless the
+watchdog has ended the process first (what an upstream agent sees as its worker's exit).
+Each process uses GPU ``rank % device_count``.
 
 Not yet run on a GPU machine by this project: see the README's NCCL section.
 """

@@ -31,6 +31,7 @@ from elastic_sim.real.supervisor.process import popen
 from elastic_sim.real.supervisor.spec import ProcSpec
 from elastic_sim.real.supervisor.tracefile import TraceFile
 from elastic_sim.real.supervisor.workdir import RunDir, Started, write_atomic
+from elastic_sim.world import collective_model
 
 T = TypeVar("T")
 
@@ -143,6 +144,10 @@ class RealRuntime(api.Runtime):
         return await store.connect_store(self._blocking, self.spec.locate(host), port, timeout)
 
     # -- process groups ------------------------------------------------------------------
+
+    def default_group_timeout(self) -> float:
+        """Gloo's or NCCL's default, by ``cluster.device``."""
+        return collective_model(self.spec.device).default_timeout
 
     @boundary
     async def _new_group(

@@ -17,6 +17,7 @@ from elastic_sim.checks.liveness import progress_after_faults, terminates
 from elastic_sim.protocols.torchelastic.knobs import TorchElasticKnobs
 from elastic_sim.scenario import parse_scenario
 from elastic_sim.trace import TraceEvent
+from elastic_sim.world import GLOO
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,6 +56,8 @@ def died_at_one(type_: str, resumed: float, outcome: str = "completed") -> list[
 
 def test_the_group_timeout_counts_once_in_torchelastics_progress_bound() -> None:
     defaults = {k: getattr(TorchElasticKnobs(), k) for k in KNOBS}
+    assert defaults["pg_timeout"] is None  # the backend's: on cluster.device cpu, Gloo's
+    defaults["pg_timeout"] = GLOO.default_timeout
     limits = limits_of(defaults, "torchelastic")
     assert limits is not None
     # 1,800 s (group timeout) + 30 s (stop) + 600 s (join timeout): it was 3,725 s
