@@ -314,7 +314,12 @@ class _Replication:
         self.recovering = (t, Kind("host"), cause)
 
     def _hang(self, t: float, cause: str, detect: float) -> None:
-        """The job is stuck for good (it neither trains nor ends, as a livelocked job)."""
+        """The job is stuck (it neither trains nor ends, as a livelocked job): for good,
+        or until the study's stall watchdog kills it."""
+        stall = self.job.workload.stall_timeout
+        if stall is not None:
+            self._die(t, cause, detect, stall)
+            return
         self.train_from = None
         self._stay_down(self.tl.add(t, detect, cause, "detection"), cause, "hung")
 

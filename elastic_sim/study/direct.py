@@ -124,17 +124,24 @@ def run_direct(job: Job, causes: tuple[Cause, ...], failures: list[Failure], hor
             lost[cause] = lost.get(cause, 0.0) + rb.lost * job.workload.step_time
         _charge(job, hist, metrics, mine, by_name, t0, tl, recoveries,
                 None if result.hung else result.end_time)
-        for f in mine:
-            eff = by_name[f.cause].effect
-            if eff.takes_host and f.t < result.end_time:
-                back = f.t + t0 + f.downtime if eff.returns else float("inf")
-                up_at[f.host if f.host is not None else 0] = back
         end = t0 + result.end_time
-        if tl.intervals and tl.intervals[-1].category == "job down":
-            fate, fate_at = "hung", tl.intervals[-1].start
+        stuck = tl.intervals[-1] if tl.intervals and tl.intervals[-1].category == "job down" \
+            else None
+        stall = job.workload.stall_timeout
+        if stuck is not None and stall is None:
+            fate, fate_at = "hung", stuck.start
             break
         completed = metrics.outcome == "completed"
         died = not completed and not result.hung
+        if stuck is not None and stall is not None:  # the watchdog kills it
+            tl.cut(stuck.start)
+            end = tl.add(stuck.start, stall, stuck.cause, "job failure")
+            died = end < horizon
+        for f in mine:  # hosts down past the segment's end stay down for the next
+            eff = by_name[f.cause].effect
+            if eff.takes_host and f.t + t0 < end:
+                back = f.t + t0 + f.downtime if eff.returns else float("inf")
+                up_at[f.host if f.host is not None else 0] = back
         segments.append(Segment(t0, end, died, completed, round(cpu, 3)))
         if completed:
             fate, fate_at = "completed", end

@@ -79,6 +79,10 @@ class WorkloadPart(_Strict):
     checkpoint, on healthy nodes); None: a failed job stays failed."""
     start_spread: Seconds = 10.0
     """A (re)started job's hosts come up evenly over this many seconds."""
+    stall_timeout: Period | None = None
+    """A job stuck without progress (a livelock, a hang no timeout ends) is killed after
+    this many seconds and resubmitted, as a watchdog or an operator would; None: it stays
+    stuck until the horizon."""
 
 
 class EffectPart(_Strict):
