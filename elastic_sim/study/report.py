@@ -177,12 +177,13 @@ def study_json(r: StudyResult) -> dict[str, Any]:
     }
 
 
-def goodput_figure(r: StudyResult) -> Figure | None:
-    """Goodput (with its interval) against each varied setting; one line per value of the
-    others."""
+def goodput_figure(r: StudyResult) -> Figure:
+    """Goodput (with its interval) against each varied setting, one line per value of the
+    others; a study that varies nothing: its goodput beside the published figure, and the
+    time lost per cause (:func:`breakdown_figure`)."""
     varied = r.study.varied
     if not varied:
-        return None
+        return breakdown_figure(r)
     from elastic_sim.reports.plots import new_figure
 
     keys = list(varied)
@@ -216,20 +217,56 @@ def goodput_figure(r: StudyResult) -> Figure | None:
     return fig
 
 
+def breakdown_figure(r: StudyResult) -> Figure:
+    """One setting's goodput (with its interval, beside the published figure when the study
+    names one) and its hours lost per cause, split by category."""
+    from elastic_sim.reports.plots import new_figure
+
+    s = r.results[0]
+    fig = new_figure(3.8)
+    left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 3]})
+    g = s.goodput
+    left.bar([0], [100 * g.mean], yerr=[[100 * (g.mean - g.low)], [100 * (g.high - g.mean)]],
+             capsize=4, color="#4c72b0")
+    ref = r.study.reference
+    published = None if ref is None else (ref.goodput_above if ref.goodput_above is not None
+                                          else ref.goodput)
+    if published is not None:
+        left.axhline(100 * published, color="#c44e52", linestyle="--",
+                     label=f"published {100 * published:.0f} %")
+        left.legend(fontsize=8, loc="lower center")
+    left.set_xticks([0], [s.label])
+    left.set_ylim(max(0.0, 100 * min(g.low, published or g.low) - 10), 100)
+    left.set_ylabel("goodput (%), 95% CI")
+    left.set_title("Goodput", loc="left", fontsize=11)
+    lost = sorted(s.lost().items(), key=lambda kv: -_total(kv[1]))[:12]
+    cats = [c for c in ("start", *CATEGORIES) if any(c in d for _, d in lost)]
+    names = [cause for cause, _ in lost][::-1]
+    base = [0.0] * len(names)
+    for cat in cats:
+        widths = [dict(lost)[n][cat].mean if cat in dict(lost)[n] else 0.0 for n in names]
+        if any(w > 0 for w in widths):
+            right.barh(names, widths, left=base, label=cat)
+            base = [b + w for b, w in zip(base, widths, strict=True)]
+    right.set_xlabel("hours lost per run (mean)")
+    right.tick_params(axis="y", labelsize=7)
+    right.legend(fontsize=7, loc="lower right")
+    right.grid(alpha=0.3, axis="x")
+    right.set_title(f"Lost time per cause ({s.method})", loc="left", fontsize=11)
+    return fig
+
+
 def write_study(r: StudyResult, out: Path) -> list[Path]:
-    """``study.json``, ``goodput.png`` (when a setting varies) and ``study.html`` into
-    ``out``; the paths written, the page first."""
+    """``study.json``, ``goodput.png`` and ``study.html`` into ``out``; the paths written,
+    the page first."""
     from elastic_sim.pipeline import write_json
     from elastic_sim.reports.plots import png_bytes
 
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "study.json", study_json(r))
-    fig = goodput_figure(r)
-    png = png_bytes(fig) if fig is not None else None
-    written = [out / STUDY_FILE, out / "study.json"]
-    if png is not None:
-        _write(out / "goodput.png", png)
-        written.append(out / "goodput.png")
+    png = png_bytes(goodput_figure(r))
+    written = [out / STUDY_FILE, out / "study.json", out / "goodput.png"]
+    _write(out / "goodput.png", png)
     _write(out / STUDY_FILE, render_html(r, png).encode("utf-8"))
     return written
 
@@ -263,7 +300,8 @@ def render_html(r: StudyResult, png: bytes | None) -> str:
                      + (f"; not told apart from: {esc('; '.join(t.label for t in ties))}"
                         if ties else "") + "</p>")
     if png is not None:
-        parts.append(img_tag(png, "goodput against each varied setting"))
+        parts.append(img_tag(png, "goodput against each varied setting" if st.varied
+                             else "goodput and the time lost per cause"))
     for s in r.results:
         parts.append(f"<h2>Lost time: {esc(s.label)}</h2>")
         parts.append(_lost_table(s))
