@@ -196,7 +196,7 @@ def _failures(f: FailuresPart, spec: StudyFile, file: str,
         raise ScenarioError(file, "failures", "expected exactly one of published, "
                             "mtbf_per_node, mtbf_per_gpu, mttf_at_scale, every, replay; got "
                             + (", ".join(rates) or "none"))
-    data = _published(base / f.published, "failures.published") if f.published else None
+    data = _published(base / f.published, file, "failures.published") if f.published else None
     if data is not None and data.causes:
         if f.causes is not None:
             raise ScenarioError(file, "failures.causes", f"{f.published} brings its causes; "
@@ -227,7 +227,7 @@ def _failures(f: FailuresPart, spec: StudyFile, file: str,
     if f.every is not None:
         return _interval(f.every, file, "failures.every"), causes, source
     if f.mttf_at_scale is not None:
-        mttf = _published(base / f.mttf_at_scale, "failures.mttf_at_scale")
+        mttf = _published(base / f.mttf_at_scale, file, "failures.mttf_at_scale")
         if not mttf.mttf:
             raise ScenarioError(file, "failures.mttf_at_scale", f"{f.mttf_at_scale} has no "
                                 "mttf points")
@@ -272,10 +272,12 @@ def _effect_of(effects: dict[str, EffectPart], name: str, category: str, file: s
     return Effect(part.effect, part.downtime, part.returns)
 
 
-def _published(path: Path, field_path: str) -> PublishedFile:
-    """A published failure-data file, validated (errors name that file)."""
+def _published(path: Path, file: str, field_path: str) -> PublishedFile:
+    """A published failure-data file, validated (errors in it name that file; a missing
+    one is the study's ``field_path``)."""
     if not path.is_file():
-        raise ScenarioError(str(path), "", f"no such file (named by {field_path})")
+        raise ScenarioError(file, field_path, f"no such file {path}; expected a published "
+                            "failure-data file (relative to the study file)")
     raw = load_yaml(path, str(path))
     if not isinstance(raw, dict):
         raise ScenarioError(str(path), "", "expected a mapping with keys name, source")
