@@ -95,17 +95,22 @@ class Pool:
 
     def spares(self, t: float) -> list[int]:
         """Hosts up at ``t`` that do not train."""
+        if len(self.active) == self.size:
+            return []  # every host trains
         act = set(self.active)
         return [h for h in range(self.size) if h not in act and self.up(h, t)]
 
     def ready_at(self, t: float) -> float:
         """When ``nodes`` hosts are up (inf: never)."""
-        times = sorted(max(u, t) for u in self.up_at)
-        return times[self.nodes - 1] if len(times) >= self.nodes else float("inf")
+        later = sorted(u for u in self.up_at if u > t)  # the rest are up at t
+        need = self.nodes - (self.size - len(later))
+        if need <= 0:
+            return t
+        return later[need - 1] if need <= len(later) else float("inf")
 
     def restart_on(self, t: float) -> None:
         """A fresh job: the first ``nodes`` hosts up at ``t`` train."""
-        self.active = [h for h in range(self.size) if self.up(h, t)][:self.nodes]
+        self.active = [h for h, u in enumerate(self.up_at) if u <= t][:self.nodes]
 
 
 def replicate(job: Job, book: Book, causes: dict[str, Cause], failures: list[Failure],
