@@ -63,10 +63,13 @@ class Book:
     def single(self, effect: str, downtime: float, target: str, spare: bool,
                returns: bool, rng: random.Random) -> Measured:
         """A sample of the kind nearest to this failure's (same effect; the nearest
-        downtime; the target and spare as asked when sampled)."""
+        downtime; the target and spare as asked when sampled). The target decides before
+        the spare: the store host's death is sampled without a spare (a spare does not
+        save a job whose store is gone), so it is used with one too."""
         pool = [k for k in self.singles if k.effect == effect and k.returns == returns] or \
             [k for k in self.singles if k.effect == effect]
         fit = [k for k in pool if k.target == target and k.spare == spare] or \
+            [k for k in pool if k.target == target] or \
             [k for k in pool if k.target == "other" and k.spare == spare] or \
             [k for k in pool if k.target == "other"]
         kind = min(fit, key=lambda k: (abs(k.downtime - downtime), k.downtime))

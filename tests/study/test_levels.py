@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import replace
 
 import pytest
 
 from elastic_sim.study.cache import SampleCache
+from elastic_sim.study.compose import compose
+from elastic_sim.study.direct import run_direct
 from elastic_sim.study.load import load_study
-from elastic_sim.study.run import run_study
+from elastic_sim.study.run import arrivals, run_study
+from elastic_sim.study.sampling import sample_study
 from tests.conftest import ROOT
 
 RUNS = 4
@@ -21,7 +25,8 @@ MEAN_BOUND = 0.01
 """The two levels' mean goodput over the same arrivals differ by at most 1 point."""
 RUN_BOUND = 0.02
 """Each replication's goodput differs by at most 2 points between the levels."""
-WALL_BOUND_S = 120.0
+CPU_BOUND_S = 90.0
+"""CPU seconds (not wall: the bound holds on a loaded machine too)."""
 
 
 @pytest.mark.slow
@@ -30,14 +35,15 @@ def test_direct_and_composed_agree_on_the_same_failures() -> None:
     same failures), the composed mean goodput is within 1 point (0.01) of the direct
     one, each replication within 2 points, with the same failure count per replication;
     the whole test (4 direct runs of 6 simulated hours on 8 nodes, the sampling, the
-    composition) takes well under 2 minutes on 2 cores (about 45 s measured; asserted
-    under 120 s). Measured when written: mean difference 0.002, largest per replication
+    composition; all in this process) takes well under 2 minutes on 2 cores (about 35 s
+    measured; asserted under 90 CPU s, not wall seconds, which a loaded machine
+    stretches). Measured when written: mean difference 0.002, largest per replication
     0.008 (one where the direct job died and the composed one did not)."""
-    started = time.perf_counter()
+    started = time.process_time()
     study = load_study(ROOT / "studies" / "direct_vs_composed_8n.yaml")
     direct = run_study(study, method="direct", replications=RUNS)
     composed = run_study(study, method="composed", replications=RUNS, cache=SampleCache(None))
-    wall = time.perf_counter() - started
+    cpu = time.process_time() - started
     assert direct.method == "direct" and composed.method == "composed"
     d, c = direct.results[0].runs, composed.results[0].runs
     assert len(d) == len(c) == RUNS
@@ -49,7 +55,7 @@ def test_direct_and_composed_agree_on_the_same_failures() -> None:
     mean_c = statistics.fmean(r.goodput for r in c)
     assert abs(mean_d - mean_c) <= MEAN_BOUND, (mean_d, mean_c)
     assert mean_d < 0.97  # the failures cost something, so the agreement says something
-    assert wall < WALL_BOUND_S, wall
+    assert cpu < CPU_BOUND_S, cpu
 
 
 @pytest.mark.slow
@@ -62,3 +68,22 @@ def test_a_direct_run_is_deterministic() -> None:
     assert ra.failures > 0
     assert (ra.goodput, ra.failures, ra.job_failures, ra.lost(), ra.intervals) == \
         (rb.goodput, rb.failures, rb.job_failures, rb.lost(), rb.intervals)
+
+
+@pytest.mark.slow
+def test_with_a_hot_spare_the_store_host_s_death_still_fails_the_job() -> None:
+    """The same study with one hot spare, replication 2 (the store host h0 dies at
+    7,076 s with the spare up, a node at 10,375 s, a worker crash at 21,519 s): the
+    simulated job dies and is resubmitted, and so does the composed one (the store host's
+    death is used as sampled, spare or not), within 1 point (measured: 0.03 point; a
+    composition that took the spare's sample of an ordinary host instead kept the job
+    alive, 5.5 points above)."""
+    study = load_study(ROOT / "studies" / "direct_vs_composed_8n.yaml")
+    job = replace(study.jobs[0], spares=1)
+    fails = arrivals(study, job, 3)[2]
+    assert [(f.host, f.cause) for f in fails][:1] == [(0, "node")]
+    direct, _ = run_direct(job, study.causes, fails, study.horizon, study.spec.seed + 2)
+    book = sample_study(replace(study, jobs=[job])).books[job.label]
+    composed = compose(job, book, study.causes, [fails], study.horizon, study.spec.seed)[0]
+    assert direct.job_failures == composed.job_failures == 1
+    assert abs(direct.goodput - composed.goodput) <= MEAN_BOUND
