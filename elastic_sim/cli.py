@@ -17,8 +17,6 @@ from __future__ import annotations
 import sys
 import traceback
 
-from rich.console import Console
-
 from elastic_sim.cli_args import _parser
 from elastic_sim.cli_commands import (
     EXIT_BAD_INPUT,
@@ -61,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     args.script_args = script_args
     # Not a terminal (CI logs, pipes, grep): no line is wrapped, whatever its length.
     tty = sys.stdout.isatty()
+    from rich.console import Console  # not for --help or an argument error
+
     console = Console(highlight=False, width=None if tty else WIDE, soft_wrap=not tty)
     try:
         if args.command == "run":

@@ -15,18 +15,21 @@ def _parser() -> argparse.ArgumentParser:
         description="Simulation and fault-injection testbed for elastic training protocols.",
     )
     p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
-    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    p.add_argument("--version", action=_Version, nargs=0,
+                   help="show program's version number and exit")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run one scenario and check it")
     run.add_argument("scenario", help="scenario YAML file, or a built-in scenario's name")
     run.add_argument("--seed", type=_nonneg_int, default=None,
                      help="root seed (default: the scenario's seed)")
-    from elastic_sim.backends import BACKENDS
+    from elastic_sim.modes import MODES  # not the backends: --help imports no simulator
 
-    run.add_argument("--mode", choices=list(BACKENDS), default="sim",
-                     help="; ".join(f"{n}: {b.summary}" for n, b in BACKENDS.items()))
+    # No choices here: a registered backend is a mode too (checked when the spec compiles).
+    run.add_argument("--mode", default="sim", metavar="MODE",
+                     help="; ".join(f"{n}: {b.summary}" for n, b in MODES.items())
+                     + " (or any backend a plugin registered)")
     run.add_argument("--script", default=None, metavar="TRAIN.PY",
-                     help="--mode " + "/".join(n for n, b in BACKENDS.items() if b.takes_script)
+                     help="--mode " + "/".join(n for n, b in MODES.items() if b.takes_script)
                      + ": the training script to start (its arguments after --); default: "
                      "the bundled worker")
     run.add_argument("--out", type=Path, default=None,
@@ -84,6 +87,16 @@ def _parser() -> argparse.ArgumentParser:
     sch.add_argument("--faults-markdown", action="store_true",
                      help="print the fault types and their fields as a Markdown table instead")
     return p
+
+
+class _Version(argparse.Action):
+    """``--version``: the installed package's version, looked up only when asked for
+    (importlib.metadata is most of what ``--help`` would otherwise cost)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        print(f"{parser.prog} {_version()}")  # on stdout, as argparse's version action
+        parser.exit()
 
 
 def _version() -> str:

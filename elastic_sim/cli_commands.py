@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-
 from elastic_sim.errors import ScenarioError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from elastic_sim.real.cluster.launchers import LaunchOptions
     from elastic_sim.spec import RunSpec
 

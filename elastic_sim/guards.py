@@ -17,8 +17,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from elastic_sim.sim.kernel import INTERRUPT_SIGNAL
-
 DEFAULT_WALL_LIMIT = 1800.0
 """Seconds of wall time one run may take (``--wall-limit``); the shipped scenarios take
 under a minute each in the sim."""
@@ -105,6 +103,8 @@ def watchdog(guard: RunGuard) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    from elastic_sim.sim.kernel import INTERRUPT_SIGNAL  # the simulator only once a run starts
+
     done = threading.Event()
 
     def watch() -> None:

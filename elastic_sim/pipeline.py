@@ -48,6 +48,9 @@ class Recording:
     result: RunResult
     metrics: Metrics | None
     wall_s: float
+    cpu_s: float = 0.0
+    """The process's CPU seconds in the backend's run alone (the simulation, for the sim):
+    steadier than ``wall_s`` on a loaded machine."""
 
 
 @dataclass
@@ -62,6 +65,8 @@ class RunReport:
     expectations: list[ExpectationResult]
     wall_s: float
     events: Sequence[TraceEvent] = field(repr=False, default_factory=list)
+    cpu_s: float = 0.0
+    """CPU seconds of the backend's run alone (:attr:`Recording.cpu_s`)."""
     contract: ContractVerdict | None = None
     """How the run stands against its protocol's contract."""
     report_files: list[Path] = field(default_factory=list)
@@ -130,8 +135,10 @@ def record(spec: RunSpec, *, trace: Path | None = None, guard: RunGuard | None =
             start["tie_seed"] = spec.tie_seed
         emit(TraceEvent(0.0, "*", RUNNER, "run_start", start))
         guard.restart()
+        cpu = time.process_time()
         result = spec.backend.run(spec, emit, guard, workdir, progress)
-        steps = spec.backend.steps(spec)
+        cpu = time.process_time() - cpu
+        steps = spec.backend.steps(spec, events)
         metrics = compute(History(events), steps, result.exit_codes, result.hung,
                           result.end_time, spec.scenario.workload.batch_size) \
             if metrics_wanted else None
@@ -145,7 +152,7 @@ def record(spec: RunSpec, *, trace: Path | None = None, guard: RunGuard | None =
         hist = History(events)
         result.trace_sha256 = writer.sha256 if writer else ""
         result.trace_events = writer.count if writer else hist.size
-    return Recording(hist, result, metrics, time.perf_counter() - started)
+    return Recording(hist, result, metrics, time.perf_counter() - started, cpu)
 
 
 def _tee(events: list[TraceEvent], writer: TraceWriter) -> Callable[[TraceEvent], None]:
@@ -166,7 +173,7 @@ def judge(spec: RunSpec, rec: Recording) -> tuple[list[CheckResult], list[Expect
     the backend's events cannot judge say why instead of passing."""
     assert rec.metrics is not None, "judging needs the run's metrics"
     checks = run_checks(rec.events)
-    why = spec.backend.not_judged(spec)
+    why = spec.backend.not_judged(spec, rec.events)
     for c in checks:
         if c.name in why:
             c.not_judged, c.violations, c.checked = why[c.name], [], 0
@@ -195,7 +202,7 @@ def execute(spec: RunSpec, out_dir: Path, *, write_report: bool = False,
     assert rec.metrics is not None
     report = RunReport(spec=spec, out_dir=out_dir, result=rec.result, metrics=rec.metrics,
                        checks=checks, expectations=expectations, wall_s=rec.wall_s,
-                       events=rec.events, contract=contract)
+                       events=rec.events, contract=contract, cpu_s=rec.cpu_s)
     summary = summary_json(report)
     write_json(out_dir / "summary.json", summary)
     if write_report:
@@ -261,6 +268,7 @@ def summary_json(r: RunReport) -> dict[str, Any]:
         "trace": {"file": "trace.jsonl", "sha256": r.result.trace_sha256,
                   "events": r.result.trace_events},
         "wall_s": round(r.wall_s, 3),
+        "cpu_s": round(r.cpu_s, 3),
         "hung": r.result.hung,
         "stopped": r.result.stopped or None,
         "exit_codes": dict(sorted(r.result.exit_codes.items())),

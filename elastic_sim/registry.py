@@ -22,6 +22,7 @@ from elastic_sim.protocols.horovod.settings import HorovodKnobs, check_knobs
 from elastic_sim.protocols.ranges import limit_note
 from elastic_sim.protocols.static.settings import StaticKnobs
 from elastic_sim.protocols.torchelastic.knobs import TorchElasticKnobs
+from elastic_sim.protocols.torchft.knobs import TorchFTKnobs
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,13 @@ BUILTIN_PROTOCOLS: dict[str, ProtocolInfo] = {
         check=check_knobs,
         discovery=True,
         vocabulary="elastic_sim.protocols.horovod.vocabulary",
+    ),
+    "torchft": ProtocolInfo(
+        entry="elastic_sim.protocols.torchft.launcher:host_main",
+        knobs=TorchFTKnobs,
+        summary="torchft 0.2.0: Lighthouse quorum per step, a Manager per replica group, "
+        "should_commit vote, heal from a live peer at the max step",
+        vocabulary="elastic_sim.protocols.torchft.vocabulary",
     ),
 }
 

@@ -10,9 +10,9 @@ API, the pytest plugin) takes a spec, never a scenario file or a ``--mode`` stri
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from elastic_sim.backends import BACKENDS, Backend, backend
 from elastic_sim.errors import ScenarioError
@@ -47,8 +47,6 @@ class RunSpec:
     """Where real hosts go (``--launcher`` and its options); None: this machine."""
     script: tuple[str, ...] = ()
     """A user's training script and its arguments (``--script``; its backend takes one)."""
-    meta: dict[str, Any] = field(default_factory=dict, compare=False)
-    """Free notes of the caller (not read by the pipeline)."""
 
     @property
     def mode(self) -> str:

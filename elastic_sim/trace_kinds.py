@@ -30,7 +30,7 @@ def _k(kind: str, source: str, meaning: str, *fields: tuple[str, str]) -> EventK
 
 
 RUNNER, RUNTIME, INJECTOR = "runner", "runtime", "fault injector"
-API, TE, HVD, STATIC = ("protocols/api", "torchelastic", "horovod", "static")
+API, TE, HVD, STATIC, FT = ("protocols/api", "torchelastic", "horovod", "static", "torchft")
 EVENT_KINDS: tuple[EventKind, ...] = (
     _k("run_start", RUNNER, "the run begins", ("scenario", "scenario name"), ("seed", "sim seed"),
        ("mode", "sim or real"), ("protocol", "protocol name"),
@@ -44,7 +44,8 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("reason", "livelock | wall_limit | memory_limit"), ("message", "what ran out"),
        ("spinning?", "{task: callbacks at the stuck instant} (livelock)")),
     _k("proc_start", RUNTIME, "a process starts (<host>/main is the host's first)",
-       ("entry", "module:function it runs")),
+       ("entry", "module:function it runs"), ("pid?", "OS pid (a torchrun worker's)"),
+       ("restart_count?", "TORCHELASTIC_RESTART_COUNT it was told (a torchrun worker's)")),
     _k("proc_exit", RUNTIME, "a process ends", ("code", "exit code (negative: signal)"),
        ("reason", "returned, killed by a signal, host crashed, or the exception"),
        ("pid?", "OS pid (real mode)")),
@@ -86,9 +87,11 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("round", "round id"), ("reason", "why")),
     _k("sync", "all protocols", "a member adopted the root's state", ("round", "round id"),
        ("rank", "its rank"), ("root", "root host"), ("step", "step after the sync"),
-       ("digest", "state digest after the sync")),
+       ("digest", "state digest after the sync (\"\": a script gave no state)")),
     _k("step", "all protocols", "a training step done", ("round", "round id"),
-       ("step", "step number")),
+       ("step", "step number"), ("digest?", "state digest after it (torchft)"),
+       ("data?", "batches its data shard has given (torchft's data position)"),
+       ("shard?", "the rank's shard of the model: its group rank (torchft)")),
     _k("train_steps", "sim (fast fidelity)", "one member's lockstep stretch of training "
        "steps, read everywhere as its coll_enter / coll_done / step events "
        "(trace.expand_stretches)", ("group", "name"), ("seq", "first step's sequence number"),
@@ -99,9 +102,9 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("fields", "the step events' other fields (round); null: this member traces no "
                   "step events (a Horovod worker other than the lead)")),
     _k("commit", "all protocols", "progress committed (checkpoint or State.commit)",
-       ("step", "step"), ("digest", "state digest")),
+       ("step", "step"), ("digest", "state digest (\"\": a script gave no state)")),
     _k("restore", "all protocols", "state rolled back to the last commit", ("step", "step"),
-       ("digest", "state digest"), ("reason", "why")),
+       ("digest", "state digest (\"\": a script gave no state)"), ("reason", "why")),
     _k("job_done", "all protocols", "this host saw the job complete", ("step", "final step"),
        ("digest", "final digest")),
     _k("job_failed", "all protocols", "this host ends the job with an error",
@@ -135,6 +138,43 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("argv", "{host: torchrun's arguments}"),
        ("unmapped", "{knob: upstream's value} for knobs torchrun has no flag for"),
        ("network", "where the run's sockets live")),
+    _k("lh_start", FT, "the Lighthouse starts", ("min_replicas", "min_replicas"),
+       ("join_timeout", "seconds"), ("heartbeat_timeout", "seconds")),
+    _k("lh_quorum", FT, "the Lighthouse issued a quorum", ("quorum_id", "its id"),
+       ("rule", "fast (the previous members are all back) | valid (min_replicas, a "
+        "majority of the heartbeating replicas, and the join timeout or everyone asked)"),
+       ("bump", "why the id is new: membership | commit_failures | null (the same id)"),
+       ("members", "[host...] in replica-rank order"), ("replica_ids", "[replica id...]"),
+       ("steps", "[step...] each member asked at"),
+       ("commit_failures", "[count...] each member's should_commit failures in a row"),
+       ("participants", "[replica id...] healthy participants it saw"),
+       ("heartbeating", "[replica id...] healthy replicas it saw")),
+    _k("mgr_quorum_failed", FT, "a Manager server's Lighthouse request failed",
+       ("replica_id", "replica id"), ("attempt", "0 for the first try")),
+    _k("ft_replica_start", FT, "a replica group's launcher starts its ranks",
+       ("attempt", "0, then one per restart"), ("ranks", "ranks started")),
+    _k("ft_replica_failed", FT, "a rank of the replica group failed; the launcher stops the "
+       "others", ("attempt", "attempt that failed"), ("exit_codes", "[code...] by group rank "
+       "(-1: still running)")),
+    _k("ft_quorum", FT, "a rank's view of a quorum (compute_quorum_results)",
+       ("quorum_id", "id"), ("replica_id", "its replica id"), ("group_rank", "its rank in "
+       "the replica group"), ("replica_rank", "the replica's rank in the quorum"),
+       ("replica_world_size", "replicas in the quorum"), ("step", "its step"),
+       ("max_step", "the quorum's max step"), ("heal", "it heals"),
+       ("src", "host it heals from, or null"), ("dst", "[replica rank...] it sends to"),
+       ("store", "store of its process group"), ("commit_failures", "max over members")),
+    _k("ft_heal", FT, "a rank fetched the state it heals to", ("quorum_id", "id"),
+       ("replica_id", "its replica id"), ("group_rank", "its group rank"), ("src", "source host"),
+       ("src_replica_rank", "source's replica rank"), ("step", "healed step"),
+       ("digest", "healed state's digest")),
+    _k("ft_error", FT, "a rank's error: reported (the step is voted down) or raised (the "
+       "process ends)", ("where", "configure | heal | allreduce | start | loop | internal (a bug "
+       "of the model in a request handler)"),
+       ("error", "the error")),
+    _k("ft_should_commit", FT, "a rank's should_commit", ("quorum_id", "id"),
+       ("replica_id", "replica id"), ("group_rank", "group rank"), ("vote", "its vote"),
+       ("decision", "the replica group's decision"), ("step", "its step after it"),
+       ("participants", "replicas at the max step"), ("position", "its data position")),
     _k("hvd_discovery", HVD, "discovery found a change", ("poll", "poll number"),
        ("update", "added | removed | mixed"), ("hosts", "[host:slots...] now offered")),
     _k("hvd_discovery_error", HVD, "the discovery script failed", ("poll", "poll number"),

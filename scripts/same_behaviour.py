@@ -3,7 +3,7 @@
 ``found/`` reproducers included) in the sim at two commits and compare what each wrote:
 ``trace.jsonl`` byte for byte, and ``summary.json`` whole but for its wall-clock time.
 
-    python scripts/same_behaviour.py BASE [HEAD] [--seeds 0,7] [--jobs 2]
+    python scripts/same_behaviour.py BASE [HEAD] [--seeds 0,7] [--jobs 2] [--fidelity fine]
 
 BASE and HEAD are git revisions; HEAD defaults to the working tree as it is (uncommitted
 changes included). Each side is built into a wheel and installed into a folder of its own,
@@ -46,7 +46,8 @@ def checkout(rev: str | None, into: Path) -> Path:
     return into
 
 
-def run(site: Path, scenario: Path, seed: int | None, out: Path) -> dict[str, Any]:
+def run(site: Path, scenario: Path, seed: int | None, out: Path, fidelity: str = ""
+        ) -> dict[str, Any]:
     """One sim run with the side installed in ``site``; its trace bytes and summary."""
     env = {**os.environ, "PYTHONPATH": str(site), "PYTHONHASHSEED": "0"}
     # The editable install of the checkout this runs from must not fill in modules a side
@@ -57,6 +58,8 @@ def run(site: Path, scenario: Path, seed: int | None, out: Path) -> dict[str, An
             "--out", str(out), "--force"]
     if seed is not None:
         argv += ["--seed", str(seed)]
+    if fidelity:
+        argv += ["--fidelity", fidelity]
     out.parent.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(argv, cwd=out.parent, env=env, capture_output=True, text=True,
                           check=False)
@@ -93,6 +96,8 @@ def main() -> int:
     ap.add_argument("--seeds", default="", help="more seeds per scenario, comma-separated")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--only", default="", help="scenario paths containing this text")
+    ap.add_argument("--fidelity", default="", choices=["", "fast", "fine"],
+                    help="run every scenario at this fidelity (default: each its own)")
     args = ap.parse_args()
     extra = [int(s) for s in args.seeds.split(",") if s.strip()]
     scratch = Path(tempfile.mkdtemp(prefix="same-behaviour-"))
@@ -120,7 +125,7 @@ def main() -> int:
                 if not file.exists():
                     return name, seed, [f"missing on {label}"]
                 out = scratch / label / "runs" / f"{name}-{seed}"
-                got[label] = run(scratch / label / "site", file, seed, out)
+                got[label] = run(scratch / label / "site", file, seed, out, args.fidelity)
             a, b = got["base"], got["head"]
             diff = []
             if a["exit"] != b["exit"]:

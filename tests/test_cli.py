@@ -3,6 +3,7 @@ elastic_sim``, ``validate`` naming every bad file, internal errors apart from ba
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -214,3 +215,9 @@ def test_a_host_on_both_sides_of_a_partition_is_bad_input(
     assert main(["validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert "faults[0].groups[1][1]: host 'h1' is in groups[0] and groups[1]" in err
+
+
+def test_the_summary_records_the_simulation_s_cpu_time(tmp_path: Path) -> None:
+    assert main(["run", "scale_down", "--out", str(tmp_path), "--quiet", "--no-report"]) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert 0 < summary["cpu_s"] <= summary["wall_s"] + 0.05  # the backend's run alone

@@ -18,11 +18,12 @@ from __future__ import annotations
 from elastic_sim.backends.base import Backend, FaultTable, Progress, Refused
 from elastic_sim.backends.real import RealBackend
 from elastic_sim.backends.sim import SimBackend
+from elastic_sim.backends.torchft import TorchftBackend
 from elastic_sim.backends.torchrun import TorchrunBackend
 from elastic_sim.errors import ScenarioError
 
 __all__ = ["BACKENDS", "Backend", "FaultTable", "Progress", "RealBackend", "Refused",
-           "SimBackend", "TorchrunBackend", "backend", "names", "register"]
+           "SimBackend", "TorchftBackend", "TorchrunBackend", "backend", "names", "register"]
 
 BACKENDS: dict[str, Backend] = {}
 """Every registered backend by name, in registration order (the built-in ones first)."""
@@ -52,3 +53,4 @@ def backend(name: str, where: str = "--mode") -> Backend:
 
 for _b in (SimBackend(), RealBackend(), TorchrunBackend()):
     register(_b)
+register(TorchftBackend())

@@ -3,7 +3,7 @@ runs a spec. :mod:`elastic_sim.backends` registers them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -90,12 +90,13 @@ class Backend:
 
         return build_world(sc, seed)
 
-    def steps(self, spec: RunSpec) -> int:
-        """The job's steps, as the run's trace can show them (what "completed" means)."""
+    def steps(self, spec: RunSpec, events: Sequence[TraceEvent]) -> int:
+        """The job's steps, as the run's trace (``events``) can show them (what
+        "completed" means)."""
         return spec.scenario.workload.steps
 
-    def not_judged(self, spec: RunSpec) -> dict[str, str]:
-        """Checks its runs' events cannot judge, with why (they say so instead of
+    def not_judged(self, spec: RunSpec, events: Sequence[TraceEvent]) -> dict[str, str]:
+        """Checks the run's events cannot judge, with why (they say so instead of
         passing)."""
         return {}
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from elastic_sim.backends.base import Backend, FaultTable, Progress, Refused
 from elastic_sim.faults.model import Fault
+from elastic_sim.modes import MODES
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import RunResult, World
 
@@ -43,7 +44,7 @@ class RealBackend(Backend):
     nodes (``--launcher netns|slurm|k8s|env``)."""
 
     name: ClassVar[str] = "real"
-    summary: ClassVar[str] = "the same protocols as OS processes over TCP, TCPStore and Gloo"
+    summary: ClassVar[str] = MODES["real"].summary
     realism: ClassVar[int] = 1
     launchers: ClassVar[tuple[str, ...]] = ("local", "netns", "slurm", "k8s", "env")
 

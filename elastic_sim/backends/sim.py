@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from elastic_sim.backends.base import Backend, FaultTable, Progress
 from elastic_sim.faults.model import Fault
+from elastic_sim.modes import MODES
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import RunResult
 
@@ -20,7 +21,7 @@ class SimBackend(Backend):
     """The simulator: virtual time, every fault type, a pure function of (spec, seed)."""
 
     name: ClassVar[str] = "sim"
-    summary: ClassVar[str] = "the deterministic simulator (virtual time)"
+    summary: ClassVar[str] = MODES["sim"].summary
     clock: ClassVar[str] = "virtual"
     deterministic: ClassVar[bool] = True
     realism: ClassVar[int] = 0

@@ -4,13 +4,14 @@ agent per host training the bundled worker or the user's ``--script``
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from elastic_sim.backends.base import FaultTable, Progress, Refused
 from elastic_sim.backends.real import RealBackend, log_line
 from elastic_sim.faults.model import CrashLoop, Fault, Refusal, SlowStart, handler_for
+from elastic_sim.modes import MODES
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import RunResult
 
@@ -28,10 +29,10 @@ class TorchrunBackend(RealBackend):
     the scenario's knobs as their flags, faults through real mode's injector."""
 
     name: ClassVar[str] = "torchrun"
-    summary: ClassVar[str] = "upstream's torchrun agents (torchelastic scenarios)"
+    summary: ClassVar[str] = MODES["torchrun"].summary
     realism: ClassVar[int] = 2
     launchers: ClassVar[tuple[str, ...]] = ("local", "netns", "slurm", "env")
-    takes_script: ClassVar[bool] = True
+    takes_script: ClassVar[bool] = MODES["torchrun"].takes_script
     runs_protocols: ClassVar[bool] = False
 
     def fault_table(self) -> FaultTable:
@@ -60,16 +61,20 @@ class TorchrunBackend(RealBackend):
                                "cannot delay their start; run with --mode real or --mode sim")
         return super().rules(spec)
 
-    def steps(self, spec: RunSpec) -> int:
-        """The scenario's steps; none for a user's script, which reports no steps (its
-        job is done when torchrun is)."""
-        return 0 if spec.script else super().steps(spec)
+    def steps(self, spec: RunSpec, events: Sequence[TraceEvent]) -> int:
+        """The scenario's steps; for a user's script that records its steps
+        (:mod:`elastic_sim.probe`), its ``--steps N`` argument or the scenario's; for one
+        that records none, none (its job is done when torchrun is)."""
+        from elastic_sim.real.torchrun import Options, steps
 
-    def not_judged(self, spec: RunSpec) -> dict[str, str]:
-        """What upstream's own events cannot show (more with a user's script)."""
+        return steps(Options(script=spec.script), super().steps(spec, events), events)
+
+    def not_judged(self, spec: RunSpec, events: Sequence[TraceEvent]) -> dict[str, str]:
+        """What upstream's own events cannot show, and with a user's script what its
+        workers did not record."""
         from elastic_sim.real.torchrun import Options, not_judged
 
-        return not_judged(Options(script=spec.script))
+        return not_judged(Options(script=spec.script), events)
 
     def run(self, spec: RunSpec, emit: Callable[[TraceEvent], None], guard: RunGuard,
             workdir: Path, progress: Progress | None = None) -> RunResult:

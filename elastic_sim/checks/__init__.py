@@ -223,6 +223,14 @@ from elastic_sim.checks.rounds import (  # noqa: E402
     master_agreement,
     members_alive_at_completion,
 )
+from elastic_sim.checks.torchft_quorum import ft_quorum_ids, ft_quorum_validity  # noqa: E402
+from elastic_sim.checks.torchft_steps import (  # noqa: E402
+    ft_data_position_agreement,
+    ft_liveness,
+    ft_single_heal_source,
+    ft_state_agreement,
+    ft_unanimous_commit,
+)
 
 CHECKS: tuple[Check, ...] = (
     membership_agreement,
@@ -244,6 +252,13 @@ CHECKS: tuple[Check, ...] = (
     progress_after_faults,
     no_restart_loop,
     eventual_incorporation,
+    ft_quorum_ids,
+    ft_quorum_validity,
+    ft_state_agreement,
+    ft_data_position_agreement,
+    ft_unanimous_commit,
+    ft_single_heal_source,
+    ft_liveness,
     time_advances,
     within_run_guards,
 )

@@ -31,7 +31,8 @@ def limits(events: Sequence[TraceEvent]) -> CheckResult:
     start = hist.first("run_start")
     knobs: Mapping[str, Any] = (start.get("knobs") or {}) if start is not None else {}
     bounds = _bounds(knobs)
-    max_restarts = knobs.get("max_restarts")
+    # torchft's replica launcher is torchrun with --max_restarts: its knob is named apart.
+    max_restarts = knobs.get("max_restarts", knobs.get("replica_restarts"))
     reset_limit = knobs.get("reset_limit")
     restarts: dict[str, list[TraceEvent]] = {}
     for ev in hist.of("epoch_assigned", "rdzv_done", "restart"):

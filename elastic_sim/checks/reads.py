@@ -21,7 +21,8 @@ from elastic_sim.checks import CHECKS
 from elastic_sim.history import History
 from elastic_sim.trace import TraceEvent
 
-TRACES = ("scale_down", "torchelastic/worker_crash", "horovod/hosts_added_and_removed")
+TRACES = ("scale_down", "torchelastic/worker_crash", "horovod/hosts_added_and_removed",
+          "torchft/replica_crash")
 """Built-in scenarios whose traces drive the checks: one per protocol model."""
 
 

@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
 from elastic_sim.errors import ScenarioError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from elastic_sim.backends import Backend
 
 

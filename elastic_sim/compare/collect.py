@@ -99,6 +99,9 @@ class Comparison:
     of scheduling noise on a tenth-of-a-second figure is no disagreement)."""
     hints: list[str] = field(default_factory=list)
     """Likely causes of the disagreements, and what to try."""
+    structural: list[str] = field(default_factory=list)
+    """The disagreements that are not about timing: membership, outcome, runs that broke
+    or differ among themselves (timing on a loaded machine explains none of these)."""
 
     @property
     def agree(self) -> bool:
@@ -109,7 +112,8 @@ class Comparison:
         """Plain data for compare.json."""
         return {"scenario": self.scenario, "modes": self.modes, "reference": self.reference,
                 "tolerance": self.tolerance, "slack_s": self.slack, "agree": self.agree,
-                "disagreements": self.disagreements, "hints": self.hints,
+                "disagreements": self.disagreements, "structural": self.structural,
+                "hints": self.hints,
                 "summaries": {m: asdict(s) for m, s in self.summaries.items()}}
 
 
@@ -250,23 +254,27 @@ def judge(sc: Scenario, modes: list[str], summaries: dict[str, ModeSummary],
     ref = reference_of(modes)
     base = summaries[ref]
     out: list[str] = []
+    structural: list[str] = []
     causes: list[str] = []
     for m in modes:
         s = summaries[m]
         errors = [r.error for r in s.runs if r.error]
+        found = []
         if errors:
-            out.append(f"{m}: {len(errors)} of {len(s.runs)} runs failed to run: "
-                       f"{errors[0]}")
+            found.append(f"{m}: {len(errors)} of {len(s.runs)} runs failed to run: "
+                         f"{errors[0]}")
         if len(s.memberships) > 1:
-            out.append(f"{m}: its runs formed different membership sequences: "
-                       + " / ".join(_seq(x) for x in s.memberships))
+            found.append(f"{m}: its runs formed different membership sequences: "
+                         + " / ".join(_seq(x) for x in s.memberships))
+        if m != ref and s.membership != base.membership:
+            found.append(f"membership: {m} {_seq(s.membership)} vs {ref} "
+                         f"{_seq(base.membership)}")
+        if m != ref and s.outcome != base.outcome:
+            found.append(f"outcome: {m} {s.outcome} vs {ref} {base.outcome}")
+        structural += found
+        out += found
         if m == ref:
             continue
-        if s.membership != base.membership:
-            out.append(f"membership: {m} {_seq(s.membership)} vs {ref} "
-                       f"{_seq(base.membership)}")
-        if s.outcome != base.outcome:
-            out.append(f"outcome: {m} {s.outcome} vs {ref} {base.outcome}")
         for fid, rec in base.recoveries.items():
             mine = s.recoveries.get(fid, {})
             want, got = rec.get("recovery_s"), mine.get("recovery_s")
@@ -291,7 +299,7 @@ def judge(sc: Scenario, modes: list[str], summaries: dict[str, ModeSummary],
                          else f"{g:.2f} s vs {ref} {w:.2f} s, {_pct(g, w)}")
                 out.append(f"{name}: {m} {shown}")
     hints = [f"likely: {c}" for c in causes]
-    return Comparison(sc.name, modes, ref, tolerance, summaries, out, slack, hints)
+    return Comparison(sc.name, modes, ref, tolerance, summaries, out, slack, hints, structural)
 
 
 def _seq(membership: list[list[str]]) -> str:

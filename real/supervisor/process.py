@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import IO, TypeVar
 
 from elastic_sim.real.supervisor.spec import ProcSpec
 from elastic_sim.real.supervisor.workdir import RunDir
@@ -23,17 +23,19 @@ class LaunchError(RuntimeError):
     """The run could not begin: a process died or stalled before it was ready."""
 
 
-def wait_ready(procs: Sequence[tuple[T, subprocess.Popen[bytes]]], timeout: float,
-               died: Callable[[T], str], late: Callable[[list[T]], str]) -> None:
-    """Wait until each process (started with ``stdout=PIPE``) has written a line that
-    begins with ``READY`` (it has imported torch and waits for ``GO``). Raises
-    :class:`LaunchError` with ``died(item)`` when one closes its stdout first, or with
+def wait_ready(procs: Sequence[tuple[T, subprocess.Popen[bytes] | IO[bytes]]],
+               timeout: float, died: Callable[[T], str], late: Callable[[list[T]], str]) -> None:
+    """Wait until each process has written a line that begins with ``READY`` (it has
+    imported torch and waits for ``GO``) to its stdout (a process started with
+    ``stdout=PIPE``) or to the pipe given for it (the read end). Raises
+    :class:`LaunchError` with ``died(item)`` when one closes it first, or with
     ``late(items not ready)`` after ``timeout`` seconds. Leaves the pipes open."""
     waiting: dict[int, tuple[T, bytes]] = {}
     with selectors.DefaultSelector() as sel:
         for item, proc in procs:
-            assert proc.stdout is not None
-            fd = proc.stdout.fileno()
+            ready = proc.stdout if isinstance(proc, subprocess.Popen) else proc
+            assert ready is not None
+            fd = ready.fileno()
             waiting[fd] = (item, b"")
             sel.register(fd, selectors.EVENT_READ)
         deadline = time.monotonic() + timeout

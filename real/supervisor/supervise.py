@@ -1,7 +1,7 @@
 """What the local launcher and torchrun mode's launcher share in supervising a run on
 this machine: the frame of a run (:func:`contained`), each host's first process as
-started (:class:`Leader`), the GO handshake, and the loop that fires faults until the
-hosts have exited (:class:`Supervisor`).
+started (:class:`Leader`), the READY/GO handshake (:class:`Handshake`), and the loop that
+fires faults until the hosts have exited (:class:`Supervisor`).
 
 What differs stays with each launcher: the first process it starts (real mode's
 ``python -m elastic_sim.real.proc``, or a torchrun agent), how long it waits for READY and
@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from elastic_sim.real.faults import netns
 from elastic_sim.real.supervisor import reaper
@@ -36,10 +36,45 @@ Guard = Callable[[], "tuple[str, str] | None"]
 
 
 @dataclass
+class Handshake:
+    """Where a leader says READY (``ready``, read here) and is told GO (``go``, written
+    here): its stdout and stdin, or a pair of pipes of their own (torchrun mode's agents,
+    whose stdout their workers inherit, so it must stay open for as long as they run)."""
+
+    ready: IO[bytes]
+    go: IO[bytes]
+
+    @classmethod
+    def of(cls, proc: subprocess.Popen[bytes]) -> Handshake:
+        """The process's stdout and stdin (both started as pipes)."""
+        assert proc.stdout is not None and proc.stdin is not None
+        return cls(proc.stdout, proc.stdin)
+
+    def send_go(self, t0: float) -> None:
+        """Tell a ready leader ``GO <t0>`` and close both ends (a leader that died just
+        now is seen exiting by the supervision loop)."""
+        try:
+            self.go.write(f"GO {t0!r}\n".encode())
+            self.go.flush()
+        except BrokenPipeError:
+            pass
+        self.close()
+
+    def close(self) -> None:
+        """Close the launcher's ends."""
+        for end in (self.go, self.ready):
+            if not end.closed:
+                try:
+                    end.close()
+                except BrokenPipeError:  # unflushed GO to a leader gone meanwhile
+                    pass
+
+
+@dataclass
 class Leader:
     """A host's first process (real mode's host process, torchrun mode's agent), as the
-    launcher started it: in a session of its own, READY expected on its stdout, GO to be
-    written to its stdin."""
+    launcher started it: in a session of its own, READY expected on its handshake's
+    ``ready`` end, GO to be written to its ``go`` end."""
 
     host: str
     name: str
@@ -51,18 +86,18 @@ class Leader:
     """Whether it has been told GO."""
     exit_t: float | None = None
     """Run time at which the launcher saw it exit."""
+    handshake: Handshake | None = None
+    """Its READY/GO channel (None: its stdout and stdin)."""
 
+    def __post_init__(self) -> None:
+        if self.handshake is None:
+            self.handshake = Handshake.of(self.proc)
 
-def send_go(proc: subprocess.Popen[bytes], t0: float) -> None:
-    """Tell a ready first process ``GO <t0>`` and close its pipes (a process that died
-    just now is seen exiting by the supervision loop)."""
-    assert proc.stdin is not None and proc.stdout is not None
-    try:
-        proc.stdin.write(f"GO {t0!r}\n".encode())
-        proc.stdin.close()
-    except BrokenPipeError:
-        pass
-    proc.stdout.close()
+    @property
+    def channel(self) -> Handshake:
+        """Its READY/GO channel."""
+        assert self.handshake is not None
+        return self.handshake
 
 
 class Supervisor:
@@ -164,7 +199,7 @@ class Supervisor:
         for leader in self.leaders.values():
             if not leader.went and leader.go_at <= now:
                 leader.went = True
-                send_go(leader.proc, self.t0)
+                leader.channel.send_go(self.t0)
 
     def _note_exits(self, now: float) -> None:
         for leader in self.leaders.values():
@@ -182,11 +217,9 @@ class Supervisor:
         return True
 
     def _close_pipes(self) -> None:
-        """Close the launcher's ends of every leader's pipes (after the kill)."""
+        """Close the launcher's ends of every leader's handshake (after the kill)."""
         for leader in self.leaders.values():
-            for pipe in (leader.proc.stdin, leader.proc.stdout):
-                if pipe is not None and not pipe.closed:
-                    pipe.close()
+            leader.channel.close()
 
 
 @contextmanager

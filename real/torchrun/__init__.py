@@ -23,15 +23,16 @@ from typing import TYPE_CHECKING
 from elastic_sim.faults.model import Fault
 from elastic_sim.real.faults.injector import Injector, UnsupportedInRealMode, check_supported
 from elastic_sim.real.supervisor.tracefile import merge
-from elastic_sim.real.torchrun import flags
-from elastic_sim.real.torchrun.convert import NOT_JUDGED, NOT_JUDGED_SCRIPT, Inputs, convert
+from elastic_sim.real.torchrun import flags, logs
+from elastic_sim.real.torchrun.convert import NOT_JUDGED, Inputs, convert
+from elastic_sim.real.torchrun.workers import instrumented, unrecorded
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import FaultReport, RunResult, World
 
 if TYPE_CHECKING:
     from elastic_sim.real.cluster.launchers import LaunchOptions
 
-__all__ = ["Options", "not_judged", "refusal", "run"]
+__all__ = ["Options", "not_judged", "refusal", "run", "steps"]
 
 
 @dataclass(frozen=True)
@@ -53,9 +54,31 @@ def refusal(protocol: str, knobs: dict[str, object]) -> tuple[str, str] | None:
     return None
 
 
-def not_judged(options: Options) -> dict[str, str]:
-    """Checks upstream's events cannot judge in this run, with why."""
-    return {**NOT_JUDGED, **(NOT_JUDGED_SCRIPT if options.script else {})}
+def not_judged(options: Options, events: Sequence[TraceEvent]) -> dict[str, str]:
+    """Checks upstream's events cannot judge in this run (``events``), with why: with a
+    user's script, also those whose events its workers did not record."""
+    return {**NOT_JUDGED, **(unrecorded(events) if options.script else {})}
+
+
+def steps(options: Options, workload_steps: int, events: Sequence[TraceEvent]) -> int:
+    """The job's steps: a script that imports :mod:`elastic_sim.probe` trains the
+    script's ``--steps N`` (among its arguments), else the scenario's ``workload_steps``;
+    one that does not is done when torchrun is (0: its steps are not seen)."""
+    if not options.script:
+        return workload_steps
+    if not instrumented(events):
+        return 0
+    return script_steps(options.script[1:]) or workload_steps
+
+
+def script_steps(args: Sequence[str]) -> int | None:
+    """``N`` of ``--steps N`` or ``--steps=N`` among a script's arguments (None: none)."""
+    for i, arg in enumerate(args):
+        value = (args[i + 1] if arg == "--steps" and i + 1 < len(args)
+                 else arg.partition("=")[2] if arg.startswith("--steps=") else None)
+        if value is not None and value.isdigit():
+            return int(value)
+    return None
 
 
 def run(world: World, faults: Sequence[Fault], seed: int, workdir: Path,
@@ -91,9 +114,12 @@ def run(world: World, faults: Sequence[Fault], seed: int, workdir: Path,
     launcher = Launcher(world, faults, cmds, workdir)
     out = launcher.run()
     inj = launcher.injector
+    streams = {h: launcher.stream(h) for h in hosts}
+    for line in logs.failure_tails(workdir, streams, out.t0, killed_by(inj)):
+        log(line)
     events = convert(Inputs(
         t0=out.t0, hosts=hosts, addresses={c.host: c.address for c in cmds},
-        streams={h: launcher.stream(h) for h in hosts},
+        streams=streams,
         worker_files=sorted((workdir / "workers").glob("*.jsonl")),
         launcher_events=merge([p for p in [workdir / "launcher.jsonl"] if p.exists()]),
         agent_codes=out.agent_codes, agent_exit_t=out.agent_exit_t, killed=killed_by(inj),

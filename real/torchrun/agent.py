@@ -2,11 +2,14 @@
 (``torch.distributed.run.main``, what the ``torchrun`` console script calls), with
 torchelastic's own streams written down as they happen.
 
-Run as ``python -m elastic_sim.real.torchrun.agent HOST STREAM_FILE CHECKPOINT -- ARGV...``
-where ARGV is torchrun's command line. Before anything else it imports torch and prints
-``READY``; it starts torchrun when the launcher answers ``GO <t0>`` (so, as in real mode,
-the interpreter's and torch's import cost is not run time). Then, into STREAM_FILE, one
-JSON object per line, each stamped with the wall time it was emitted:
+Run as ``python -m elastic_sim.real.torchrun.agent HOST STREAM_FILE CHECKPOINT READY_FD
+GO_FD -- ARGV...`` where ARGV is torchrun's command line. Before anything else it imports
+torch and writes ``READY`` to the pipe READY_FD; it starts torchrun when the launcher
+answers ``GO <t0>`` on the pipe GO_FD (so, as in real mode, the interpreter's and torch's
+import cost is not run time), and closes both. The handshake has pipes of its own because
+torchrun's workers inherit the agent's stdout and stderr (a training script prints), which
+stay open for as long as they run. Then, into STREAM_FILE, one JSON object per line, each
+stamped with the wall time it was emitted:
 
 - ``{"src": "event", "logger": ..., "event": {...}}``: every record of torchelastic's
   events API (``torch.distributed.elastic.events``: the rendezvous events of the c10d
@@ -96,16 +99,24 @@ def _checkpoint(path: Path) -> dict[str, Any] | None:
         return None
 
 
+def handshake(ready_fd: int, go_fd: int) -> bool:
+    """Say READY on ``ready_fd``, wait for ``GO <t0>`` on ``go_fd``, close both (so no
+    worker inherits them); whether GO came."""
+    with os.fdopen(ready_fd, "wb", buffering=0) as ready, os.fdopen(go_fd, "rb") as go:
+        ready.write(b"READY\n")
+        line = go.readline().split()
+    return len(line) == 2 and line[0] == b"GO"
+
+
 def main() -> int:
     """Import torch, say READY, wait for GO, run torchrun, record how it ended."""
     host, stream, ckpt = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+    ready_fd, go_fd = int(sys.argv[4]), int(sys.argv[5])
     argv = sys.argv[sys.argv.index("--") + 1:]
     os.environ.setdefault("LOGLEVEL", "INFO")
     import torch.distributed.run as torchrun
 
-    print("READY", flush=True)
-    line = sys.stdin.readline().split()
-    if len(line) != 2 or line[0] != "GO":
+    if not handshake(ready_fd, go_fd):
         return 3
     with stream.open("a", encoding="utf-8") as out:
         _install(out)

@@ -1,7 +1,8 @@
 """An upstream torchrun run as the project's trace: from torchelastic's own streams (the
 rendezvous events of its events API, the agents' log records: rendezvous results, restarts,
-worker exit records, exit barrier; how each ``torchrun`` main returned), the bundled
-worker's own events, and the injector's fault events. All times become run time (seconds
+worker exit records, exit barrier; how each ``torchrun`` main returned), the workers' own
+events (the bundled worker's, or a script's through :mod:`elastic_sim.probe`;
+:mod:`.workers`), and the injector's fault events. All times become run time (seconds
 since the launcher's ``t0``).
 
 What upstream does not record is not made up: a round's member list is rebuilt from each
@@ -20,6 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from elastic_sim.real.torchrun.workers import (
+    CLOSING,
+    AgentView,
+    Ends,
+    last_steps,
+    worker_events,
+)
 from elastic_sim.trace import TraceEvent
 
 NOT_JUDGED = {
@@ -32,21 +40,14 @@ NOT_JUDGED = {
 }
 """Checks that upstream's events cannot judge, with why (every torchrun run)."""
 
-NOT_JUDGED_SCRIPT = {
-    name: "the user's script records no step, commit, sync or collective events"
-    for name in ("collective_sequence", "state_agreement", "committed_progress",
-                 "epoch_isolation", "progress_after_faults")
-}
-"""Further checks a user's ``--script`` leaves unjudged."""
-
 _JOIN = re.compile(r"attempts to join the next round")
 _JOINED = re.compile(r"has joined round (\d+) of .* as rank (\d+) in a world of size (\d+)")
 _CLOSED = re.compile(r"has closed the rendezvous")
 _COMPLETE = re.compile(r"Rendezvous complete for workers")
 _FIELD = re.compile(r"^\s*(\w+)=(.*)$", re.M)
-_RESTART = re.compile(r"Worker group (\w+)\. (\d+)/(\d+) attempts left")
+COUNTED_RESTART = re.compile(r"Worker group (\w+)\. (\d+)/(\d+) attempts left")
 _WAITING = re.compile(r"Detected (\d+) new nodes from group_rank=(\d+)")
-_EXITED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
+EXIT_RECORD = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
 _DEATH = re.compile(r"Received (\S+) death signal")
 _BARRIER = re.compile(r"Local worker group finished")
 _BARRIER_DONE = re.compile(r"Done waiting for other agents")
@@ -73,7 +74,9 @@ class Inputs:
     end: float = 0.0
 
 
-def _lines(path: Path) -> list[dict[str, Any]]:
+def lines(path: Path) -> list[dict[str, Any]]:
+    """The JSON lines of a stream or worker file (none if it does not exist; a torn last
+    line, of a process killed mid-write, left out)."""
     if not path.exists():
         return []
     out = []
@@ -94,9 +97,10 @@ class _Agent:
         self.round = -1
         self.events: list[TraceEvent] = []
         self.done: list[TraceEvent] = []
-        self.exit_records: dict[int, tuple[float, int]] = {}
-        """Worker pid -> (time, exit code) from the agent's exit records."""
-        self.ended = False
+        self.workers = AgentView()
+        """What the stream says of its workers' ends."""
+        self.ckpt_step: bool = False
+        """Whether its end said the host's checkpoint's step (the bundled worker's)."""
 
     def ev(self, t: float, kind: str, **data: Any) -> TraceEvent:
         e = TraceEvent(t - self.inp.t0, self.host, self.proc, kind, data)
@@ -139,15 +143,18 @@ class _Agent:
                                             f"{fields.get('master_port', '').strip()}"})
         elif _STARTING.search(text):
             self.ev(t, "workers_started", round=self.round)
-        elif m := _RESTART.search(text):
+        elif m := COUNTED_RESTART.search(text):
             self.ev(t, "agent_restart", reason=m.group(1), remaining_restarts=int(m.group(2)) - 1)
         elif m := _WAITING.search(text):
             self.ev(t, "agent_restart", reason="nodes_waiting", nodes_waiting=int(m.group(1)))
-        elif m := _EXITED.search(text):
-            self.exit_records[int(m.group(3))] = (t, int(m.group(1)))
+        elif m := EXIT_RECORD.search(text):
+            self.workers.exit_records[int(m.group(3))] = (t, int(m.group(1)))
+        elif m := CLOSING.search(text):
+            self.workers.closed[int(m.group(1))] = (t, m.group(2))
         elif m := _DEATH.search(text):
             self.ev(t, "agent_signal", signal=_signal_name(m.group(1)))
         elif _BARRIER.search(text):
+            self.workers.succeeded.append(t)
             self.ev(t, "exit_barrier_enter", round=self.round)
         elif _BARRIER_DONE.search(text):
             self.ev(t, "exit_barrier_done", round=self.round)
@@ -155,8 +162,8 @@ class _Agent:
             self.ev(t, "exit_barrier_failed", error="exit barrier")
 
     def _end(self, t: float, ln: Mapping[str, Any]) -> None:
-        self.ended = True
         ckpt = ln.get("checkpoint") or {}
+        self.ckpt_step = "step" in ckpt
         if int(ln.get("code", 1)) == 0:
             self.ev(t, "job_done", step=int(ckpt.get("step", 0)),
                     digest=str(ckpt.get("digest", "")))
@@ -177,15 +184,19 @@ def convert(inp: Inputs) -> list[TraceEvent]:
     master_of = {addr: h for h, addr in inp.addresses.items()}
     agents = {h: _Agent(h, inp, master_of) for h in inp.hosts}
     for h, path in inp.streams.items():
-        for ln in _lines(path):
+        for ln in lines(path):
             agents[h].feed(ln)
     _fill_members(agents)
+    workers = worker_events([lines(p) for p in sorted(inp.worker_files)],
+                            {h: a.workers for h, a in agents.items()},
+                            Ends(inp.t0, inp.killed, inp.agent_exit_t, inp.end))
+    _final_steps(agents, last_steps(workers))
     events: list[TraceEvent] = list(inp.launcher_events)
     for h in inp.hosts:
         events.append(TraceEvent(0.0, h, f"{h}/main", "proc_start",
                                  {"entry": "torchrun (torch.distributed.run.main)"}))
         events.extend(agents[h].events)
-    events.extend(_workers(inp, agents))
+    events.extend(workers)
     for h in inp.hosts:
         code = inp.agent_codes.get(h, -9)
         kill = inp.killed.get(h) or inp.killed.get(f"{h}/main")
@@ -195,6 +206,17 @@ def convert(inp: Inputs) -> list[TraceEvent]:
         events.append(TraceEvent(t, h, f"{h}/main", "proc_exit", {"code": code,
                                                                    "reason": reason}))
     return sorted(events, key=lambda e: e.t)
+
+
+def _final_steps(agents: Mapping[str, _Agent], last: Mapping[str, int]) -> None:
+    """A host's ``job_done`` without its checkpoint's step (a user's script keeps its own
+    checkpoint) says the last step its workers recorded."""
+    for h, a in agents.items():
+        if a.ckpt_step or h not in last:
+            continue
+        for i, e in enumerate(a.events):
+            if e.kind == "job_done":
+                a.events[i] = TraceEvent(e.t, e.host, e.proc, e.kind, {**e.data, "step": last[h]})
 
 
 def _fill_members(agents: Mapping[str, _Agent]) -> None:
@@ -209,35 +231,6 @@ def _fill_members(agents: Mapping[str, _Agent]) -> None:
                 members = [h for _, h in sorted(ranks[int(e.get("round"))])]
                 a.events[i] = TraceEvent(e.t, e.host, e.proc, e.kind,
                                          {**e.data, "members": members})
-
-
-def _workers(inp: Inputs, agents: Mapping[str, _Agent]) -> list[TraceEvent]:
-    """The bundled worker's events; a worker that could not write its exit gets one from
-    its agent's exit record, the injector's kill, or the run's end."""
-    out: list[TraceEvent] = []
-    for path in sorted(inp.worker_files):
-        lines = _lines(path)
-        if not lines:
-            continue
-        for ln in lines:
-            out.append(TraceEvent(float(ln["t"]) - inp.t0, str(ln["host"]), str(ln["proc"]),
-                                  str(ln["kind"]), dict(ln.get("data") or {})))
-        if any(ln["kind"] == "proc_exit" for ln in lines):
-            continue
-        first = lines[0]
-        host, proc, pid = str(first["host"]), str(first["proc"]), first["data"].get("pid")
-        record = agents[host].exit_records.get(int(pid)) if pid is not None else None
-        kill = inp.killed.get(proc) or inp.killed.get(host)
-        last_t = float(lines[-1]["t"]) - inp.t0
-        if kill is not None and kill[0] >= last_t:
-            t, data = kill[0], {"code": -9, "reason": f"killed by fault {kill[1]}"}
-        elif record is not None:
-            t, data = record[0] - inp.t0, {"code": record[1], "reason": "its agent's exit record"}
-        else:
-            t, data = max(last_t, min(inp.agent_exit_t.get(host, inp.end), inp.end)), {
-                "code": -9, "reason": "ended with its agent (no exit record)"}
-        out.append(TraceEvent(t, host, proc, "proc_exit", {**data, "pid": pid}))
-    return out
 
 
 def exit_codes(events: Sequence[TraceEvent]) -> dict[str, int]:

@@ -10,10 +10,12 @@ signals the newest live worker of that local rank (``hN/wK``) or the agent (``hN
 
 The run gets a private network namespace when the machine allows it (see
 :func:`isolation`), as real mode's partitioned runs do. Every agent imports torch and says
-READY; the run's origin ``t0`` is fixed when all have, and each gets ``GO`` at its host's
-start time. Whatever happens (an exception, Ctrl-C, SIGTERM), every marked process is
-SIGKILLed and reaped before :meth:`run` returns (the launcher is a subreaper while the
-run lasts, so orphaned workers are its to reap), and the namespace is deleted.
+READY (on a pipe of its own, not its stdout, which its workers inherit: their output goes
+to files under the run directory, :mod:`.logs`); the run's origin ``t0`` is fixed when all
+have, and each gets ``GO`` at its host's start time. Whatever happens (an exception,
+Ctrl-C, SIGTERM), every marked process is SIGKILLed and reaped before :meth:`run` returns
+(the launcher is a subreaper while the run lasts, so orphaned workers are its to reap),
+and the namespace is deleted.
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ from elastic_sim.real.faults.injector import Injector
 from elastic_sim.real.faults.targets import HostTargets
 from elastic_sim.real.supervisor import reaper, warden
 from elastic_sim.real.supervisor.process import wait_ready
-from elastic_sim.real.supervisor.supervise import Leader, Supervisor
+from elastic_sim.real.supervisor.supervise import Handshake, Leader, Supervisor
 from elastic_sim.real.supervisor.tracefile import TraceFile
+from elastic_sim.real.torchrun import logs
 from elastic_sim.real.torchrun.flags import Command
 from elastic_sim.world import World
 
@@ -176,23 +179,39 @@ class Launcher(Supervisor):
         path = os.pathsep.join(p for p in sys.path if p)
         starts = {h.name: h.start_at for h in self.world.hosts}
         for cmd in self.commands:
-            env = {**base, **cmd.env, MARK: f"{self.marker}:{cmd.host}", "PYTHONPATH": path,
+            env = {**base, **cmd.env, **logs.environment(self.workdir),
+                   MARK: f"{self.marker}:{cmd.host}", "PYTHONPATH": path,
                    "ELASTIC_SIM_TRACE_DIR": str((self.workdir / "workers").resolve()),
                    "ELASTIC_SIM_CHECKPOINT": str(self.checkpoint(cmd.host).resolve())}
+            # READY and GO go through pipes of their own: the agent's stdout and stderr
+            # are its workers' (its log file), open for as long as they run.
+            ready_r, ready_w = os.pipe()
+            go_r, go_w = os.pipe()
             argv = [sys.executable, "-m", "elastic_sim.real.torchrun.agent", cmd.host,
-                    str(self.stream(cmd.host)), str(self.checkpoint(cmd.host)), "--",
-                    *cmd.argv]
+                    str(self.stream(cmd.host)), str(self.checkpoint(cmd.host)),
+                    str(ready_w), str(go_r), "--",
+                    *logs.torchrun_flags(self.workdir, cmd.host), *cmd.argv]
             cut = self.netns
-            with (self.workdir / f"agent-{cmd.host}.log").open("ab") as log:
-                proc = subprocess.Popen(
-                    [*(cut.prefix() if cut else ()), *argv], stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE, stderr=log, env=env, start_new_session=True,
-                    group=cut.gid(cmd.host) if cut else None)
+            try:
+                with (self.workdir / f"agent-{cmd.host}.log").open("ab") as log:
+                    proc = subprocess.Popen(
+                        [*(cut.prefix() if cut else ()), *argv], stdin=subprocess.DEVNULL,
+                        stdout=log, stderr=log, env=env, start_new_session=True,
+                        pass_fds=(ready_w, go_r), group=cut.gid(cmd.host) if cut else None)
+            except BaseException:
+                for fd in (ready_r, go_w):
+                    os.close(fd)
+                raise
+            finally:
+                for fd in (ready_w, go_r):
+                    os.close(fd)
+            channel = Handshake(os.fdopen(ready_r, "rb", buffering=0),
+                                os.fdopen(go_w, "wb", buffering=0))
             self.leaders[cmd.host] = Leader(cmd.host, f"{cmd.host}/{AGENT}", proc,
-                                            go_at=starts.get(cmd.host, 0.0))
+                                            go_at=starts.get(cmd.host, 0.0), handshake=channel)
 
     def _wait_ready(self) -> None:
-        wait_ready([(a, a.proc) for a in self.leaders.values()], READY_TIMEOUT,
+        wait_ready([(a, a.channel.ready) for a in self.leaders.values()], READY_TIMEOUT,
                    self._died_early,
                    lambda late: f"torchrun agents not ready after {READY_TIMEOUT:.0f}s: "
                                 + ", ".join(a.host for a in late))

@@ -60,6 +60,22 @@ FAILS: dict[str, tuple[str, str, tuple[str, ...]]] = {
                                ("rdzv_done", "fault")),
     "time_advances": ("broken_spin_at_commit.yaml", "without virtual time advancing; spinning: h0",
                       ("commit", "commit", "commit", "run_stopped")),
+    "ft_quorum_ids": ("torchft/broken_new_id_always.yaml",
+                      "issued quorum 2 after 1, where nothing changed: upstream gives it id 1",
+                      ("lh_quorum", "lh_quorum")),
+    "ft_quorum_validity": ("torchft/broken_no_split_brain_rule.yaml",
+                           "2 healthy participants of 4 heartbeating replicas, no strict "
+                           "majority", ("lh_quorum", "lh_quorum")),
+    "ft_state_agreement": ("torchft/broken_skip_heal.yaml", "g0 holds state",
+                           ("step", "step")),
+    "ft_data_position_agreement": ("torchft/data_position_not_healed.yaml",
+                                   "g0 holds data position 9, g1 holds 8", ("step", "step")),
+    "ft_unanimous_commit": ("torchft/broken_own_vote.yaml", "its ranks got different decisions",
+                            ("ft_should_commit", "ft_should_commit")),
+    "ft_single_heal_source": ("torchft/heal_sources_per_rank.yaml", "from g0, g1",
+                              ("ft_heal", "ft_heal")),
+    "ft_liveness": ("torchft/broken_heartbeats_never_expire.yaml",
+                    "no committed step within 80 s after kill-g1-rank", ("fault", "run_end")),
 }
 """Check -> (scenario, a fragment of its first violation's message, its witness kinds)."""
 
@@ -90,6 +106,13 @@ PASSES: dict[str, str] = {
     "eventual_incorporation": "hang_rejoins.yaml",
     "time_advances": "scale_down.yaml",
     "within_run_guards": "scale_down.yaml",
+    "ft_quorum_ids": "torchft/replica_crash.yaml",
+    "ft_quorum_validity": "torchft/replica_crash.yaml",
+    "ft_state_agreement": "torchft/replica_crash.yaml",
+    "ft_data_position_agreement": "torchft/heal_sources_per_rank.yaml",
+    "ft_unanimous_commit": "torchft/heal_sources_per_rank.yaml",
+    "ft_single_heal_source": "torchft/replica_crash.yaml",
+    "ft_liveness": "torchft/replica_crash.yaml",
 }
 """Check -> a shipped scenario where it passes having examined something."""
 

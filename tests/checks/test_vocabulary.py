@@ -143,6 +143,8 @@ MAPPED: list[tuple[str, TraceEvent, str, dict[str, Any]]] = [
     ("horovod", ev("hvd_exit", error="RuntimeError: boom", code=1), "worker_error",
      {"error": "RuntimeError: boom"}),
     ("horovod", ev("hvd_abort", error="RemovedFromJob"), "abort", {"error": "RemovedFromJob"}),
+    ("torchft", ev("ft_replica_start", "g1", attempt=2, ranks=1),
+     "restart", {"failure": True, "spent": True, "left": None}),
 ]
 """(protocol, a recorded event, the neutral kind and fields it is read as)."""
 
@@ -173,7 +175,8 @@ def test_an_event_that_means_nothing_to_the_checks_stays_as_recorded() -> None:
     kept = [ev("rdzv_shutdown", closed=False), ev("hvd_notify", to="h1", timestamp=1.0,
                                                   update="added"),
             ev("rdzv_rejected", round=1), ev("rdzv_done", round=1, members=["h1"], rank=0,
-                                              world_size=1), ev("my_own_kind", x=1)]
+                                              world_size=1), ev("my_own_kind", x=1),
+            ev("ft_replica_start", "g1", attempt=0, ranks=1)]  # a first start: no restart
     hist = History([start("torchelastic"), *kept])
     assert hist.neutral is hist  # nothing to read otherwise: the history is its own view
     assert all(a is b for a, b in zip(History([start(None), *kept]).neutral.raw[1:], kept,

@@ -76,6 +76,7 @@ def test_stalls_end_and_lost_steps_are_judged_against_the_tolerance() -> None:
     c = judge(sc, ["sim", "real"], sums, 0.25, 0.5)
     assert c.disagreements == ["stalled: sim 7.90 s vs real 13.20 s, -40%",
                                "job end: sim 22.90 s vs real 32.30 s, -29%"]
+    assert c.structural == []  # timing only: what a loaded machine explains
     sums["sim"] = summarise("sim", [_totals("sim", 12.0, 30.0, 7)])  # within ±25 %
     assert judge(sc, ["sim", "real"], sums, 0.25, 0.5).disagreements == [
         "lost steps: sim 7 vs real 5"]  # beyond the tolerance and one step
@@ -100,6 +101,16 @@ def test_n_a_stays_n_a(tmp_path: Path) -> None:
     summary = json.loads((tmp_path / "sim" / "run0" / "summary.json").read_text())
     na = {c["name"] for c in summary["checks"] if c["status"] == "n/a"}
     assert na and {n for n, v in checks.items() if v.startswith("n/a")} == na
+
+
+def test_membership_and_outcome_are_structural_disagreements() -> None:
+    sc = load_scenario(WORKER_CRASH)
+    sums = {"sim": summarise("sim", [fig("sim", [["h0", "h1"]], 3.0, "failed")]),
+            "torchrun": summarise("torchrun", [fig("torchrun", [["h0"]], 9.0)])}
+    c = judge(sc, ["sim", "torchrun"], sums, 0.25)
+    assert c.structural == ["membership: sim [h0,h1] vs torchrun [h0]",
+                            "outcome: sim failed vs torchrun completed"]
+    assert len(c.disagreements) == 3  # and the recovery's time
 
 
 def test_runs_of_one_mode_that_differ_are_flagged() -> None:

@@ -1,6 +1,6 @@
 """``--mode torchrun`` end to end: actual torchrun agents on loopback running a training
-script of this test's own, and nothing of theirs left behind after a success, a failure
-(a hung job at the time limit) and a Ctrl-C."""
+script of this test's own (which prints, as scripts do), and nothing of theirs left behind
+after a success, a failure (a hung job at the time limit) and a Ctrl-C."""
 
 from __future__ import annotations
 
@@ -38,6 +38,8 @@ SCRIPT = textwrap.dedent("""
     x = torch.ones(1)
     for _ in range(3):
         dist.all_reduce(x)
+        print("allreduce", x.item(), flush=True)  # a script prints (its stdout: a file)
+    print("done", file=sys.stderr, flush=True)
     out = os.path.join(sys.argv[1], f"rank{dist.get_rank()}-of-{dist.get_world_size()}")
     with open(out, "w") as fh:
         fh.write(f"{x.item()} {sys.argv[2]}")
@@ -104,6 +106,10 @@ def test_user_script_trains_under_torchrun_and_leaves_nothing(tmp_path: Path,
     if not netns.missing():  # torch's stores listen on every interface: contained
         assert setup.get("network") == "a private network namespace"
     assert [n for n in netns.existing() if n.startswith(f"es-{os.getpid()}-")] == []
+    # What the script printed, per rank, where torchrun's --log-dir puts it.
+    outputs = sorted((tmp_path / "run").glob("torchrun/logs/*/*/attempt_0/0/stdout.log"))
+    assert [p.read_text().splitlines() for p in outputs] == [
+        ["allreduce 2.0", "allreduce 4.0", "allreduce 8.0"]] * 2
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert {c["name"] for c in summary["checks"] if "not_judged" in c} >= {
         "state_agreement", "membership_agreement"}

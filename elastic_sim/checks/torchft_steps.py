@@ -1,0 +1,156 @@
+"""torchft's per-step checks, over each rank's committed steps (``step`` with its shard,
+state digest and data position), its should_commit votes (``ft_should_commit``) and its
+heals (``ft_heal``): replicas at one step hold one state and one data position, a step
+advances only on its replica group's unanimous vote, a recovering replica group heals
+from one source, and training goes on after the faults stop. They read torchft's own
+event kinds (the protocol-neutral vocabulary is not in this tree yet); a trace of another
+protocol has none of them, and they examine nothing there."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from elastic_sim.checks.facts import fault_events, knobs_of, run_end, run_start
+from elastic_sim.checks.verdict import CheckResult, Violation
+from elastic_sim.faults.model import ENDS_A_HOST
+from elastic_sim.history import history
+from elastic_sim.trace import TraceEvent
+
+SLACK_S = 10.0
+"""Seconds :func:`ft_liveness` allows beyond the knobs' timeouts: a rank's start (1.3 s in
+the sim), a heal, a step."""
+LOST = tuple(c.scenario_type for c in ENDS_A_HOST)
+
+
+def _agreement(events: Sequence[TraceEvent], field: str, name: str, what: str
+               ) -> CheckResult:
+    """Replicas' committed steps of one quorum, one step and one shard agree on
+    ``field``."""
+    res = CheckResult(name, f"replicas at equal step hold identical {what}",
+                      unit="steps")
+    first: dict[tuple[object, object, object], TraceEvent] = {}
+    for ev in history(events).of("step"):
+        if ev.get("shard") is None or ev.get(field) is None:
+            continue  # not a torchft rank's step
+        key = (ev.get("round"), ev.get("step"), ev.get("shard"))
+        had = first.setdefault(key, ev)
+        if had is ev:
+            res.checked += 1
+        elif had.get(field) != ev.get(field):
+            res.violations.append(Violation(
+                f"quorum {key[0]} step {key[1]} shard {key[2]}: {had.host} holds {what} "
+                f"{had.get(field)}, {ev.host} holds {ev.get(field)}", [had, ev]))
+    return res
+
+
+def ft_state_agreement(events: Sequence[TraceEvent]) -> CheckResult:
+    """The replicas that commit a step in one quorum hold the same state after it, shard
+    by shard (a healed replica included)."""
+    return _agreement(events, "digest", "ft_state_agreement", "state")
+
+
+def ft_data_position_agreement(events: Sequence[TraceEvent]) -> CheckResult:
+    """The replicas that commit a step in one quorum have drawn as many batches of their
+    data shards (their data positions agree), so they run out of data together."""
+    return _agreement(events, "data", "ft_data_position_agreement", "data position")
+
+
+def ft_unanimous_commit(events: Sequence[TraceEvent]) -> CheckResult:
+    """A replica group's ranks all get the same should_commit decision, a yes only when
+    every one of its ``ranks_per_replica`` ranks voted yes, and a rank's step advances
+    only on a yes."""
+    res = CheckResult("ft_unanimous_commit", "a step advances only on the replica group's "
+                      "unanimous vote", unit="votes")
+    ranks = int(knobs_of(events).get("ranks_per_replica", 1))
+    votes: dict[tuple[object, object, int], list[TraceEvent]] = {}
+    decided: dict[str, TraceEvent] = {}
+    """A rank process -> its last should_commit."""
+    for ev in history(events).of("proc_start", "ft_should_commit", "step"):
+        if ev.kind == "proc_start":
+            decided.pop(ev.proc, None)
+        elif ev.kind == "ft_should_commit":
+            step = int(ev.get("step")) - (1 if ev.get("decision") else 0)
+            votes.setdefault((ev.get("replica_id"), ev.get("quorum_id"), step), []).append(ev)
+            decided[ev.proc] = ev
+        elif ev.get("shard") is not None:
+            last = decided.get(ev.proc)
+            if last is None or not last.get("decision") or last.get("step") != ev.get("step"):
+                res.violations.append(Violation(
+                    f"{ev.proc} committed step {ev.get('step')} without a yes from its "
+                    "replica group", [e for e in (last, ev) if e is not None]))
+    for (replica, quorum, step), evs in votes.items():
+        res.checked += 1
+        decisions = {bool(e.get("decision")) for e in evs}
+        if len(decisions) > 1:
+            res.violations.append(Violation(
+                f"replica {replica} step {step + 1} (quorum {quorum}): its ranks got "
+                "different decisions", evs[:2]))
+        elif True in decisions and (len(evs) < ranks or not all(e.get("vote") for e in evs)):
+            res.violations.append(Violation(
+                f"replica {replica} committed step {step + 1} (quorum {quorum}) with "
+                f"{sum(bool(e.get('vote')) for e in evs)} yes votes of {ranks} ranks",
+                evs[:2]))
+    return res
+
+
+def ft_single_heal_source(events: Sequence[TraceEvent]) -> CheckResult:
+    """All the ranks of a recovering replica group heal from one source replica."""
+    res = CheckResult("ft_single_heal_source", "all local ranks of a recovering replica "
+                      "heal from one source", unit="heals")
+    heals: dict[tuple[object, object], list[TraceEvent]] = {}
+    for ev in history(events).of("ft_heal"):
+        heals.setdefault((ev.get("replica_id"), ev.get("quorum_id")), []).append(ev)
+    for (replica, quorum), evs in heals.items():
+        res.checked += 1
+        sources = sorted({str(e.get("src")) for e in evs})
+        if len(sources) > 1:
+            ranks = {str(e.get("src")): e for e in evs}
+            res.violations.append(Violation(
+                f"replica {replica} healed in quorum {quorum} from {', '.join(sources)}: "
+                "its ranks took their shards from different replicas",
+                [ranks[s] for s in sources]))
+    return res
+
+
+def ft_liveness(events: Sequence[TraceEvent]) -> CheckResult:
+    """Once the last fault stops (it heals, or, for one that does not, it starts), some
+    rank commits a step within the bound the knobs imply (the longest of the Manager's
+    timeouts, a heartbeat's expiry, the wait for stragglers, and :data:`SLACK_S`), unless
+    the job completed first or the Lighthouse is gone for good (nothing can form a
+    quorum then). A run that ended at its time limit before the bound is not judged."""
+    res = CheckResult("ft_liveness", "a committed step within the knobs' bound after the "
+                      "faults stop", unit="runs")
+    hist = history(events)
+    if not hist.of("lh_quorum", "lh_start"):
+        return res  # not torchft
+    faults = fault_events(hist)
+    end = run_end(hist)
+    if not faults or end is None:
+        return res
+    k = knobs_of(hist)
+    longest = max(float(k.get(n, 0.0)) for n in ("timeout", "quorum_timeout", "pg_timeout",
+                                                 "connect_timeout"))
+    beat = float(k.get("heartbeat_timeout", 0.0))
+    bound = longest + beat + min(float(k.get("join_timeout", 0.0)), beat) + SLACK_S
+    start = run_start(hist)
+    lighthouse = str(start.get("coordinator")) if start is not None else ""
+    if any(ev.get("phase") == "start" and ev.get("type") in LOST
+           and str(ev.get("target")).split("/")[0] == lighthouse for ev in faults):
+        return res  # the Lighthouse is gone for good
+    quiet = faults[-1]  # the last fault's start or heal
+    done = [ev.t for ev in hist.of("job_done")]
+    if done and max(done) <= quiet.t:
+        return res  # the job was over before the faults stopped
+    if end.t < quiet.t + bound and end.get("outcome") == "hung":
+        return res  # the time limit came first
+    res.checked = 1
+    steps = [ev for ev in hist.of("step") if quiet.t <= ev.t <= quiet.t + bound]
+    completed = end.get("outcome") == "completed" and end.t <= quiet.t + bound
+    if not steps and not completed:
+        after = next((ev for ev in hist.of("step", "job_done", "job_failed")
+                      if ev.t >= quiet.t), end)
+        res.violations.append(Violation(
+            f"no committed step within {bound:g} s after {quiet.get('id')} "
+            f"{'healed' if quiet.get('phase') == 'heal' else 'started'} at {quiet.t:g} s",
+            [quiet, after]))
+    return res

@@ -1,0 +1,43 @@
+"""What the torchft model promises: every check, except upstream's known weak spots (each
+with the mechanism that breaks it), as long as the Lighthouse's host survives and at
+least ``min_replicas`` replica groups do. Plain data, read by
+``elastic_sim.checks.contracts``.
+
+Assumptions and simplifications of the model, beyond the fault assumptions:
+
+- gRPC and HTTP calls are request and reply messages with a deadline: a call to a
+  process that is gone waits out its deadline, where upstream's fails at once on a
+  refused connection (a heal whose source died before it answered costs the recovering
+  rank the call's timeout instead of an immediate error); a Manager server's heartbeat
+  is fire and forget (upstream's waits for its reply, and on a dead TCP connection for
+  HTTP/2 keep-alive);
+- the ranks of a replica group hold one replicated model (their shards are not told
+  apart), and they do not talk to each other except through the Manager server (no
+  intra-replica process group);
+- the HTTP checkpoint transfer is a point-to-point group of the two ranks over the
+  source's store; one source serves several recovering ranks in parallel, each at the
+  link's full bandwidth;
+- the Lighthouse stops once the job ended and no replica heartbeats (the operator's
+  teardown; upstream's runs until it is killed).
+"""
+
+ASSUMPTIONS = ("coordinator_survives", "min_hosts_survive")
+"""Fault assumptions the promises hold under."""
+
+WEAK_SPOTS: dict[str, str] = {
+    "ft_data_position_agreement": "the data position is not part of what a heal "
+    "transfers: a replica healed from a source that dropped a step's batch (a failed "
+    "step) is one batch behind it (torchft issue #309, and the DistributedSampler's "
+    "documented loss of batches on rejoining; scenarios/torchft/data_position_not_healed)",
+    "ft_single_heal_source": "compute_quorum_results gives recovering replica i's group "
+    "rank g the up-to-date replica (i + g) mod n: the ranks of one replica group heal from "
+    "different sources (RFC #343; scenarios/torchft/heal_sources_per_rank)",
+    "members_alive_at_completion": "a replica whose quorum request timed out, or that died "
+    "after asking, stays a participant until the next quorum is issued, and counts while "
+    "its heartbeat is younger than the timeout: a quorum can include it (and reach "
+    "min_replicas with it)",
+    "terminates": "a replica group that comes back after the others finished, or that "
+    "only a dead participant could make a quorum with, waits out the quorum timeout on "
+    "every start of its launcher (max_restarts x 60 s by default) before it gives up",
+}
+"""Check -> why upstream (torchft 0.2.0) breaks it: violations a user should expect."""
