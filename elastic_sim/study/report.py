@@ -124,13 +124,14 @@ def print_study(r: StudyResult, console: Console) -> None:
 def reference_line(r: StudyResult, ref: Any) -> str:
     """The published figure beside this study's."""
     best = r.results[0]
+    ours = "; ".join(f"{pct(s.goodput)} ({s.label})" for s in r.results)
     parts = []
     if ref.goodput_above is not None:
         parts.append(f"published: > {100 * ref.goodput_above:.0f} % effective training time; "
-                     f"this study ({best.label}): {pct(best.goodput)}")
+                     f"this study: {ours}")
     if ref.goodput is not None:
         parts.append(f"published: {100 * ref.goodput:.0f} % effective training time; "
-                     f"this study ({best.label}): {pct(best.goodput)}")
+                     f"this study: {ours}")
     if ref.completion_minutes is not None and best.completion() is not None:
         c = best.completion()
         assert c is not None
