@@ -11,7 +11,8 @@ A sample runs at the job's size or at a rung of the sampling ladder
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields, is_dataclass
+from functools import cache
 from typing import Any
 
 from elastic_sim.history import History
@@ -169,10 +170,23 @@ def fault_entry(effect: EffectKind, host: str, downtime: float, returns: bool,
     return {"id": fid, "type": "crash_restart", "host": host, "downtime": downtime}
 
 
+@cache
+def knob_defaults(protocol: str) -> dict[str, Any]:
+    """The protocol's knobs a study leaves out, at their defaults."""
+    from elastic_sim.registry import find_protocol
+
+    info = find_protocol(protocol)
+    cls = info.knobs if info is not None else None
+    if cls is None or not is_dataclass(cls):
+        return {}
+    return {f.name: f.default for f in fields(cls) if f.default is not MISSING}
+
+
 def recovery_bound(job: Job, downtime: float) -> float:
     """Seconds past which a recovery from a failure with this downtime is not under way
-    any more (the job is stuck): the downtime and every timeout of the knobs, twice."""
-    k = job.knobs
+    any more (the job is stuck): the downtime and every timeout of the knobs (the study's,
+    else the protocol's defaults), twice."""
+    k = {**knob_defaults(job.protocol), **job.knobs}
     timeouts = sum(float(k.get(n, 0) or 0) for n in (
         "pg_timeout", "join_timeout", "read_timeout", "stop_timeout", "last_call_timeout",
         "group_timeout", "store_timeout", "exit_barrier_timeout"))
