@@ -21,6 +21,11 @@ starting, waiting for a task, and with one worker the main process's own bookkee
 of them, other processes had the cores (and no speed-up can show). Workers fork on Linux
 (a tenth of a second for two; spawned interpreters take seconds).
 
+``coverage_ms`` and ``coverage_share`` are what reading a case's coverage costs (its
+abstract states, transitions and fired faults, :func:`elastic_sim.coverage.reach`, from
+the run's recorded events) in CPU milliseconds, and as a share of the case's run and
+checks, over the same cases.
+
 Scenarios: the static protocol (scenarios/scale_down.yaml, 4 hosts) and torchelastic
 (scenarios/torchelastic/scale_down.yaml widened to 4 hosts, max_nodes 4).
 
@@ -82,6 +87,27 @@ def baseline_rate(sc: Scenario, budget: int, seed: int) -> tuple[float, float]:
             1000.0 * (time.process_time() - cpu) / budget)
 
 
+def coverage_cost(sc: Scenario, budget: int, seed: int) -> tuple[float, float]:
+    """CPU milliseconds per case of reading its coverage, and their share of the case's run
+    and checks (the same cases, in this process)."""
+    from elastic_sim.cases import case_run
+    from elastic_sim.checks import run_checks
+    from elastic_sim.coverage import reach
+
+    space = space_for(sc)
+    run_ms = read_ms = 0.0
+    for i in range(budget):
+        case = make_case(seed, i, space)
+        cpu = time.process_time()
+        events, _ = case_run(sc, case)
+        run_checks(events)
+        mid = time.process_time()
+        reach(events.raw, sc.protocol.name)
+        run_ms += 1000.0 * (mid - cpu)
+        read_ms += 1000.0 * (time.process_time() - mid)
+    return read_ms / budget, read_ms / run_ms if run_ms else 0.0
+
+
 def _figures(res: Exploration) -> dict[str, Any]:
     return {
         "wall_s": round(res.wall_s, 1),
@@ -103,6 +129,8 @@ def measure(name: str, budget: int, seed: int, repeat: int = 1) -> dict[str, Any
                            "horizon_s": space.horizon, "repeat": repeat}
     rate, cpu_ms = baseline_rate(sc, budget, seed)
     out["baseline_per_min"], out["baseline_cpu_ms"] = round(rate, 1), round(cpu_ms, 2)
+    cov_ms, share = coverage_cost(sc, budget, seed)
+    out["coverage_ms"], out["coverage_share"] = round(cov_ms, 3), round(share, 4)
     found: set[tuple[tuple[str, str, int], ...]] = set()
     best: dict[int, Exploration] = {}
     for _ in range(repeat):

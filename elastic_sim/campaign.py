@@ -102,8 +102,30 @@ _CONTEXT: Any = None
 
 
 def _init_worker(context: Any) -> None:
+    """A local worker's start: its context, and signals that leave the stopping to the
+    campaign. Ctrl-C is the campaign's to handle (a terminal sends it to the whole group),
+    SIGTERM ends the worker (a forked worker inherits the campaign's handler, which would
+    turn it into a failed task and go on), and the worker dies with the campaign's
+    process should that be killed outright."""
     global _CONTEXT
     _CONTEXT = context
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _die_with_parent()
+
+
+def _die_with_parent() -> None:
+    """Ask Linux for SIGKILL when the parent process dies (``PR_SET_PDEATHSIG``)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the parent died before the request
+        os._exit(1)
 
 
 def _call_in_worker(fn: Task, args: tuple[Any, ...]) -> Any:
@@ -215,10 +237,16 @@ class Executor:
             interrupted()
             yield self.result(queue.popleft())
 
-    def close(self) -> None:
-        """Stop the worker processes (tasks handed out ahead are dropped), or leave Ray."""
+    def close(self, now: bool = False) -> None:
+        """Stop the worker processes (tasks handed out ahead are dropped), or leave Ray.
+        ``now``, or after an interrupt (Ctrl-C, SIGTERM: :func:`terminate_raises`), the
+        workers are terminated and reaped at once instead of finishing the tasks they
+        run."""
         if self.pool is not None:
-            self.pool.shutdown(cancel_futures=True)
+            if now or _STOP:
+                _terminate(self.pool)
+            else:
+                self.pool.shutdown(cancel_futures=True)
             self.pool = None
         if self.ray is not None:
             self.ray.shutdown()
@@ -227,8 +255,22 @@ class Executor:
     def __enter__(self) -> Executor:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        self.close(now=isinstance(exc, KeyboardInterrupt))
+
+
+def _terminate(pool: ProcessPoolExecutor, grace: float = 5.0) -> None:
+    """End ``pool``'s worker processes now (SIGTERM, SIGKILL after ``grace``), reap them,
+    and drop its pending tasks."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    for proc in procs:
+        proc.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        proc.join(grace)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
 
 
 @dataclass

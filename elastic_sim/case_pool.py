@@ -1,64 +1,46 @@
 """explore's tasks, as the campaign executor (:mod:`elastic_sim.campaign`) runs them.
 
-Every worker gets the search (scenario, checks to ignore, seed, fault space) once, as the
-campaign's context; after that a task is a range of case indices, and the worker draws
-each case itself (:func:`~elastic_sim.cases.make_case` is a pure function of seed and
-index) and sends back only what the checks said. So no scenario or schedule is pickled
-per case, and the workers are kept busy: ranges are handed out ahead of the one being
-read, and outcomes come back in index order whatever the number of workers (the findings
-never depend on it). A shrink is one task too: a case and the violations it showed,
-shrunk by one worker (:func:`~elastic_sim.shrinking.shrink_case`) while the others go on
-with the search or with other shrinks. Every task reports the seconds it ran, so a
-search can tell how busy its workers were.
+Every worker gets the search (:class:`~elastic_sim.draws.Search`: scenario, checks to
+ignore, seed, fault space) once, as the campaign's context. The planner
+(:class:`~elastic_sim.corpus.Planner`, in this process) draws each case; a task runs one
+and sends back what the checks said and what its run covered. Outcomes come back in index
+order whatever the number of workers, and the planner draws a case only from outcomes
+before it (its batch's lag), so the findings never depend on the workers; tasks are handed
+out ahead of the one being read, as far as the planner allows, so none idles.
+
+A *find* is one task too: a case and the mechanisms it showed first, shrunk by one worker
+(:func:`~elastic_sim.shrinking.shrink_case`), each with its reproducer written and run
+there (:mod:`elastic_sim.reproducers`), while the others go on with the search. With a
+wall-clock deadline (``--time``) a case task runs no case once it has passed, and a find
+stops shrinking and writes its reproducer without running it, so a search ends within a
+case of its time. Every task reports the seconds it ran, so a search can tell how busy its
+workers were.
 """
 
 from __future__ import annotations
 
-import itertools
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
-from elastic_sim.campaign import Executor, interrupted
-from elastic_sim.cases import Case, Outcome, Signature, make_case, run_case
-from elastic_sim.faults.schedule import FaultSpace
-from elastic_sim.scenario import Scenario
+from elastic_sim.campaign import Executor, Handle, interrupted
+from elastic_sim.cases import Case, Outcome, run_case
+from elastic_sim.corpus import Fixed, Planner
+from elastic_sim.draws import Search
+from elastic_sim.mechanisms import Signature
+from elastic_sim.reproducers import Reproducer, reproducer_scenario, write_reproducer
 from elastic_sim.shrinking import Shrunk, shrink_case
-from elastic_sim.variation import Vary
 
 T = TypeVar("T")
 
-CHUNK = 8
-"""Case indices per task: large enough that a task's pickling and wake-up are noise next
-to its runs, small enough that the workers finish a search at nearly the same time."""
+__all__ = ["AHEAD", "Busy", "CaseRunner", "Found", "Search", "Spent", "find_task",
+           "run_cases", "timed"]
 
-
-@dataclass(frozen=True)
-class Search:
-    """What a worker needs to draw case ``i`` of a search by itself, and judge it."""
-
-    sc: Scenario
-    ignore: tuple[str, ...]
-    seed: int
-    space: FaultSpace
-    ties: bool
-    varies: tuple[Vary, ...] = ()
-    """Knob and cluster values drawn per case (``explore --vary``)."""
-
-    def case(self, i: int) -> Case:
-        """Case ``i`` of the search."""
-        return make_case(self.seed, i, self.space, self.ties, self.varies)
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """What a worker sends back for one drawn case (the main process redraws the case)."""
-
-    index: int
-    signatures: list[Signature]
-    messages: dict[Signature, str]
-    hung: bool
+AHEAD = 3
+"""Case tasks kept in flight per worker beyond the one being read."""
 
 
 @dataclass
@@ -82,23 +64,53 @@ def timed(fn: Callable[..., T], *args: Any) -> tuple[T, Spent]:
     return value, Spent(time.perf_counter() - wall, time.process_time() - cpu)
 
 
-def _verdicts(s: Search, start: int, stop: int) -> list[Verdict]:
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.time() >= deadline
+
+
+def _outcomes(s: Search, cases: list[Case], deadline: float | None) -> list[Outcome]:
     out = []
-    for i in range(start, stop):
-        o = run_case(s.sc, s.case(i), s.ignore)
-        out.append(Verdict(i, o.signatures, o.messages, o.hung))
+    for case in cases:
+        if _past(deadline):
+            break
+        out.append(run_case(s.sc, case, s.ignore, observe=True))
     return out
 
 
-def run_range(s: Search, start: int, stop: int) -> tuple[list[Verdict], Spent]:
-    """The verdicts of the search's cases ``start`` to ``stop - 1`` (a task), and the time
-    they took."""
-    return timed(_verdicts, s, start, stop)
+def run_cases(s: Search, cases: list[Case], deadline: float | None = None
+              ) -> tuple[list[Outcome], Spent]:
+    """The outcomes of ``cases`` (a task; none run once the wall-clock ``deadline`` has
+    passed), and the time they took."""
+    return timed(_outcomes, s, cases, deadline)
 
 
-def shrink_task(s: Search, case: Case, targets: list[Signature]) -> tuple[list[Shrunk], Spent]:
-    """:func:`~elastic_sim.shrinking.shrink_case` (a task), and the time it took."""
-    return timed(shrink_case, s.sc, s.ignore, case, targets)
+@dataclass(frozen=True)
+class Found:
+    """One mechanism a find shrank, and its reproducer."""
+
+    shrunk: Shrunk
+    reproducer: Reproducer
+
+
+def _find(s: Search, case: Case, targets: list[Signature], messages: list[str],
+          names: list[str], deadline: float | None, out_dir: Path | None) -> list[Found]:
+    shrunk = shrink_case(s.sc, s.ignore, case, targets, s.pinned, deadline)
+    out = []
+    for sh, message, name in zip(shrunk, messages, names, strict=True):
+        repro = reproducer_scenario(s.sc, sh, message, len(case.faults), s.around, name)
+        if out_dir is None:
+            out.append(Found(sh, Reproducer(name, "")))
+            continue
+        out.append(Found(sh, write_reproducer(repro, out_dir, name, sh.signature, deadline)))
+    return out
+
+
+def find_task(s: Search, case: Case, targets: list[Signature], messages: list[str],
+              names: list[str], deadline: float | None = None,
+              out_dir: Path | None = None) -> tuple[list[Found], Spent]:
+    """Shrink ``targets`` (mechanisms ``case`` showed first) and write each one's
+    reproducer ``<out_dir>/<name>.yaml`` and run (a task), and the time it took."""
+    return timed(_find, s, case, targets, messages, names, deadline, out_dir)
 
 
 @dataclass
@@ -111,7 +123,7 @@ class Busy:
 
 
 class CaseRunner:
-    """Runs the cases of one search, in order, and its shrinks, on the campaign executor
+    """Runs the cases of one search, in order, and its finds, on the campaign executor
     (this process, local workers, or Ray)."""
 
     def __init__(self, search: Search, workers: int = 1, ray: str | None = None) -> None:
@@ -120,39 +132,50 @@ class CaseRunner:
         self.workers = self.executor.workers
         self.busy = Busy()
 
-    def submit_shrink(self, case: Case, targets: list[Signature]) -> Any:
-        """Shrink ``targets``, violations ``case`` showed, as one task; a handle (here,
-        with one worker: shrunk now)."""
-        return self.executor.submit(shrink_task, case, targets)
+    def submit_find(self, case: Case, targets: list[Signature], messages: list[str],
+                    names: list[str], deadline: float | None,
+                    out_dir: Path | None) -> Handle:
+        """Shrink ``targets``, mechanisms ``case`` showed, as one task writing their
+        reproducers under ``out_dir``; a handle (here, with one worker: done now)."""
+        if out_dir is None:
+            return self.executor.submit(find_task, case, targets, messages, names, deadline)
+        return self.executor.submit(find_task, case, targets, messages, names, deadline,
+                                    out_dir=out_dir)
 
-    def ready(self, handle: Any) -> bool:
-        """Whether a shrink task has finished (:meth:`shrunk` would not wait)."""
+    def ready(self, handle: Handle) -> bool:
+        """Whether a find task has finished (:meth:`found` would not wait)."""
         return self.executor.ready(handle)
 
-    def shrunk(self, handle: Any) -> list[Shrunk]:
-        """What a shrink task found (waits for it)."""
+    def found(self, handle: Handle) -> list[Found]:
+        """What a find task found (waits for it)."""
         found, spent = self.executor.result(handle)
         self.busy.shrink.add(spent)
         return list(found)
 
-    def drawn(self, budget: int | None) -> Iterator[Outcome]:
-        """Outcomes of cases 0, 1, ... (``budget`` of them; None: until the caller stops)
-        of the search, in index order."""
-        s = self.search
-        if self.executor.local:
-            for i in range(budget) if budget is not None else itertools.count():
+    def outcomes(self, planner: Planner | Fixed, budget: int | None,
+                 deadline: float | None = None) -> Iterator[Outcome]:
+        """Outcomes of cases 0, 1, ... (``budget`` of them; None: until the caller stops
+        or the wall-clock ``deadline`` passes), in index order; the caller hands each to
+        ``planner`` before asking for the next."""
+        window = 1 if self.executor.local else self.workers * (1 + AHEAD)
+        inflight: deque[tuple[Handle, int]] = deque()
+        i = 0
+        while True:
+            while (len(inflight) < window and (budget is None or i < budget)
+                   and planner.ready(i) and not _past(deadline)):
                 interrupted()
-                out, spent = timed(run_case, s.sc, s.case(i), s.ignore)
-                self.busy.search.add(spent)
-                yield out
-            return
-        starts = range(0, budget, CHUNK) if budget is not None else itertools.count(0, CHUNK)
-        ranges = ((start, start + CHUNK if budget is None else min(start + CHUNK, budget))
-                  for start in starts)
-        for verdicts, spent in self.executor.map(run_range, ranges):
+                handle = self.executor.submit(run_cases, [planner.case(i)], deadline)
+                inflight.append((handle, 1))
+                i += 1
+            if not inflight:
+                return
+            interrupted()
+            handle, n = inflight.popleft()
+            outs, spent = self.executor.result(handle)
             self.busy.search.add(spent)
-            for v in verdicts:
-                yield Outcome(s.case(v.index), v.signatures, v.messages, v.hung)
+            yield from outs
+            if len(outs) < n:
+                return  # the deadline: later cases did not run either
 
     def close(self) -> None:
         """Stop the workers (tasks handed out ahead are dropped)."""

@@ -1,48 +1,28 @@
 """One case of a search: its fault schedule and seeds (drawn from the search's seed and its
 index), its sim run (exactly its reproducer's run, without rebuilding the scenario per
-case) and what the checks said about it, told apart by violation :class:`Signature`."""
+case) and what the checks said about it, told apart by mechanism
+(:class:`~elastic_sim.mechanisms.Signature`)."""
 
 from __future__ import annotations
 
-import random
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from elastic_sim.checks import CheckResult, run_checks
+from elastic_sim.checks import run_checks
+from elastic_sim.checks.contracts import judge
+from elastic_sim.coverage import reach
 from elastic_sim.errors import ScenarioError
 from elastic_sim.faults.model import Fault
-from elastic_sim.faults.schedule import FaultSpace, random_schedule
+from elastic_sim.faults.record import INJECTOR
+from elastic_sim.faults.triggers import EventTrigger
 from elastic_sim.history import History
+from elastic_sim.mechanisms import Signature, signatures_of
 from elastic_sim.pipeline import record
 from elastic_sim.scenario import Scenario
 from elastic_sim.spec import RunSpec, compile_spec
-from elastic_sim.trace import TraceEvent
-from elastic_sim.variation import Variation, Vary, apply_variation, draw_variation, shaped
+from elastic_sim.trace import STRETCH, TraceEvent
+from elastic_sim.variation import Variation, apply_variation
 from elastic_sim.world import RunResult
-
-
-@dataclass(frozen=True, order=True)
-class Signature:
-    """What tells two violations apart, its mechanism: the check, the kinds of its witness
-    events, and the fault types that had fired by its last witness event (so one
-    frequent mechanism does not hide another that breaks the same check, and a shrink
-    step that swaps the fault behind it is not taken)."""
-
-    check: str
-    where: str
-    faults: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.check}@{self.where}" + (f"[{self.faults}]" if self.faults else "")
-
-    def admits(self, other: Signature) -> bool:
-        """Whether ``other`` is this mechanism with fewer faults behind it: the same check
-        on the same kinds of witness events, behind some of the same fault types (a shrink
-        step may drop a fault that did not matter, never swap in another)."""
-        mine = set(self.faults.split(",")) - {""}
-        theirs = set(other.faults.split(",")) - {""}
-        return ((self.check, self.where) == (other.check, other.where)
-                and theirs <= mine and (bool(theirs) or not mine))
 
 
 @dataclass(frozen=True)
@@ -65,40 +45,68 @@ class Outcome:
     signatures: list[Signature]
     messages: dict[Signature, str]
     hung: bool
-
-
-def signatures_of(checks: Sequence[CheckResult], ignore: Collection[str] = (),
-                  events: Sequence[TraceEvent] = ()) -> dict[Signature, str]:
-    """Every distinct violation signature of one run, with its first message (checks named
-    in ``ignore`` left out); ``events``, the run's trace, name the faults behind each."""
-    faults = events.of("fault") if isinstance(events, History) else \
-        [e for e in events if e.kind == "fault"]  # (a History need not expand its summaries)
-    fired = [(e.t, str(e.data.get("type"))) for e in faults if e.data.get("phase") == "start"]
-    out: dict[Signature, str] = {}
-    for c in checks:
-        if c.name in ignore:
-            continue
-        for v in c.violations:
-            last = max((ev.t for ev in v.witness), default=float("inf"))
-            behind = ",".join(sorted({kind for t, kind in fired if t <= last}))
-            sig = Signature(c.name, ",".join(ev.kind for ev in v.witness), behind)
-            out.setdefault(sig, v.message)
-    return out
+    standing: dict[Signature, str] = field(default_factory=dict)
+    """Each mechanism against the protocol's contract: broken_promise, weak_spot or
+    outside_contract (none: the protocol has no contract)."""
+    reached: frozenset[str] = frozenset()
+    """What the run covered (:func:`elastic_sim.coverage.reach`)."""
+    triggers: tuple[EventTrigger, ...] = ()
+    """Protocol events of the run a later case may fire a fault at."""
 
 
 def run_case(sc: Scenario, case: Case, ignore: Collection[str] = (),
-             only: Collection[str] | None = None) -> Outcome:
+             only: Collection[str] | None = None, observe: bool = False) -> Outcome:
     """Run one case in the sim (in memory) and check it (a variation the scenario rejects,
     such as min above max, is no case: nothing to report); ``only``: just the checks so
-    named (a shrink looks for one check's violations). The run is the one its
+    named (a shrink looks for one check's violations); ``observe``: also what the run
+    covered and the events a later case may fire a fault at. The run is the one its
     reproducer makes (:func:`~elastic_sim.scenario.with_faults`), without compiling the
     scenario again for every case (:class:`_Specs`)."""
     try:
         events, result = case_run(sc, case)
     except ScenarioError:
         return Outcome(case, [], {}, False)
-    sigs = signatures_of(run_checks(events, only), ignore, events)
-    return Outcome(case, sorted(sigs), sigs, result.hung)
+    checks = run_checks(events, only)
+    sigs = signatures_of(checks, ignore, events)
+    standing: dict[Signature, str] = {}
+    if sigs:
+        verdict = judge(events, checks)
+        if verdict is not None:
+            standing = {s: verdict.standing.get(s.check, "broken_promise") for s in sigs}
+    out = Outcome(case, sorted(sigs), sigs, result.hung, standing)
+    if observe:
+        out.reached = reach(events.raw, sc.protocol.name) | {f"m:{s}" for s in sigs}
+        out.triggers = event_triggers(events.raw, float("inf"), TRIGGERS_PER_RUN)
+    return out
+
+
+RUNNER = "elastic-sim"
+"""The ``proc`` of the runner's own events (run start and end)."""
+TRIGGERS_PER_RUN = 24
+"""Most events of one run that later cases may fire faults at."""
+
+
+def event_triggers(events: Sequence[TraceEvent], horizon: float,
+                   limit: int = 48) -> tuple[EventTrigger, ...]:
+    """Triggers at the protocol events of a run up to ``horizon``: each (kind, host,
+    round/step/epoch) once, at most ``limit`` spread over the run."""
+    seen: dict[EventTrigger, None] = {}
+    for e in events:
+        if e.t > horizon or e.host == "*" or e.proc in (RUNNER, INJECTOR) \
+                or e.kind in UNTRIGGERED:
+            continue
+        key = next(((k, e.data[k]) for k in ("round", "step", "epoch")
+                    if isinstance(e.data.get(k), int) and not isinstance(e.data[k], bool)),
+                   None)
+        seen.setdefault(EventTrigger(e.kind, e.host, (key,) if key else ()), None)
+    found = list(seen)
+    if len(found) > limit:
+        found = [found[i * len(found) // limit] for i in range(limit)]
+    return tuple(found)
+
+
+UNTRIGGERED = frozenset({STRETCH})
+"""Kinds no fault fires at: a fast-fidelity summary stands for events a watcher sees."""
 
 
 def case_run(sc: Scenario, case: Case) -> tuple[History, RunResult]:
@@ -132,14 +140,3 @@ class _Specs:
 
 
 _SPECS = _Specs()
-
-
-def make_case(seed: int, index: int, space: FaultSpace, ties: bool = False,
-              varies: Sequence[Vary] = ()) -> Case:
-    """Case ``index`` of the search with seed ``seed`` (with ``ties``: a tie seed too;
-    with ``varies``: knob and cluster values too)."""
-    variation = draw_variation(f"{seed}/vary/{index}", varies) if varies else ()
-    faults = random_schedule(f"{seed}/schedule/{index}", shaped(space, variation))
-    sim_seed = random.Random(f"{seed}/sim/{index}").randrange(2**32)
-    tie_seed = random.Random(f"{seed}/ties/{index}").randrange(2**32) if ties else None
-    return Case(index, faults, sim_seed, tie_seed, variation)

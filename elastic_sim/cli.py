@@ -2,7 +2,8 @@
 scenarios | schema``.
 
 Exit codes: 0 every check and expectation holds; 1 a violation or an unmet expectation;
-2 bad input (named file, field and what was expected); 3 an internal error (its traceback
+2 bad input (named file, field and what was expected) or a run that cannot start here (a
+host dying before it is ready, a missing optional dependency); 3 an internal error (its traceback
 is written to a file the message names). A complete run
 whose reports (report.html, plots) could not be written keeps its verdict's exit code and
 prints a ``warning:`` line on stderr; ``elastic-sim report OUT`` writes them later.
@@ -14,7 +15,9 @@ the arguments are :mod:`elastic_sim.cli_args`, the subcommand handlers
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 import traceback
 
 from elastic_sim.cli_args import _parser
@@ -23,7 +26,6 @@ from elastic_sim.cli_commands import (
     EXIT_FAIL,
     EXIT_INTERNAL,
     EXIT_OK,
-    STANDING,
     _cmd_explore,
     _cmd_report,
     _cmd_run,
@@ -33,10 +35,9 @@ from elastic_sim.cli_commands import (
 )
 from elastic_sim.errors import ScenarioError
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_FAIL", "EXIT_INTERNAL", "EXIT_OK", "STANDING", "_parser",
-           "main"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_FAIL", "EXIT_INTERNAL", "EXIT_OK", "_parser", "main"]
 """What this module offers: the entry point; the parser is :mod:`elastic_sim.cli_args`'s,
-the subcommand handlers, exit codes and ``STANDING`` :mod:`elastic_sim.cli_commands`'."""
+the subcommand handlers and exit codes :mod:`elastic_sim.cli_commands`'."""
 
 WIDE = 4096
 """Columns of output that is not a terminal: tables are laid out in that much width (and
@@ -45,6 +46,9 @@ text is not wrapped at all)."""
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``elastic-sim`` console script."""
+    # When the command began: a command line's limits (--wall-limit) count what its user
+    # waits for, the interpreter's start included; a call from Python counts from here.
+    began = time.monotonic() - (_process_age() if argv is None else 0.0)
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["node"]:  # the node entry owns its arguments (and its exit codes)
         from elastic_sim.real.cluster.node import main as node_main
@@ -57,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         argv, script_args = argv[:at], argv[at + 1:]
     args = _parser().parse_args(argv)
     args.script_args = script_args
+    args.began = began
     # Not a terminal (CI logs, pipes, grep): no line is wrapped, whatever its length.
     tty = sys.stdout.isatty()
     from rich.console import Console  # not for --help or an argument error
@@ -108,11 +113,26 @@ def main(argv: list[str] | None = None) -> int:
         if type(exc).__name__ == "ClusterError":
             _err(f"error: cluster run: {exc}")
             return EXIT_BAD_INPUT
+        if type(exc).__name__ == "LaunchError":  # a host could not start: this machine's
+            _err(f"error: the run could not start: {exc}")  # setup, not the tool's fault
+            return EXIT_BAD_INPUT
         if args.debug:
             traceback.print_exc()
         _err(f"internal error: {type(exc).__name__}: {exc} (traceback: "
              f"{_save_traceback()})")
         return EXIT_INTERNAL
+
+
+def _process_age() -> float:
+    """Seconds since this process started (0 where ``/proc`` cannot say)."""
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        with open("/proc/uptime", "rb") as fh:
+            uptime = float(fh.read().split()[0])
+        return max(0.0, uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def _save_traceback() -> str:

@@ -162,10 +162,19 @@ def _add_explore(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     ex = sub.add_parser("explore", help="search fault schedules around a scenario in the sim; "
                                         "shrink each violation and write a reproducer")
     ex.add_argument("scenario", help="scenario YAML file (its hosts, protocol and knobs)")
-    limit = ex.add_mutually_exclusive_group(required=True)
+    limit = ex.add_mutually_exclusive_group()
     limit.add_argument("--budget", type=_pos_int, help="number of schedules to run")
     limit.add_argument("--time", type=float, dest="time_s", metavar="SECONDS",
-                       help="search for this many seconds of wall time")
+                       help="search for this many seconds of wall time (to within one "
+                            "schedule)")
+    ex.add_argument("--exhaustive", action="store_true",
+                    help="instead of drawing schedules: enumerate every ordering of the "
+                         "protocol's decisions and every single fault at each, up to "
+                         "--depth, over its pure decision functions (torchelastic's "
+                         "rendezvous, Horovod's driver; 2-4 nodes), and replay each "
+                         "violating path in the sim")
+    ex.add_argument("--depth", type=_pos_int, default=24,
+                    help="--exhaustive: most decisions on one path (default 24)")
     ex.add_argument("--workers", type=_pos_int, default=1, help="worker processes")
     ex.add_argument("--seed", type=_nonneg_int, default=0,
                     help="seed of the search itself (same seed, same findings)")
@@ -186,8 +195,10 @@ def _add_explore(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                          "(cluster.spares) per schedule from this range or list; repeatable")
     ex.add_argument("--no-triggers", action="store_true",
                     help="faults fire at times only, never at the protocol's events")
-    ex.add_argument("--max-duration", type=float, default=60.0,
-                    help="longest hang or partition, seconds")
+    ex.add_argument("--max-duration", type=float, default=None,
+                    help="longest fault duration drawn, seconds (default: 1.5 times the "
+                         "protocol's longest timeout knob, at least 60; durations are also "
+                         "drawn just short of and past each timeout)")
     ex.add_argument("--spare", default="", metavar="HOST,...",
                     help="hosts never crashed (e.g. the store host)")
     ex.add_argument("--horizon", type=float, default=None, metavar="SECONDS",
@@ -195,6 +206,24 @@ def _add_explore(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                          "length)")
     ex.add_argument("--max-crashes", type=_nonneg_int, default=None,
                     help="most hosts one schedule crashes for good (the protocol's contract)")
+    own = ex.add_mutually_exclusive_group()
+    own.add_argument("--around", type=_around, default=None, metavar="SECONDS[,SCALE]",
+                     help="keep the scenario's own faults in every case (the default) and "
+                          "move each within these bounds: its time by up to SECONDS either "
+                          "way (default 5), its duration by up to a factor SCALE (default "
+                          "2), and now and then to another host; 0 keeps them as written")
+    own.add_argument("--replace", action="store_true",
+                     help="drop the scenario's own faults: search from no fault at all")
+    ex.add_argument("--no-swarm", action="store_true",
+                    help="draw every schedule over the whole space (default: each draws "
+                         "which fault types and hosts it may use first: swarm testing)")
+    ex.add_argument("--no-guide", action="store_true",
+                    help="draw every schedule fresh (default: half mutate earlier schedules "
+                         "that reached a new protocol state, transition or mechanism)")
+    ex.add_argument("--reports", choices=["new", "all", "none"], default="new",
+                    help="whose reproducers get their HTML report after the search, while "
+                         "--time lasts: the new mechanisms' (default), all, none (`elastic-sim "
+                         "report DIR` renders one later)")
     ex.add_argument("--ignore", default=None, metavar="CHECK,...",
                     help="checks not to report (default: the scenario's "
                          "expect.violated_checks)")
@@ -205,6 +234,18 @@ def _add_explore(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                          "or any finding")
     _add_ray(ex)
     _add_junit(ex)
+
+
+def _around(text: str) -> tuple[float, float]:
+    """``SECONDS[,SCALE]``: how far the scenario's own faults may move."""
+    shift_s, _, scale_s = text.partition(",")
+    try:
+        shift, scale = float(shift_s), float(scale_s or 2.0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected SECONDS[,SCALE], got {text!r}") from None
+    if not (0 <= shift < float("inf") and 1 <= scale < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected SECONDS >= 0 and SCALE >= 1, got {text!r}")
+    return shift, scale
 
 
 def _add_guards(cmd: argparse.ArgumentParser) -> None:

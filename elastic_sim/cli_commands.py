@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from elastic_sim.errors import ScenarioError
 
@@ -28,6 +28,8 @@ def _err(line: str) -> None:
 
 
 def _cmd_run(args: argparse.Namespace, console: Console) -> int:
+    import time
+
     from elastic_sim.console import print_report
     from elastic_sim.guards import RunGuard
     from elastic_sim.outdir import check_place, safe_component, staged
@@ -54,7 +56,8 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
             spec, stage, write_report=not args.no_report,
             progress=lambda msg: status.update(msg),
             guard=RunGuard(args.wall_limit, None if args.memory_limit is None
-                           else args.memory_limit << 20),
+                           else args.memory_limit << 20,
+                           since=time.monotonic() - getattr(args, "began", time.monotonic())),
         )
     report.out_dir = out
     report.report_files = [out / p.name for p in report.report_files]
@@ -111,10 +114,15 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from elastic_sim.explore import explore, protocol_fault_types, space_for
+    from elastic_sim.faults.around import SCALE, SHIFT, Around
     from elastic_sim.faults.schedule import GENERATORS
+    from elastic_sim.findings import listing
     from elastic_sim.spec import load
 
     sc, _ = load(args.scenario)  # a file, or a built-in scenario's name
+    if args.budget is None and args.time_s is None and not args.exhaustive:
+        raise ScenarioError("explore", "", "expected --budget N, --time SECONDS or "
+                            "--exhaustive")
     types = (protocol_fault_types(sc) if args.faults in (None, "all")
              else tuple(t for t in args.faults.split(",") if t))
     hosts = [h.name for h in sc.cluster.host_specs()]
@@ -131,7 +139,7 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
         raise ScenarioError("--time", "", f"expected a positive number, got {args.time_s}")
     if args.horizon is not None and args.horizon < 0:
         raise ScenarioError("--horizon", "", f"expected seconds >= 0, got {args.horizon}")
-    if args.max_duration <= 0:
+    if args.max_duration is not None and args.max_duration <= 0:
         raise ScenarioError("--max-duration", "", f"expected a positive number, got "
                             f"{args.max_duration}")
     from elastic_sim.checks import CHECKS
@@ -150,10 +158,13 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
         raise ScenarioError("--vary", "", str(exc)) from None
     varies = resolve_spares(sc, varies)
     check_varies(sc, varies)
+    own = () if args.replace else tuple(sc.fault_objects())
+    shift, scale = args.around if args.around is not None else (SHIFT, SCALE)
+    around = Around(own, shift, scale, retarget=shift > 0) if own else None
     space = space_for(sc, types=types, max_faults=args.max_faults,
                       max_duration=args.max_duration, spare=spare,
                       max_crashes=args.max_crashes, horizon=args.horizon,
-                      triggers=not args.no_triggers)
+                      triggers=not args.no_triggers, own_faults=around is not None)
     from elastic_sim.outdir import check_place, safe_component
 
     out = args.out or Path("runs") / safe_component(f"explore-{sc.name}-s{args.seed}")
@@ -162,7 +173,7 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
     from elastic_sim.ticker import Ticker
 
     with Progress(TextColumn("exploring {task.description}"), BarColumn(),
-                  MofNCompleteColumn(), TextColumn("{task.fields[found]} violations"),
+                  MofNCompleteColumn(), TextColumn("{task.fields[found]} mechanisms"),
                   TimeElapsedColumn(), console=console, transient=True,
                   auto_refresh=False) as bar, \
             Ticker(f"explore {sc.name}", args.budget, deadline_s=args.time_s) as log, \
@@ -173,20 +184,34 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
             log.update(done, findings=found)
 
         task = bar.add_task(sc.name, total=args.budget, found=0)
-        res = explore(sc, space, seed=args.seed, budget=args.budget, time_s=args.time_s,
-                      workers=args.workers, out_dir=out, ignore=ignore, ties=args.ties,
-                      varies=varies, ray=args.ray, progress=progress)
+        options = dict(seed=args.seed, budget=args.budget, time_s=args.time_s,
+                       workers=args.workers, out_dir=out, ignore=ignore, ties=args.ties,
+                       varies=varies, ray=args.ray, progress=progress, around=around,
+                       swarm=not args.no_swarm, guided=not args.no_guide,
+                       reports=args.reports)
+        if args.exhaustive:
+            from elastic_sim.exhaustive.search import explore_exhaustively
+
+            res = explore_exhaustively(sc, space, depth=args.depth, **options)
+        else:
+            res = explore(sc, space, **options)
+    if res.exhaustive is not None:
+        _print_exhaustive(res.exhaustive, console)
     console.print(f"{res.cases} schedules and {res.shrink_runs} shrink runs in "
                   f"{res.wall_s:.1f} s ({res.per_minute:.0f} new schedules/min, "
-                  f"{res.runs_per_minute:.0f} runs/min), "
-                  f"{len(res.findings)} distinct violations", markup=False)
-    for f in res.findings:
-        state = "reproduced" if f.reproduced else "NOT reproduced"
-        console.print(f"VIOLATION [{STANDING.get(f.standing, f.standing)}] {f.signature}: "
-                      f"{f.message}", markup=False)
-        console.print(f"  shrunk {len(f.original)} -> {len(f.faults)} faults in "
-                      f"{f.shrink_runs} runs; {state}: {f.reproducer}", markup=False)
-    console.print(f"summary: {out / 'explore.json'}", markup=False)
+                  f"{res.runs_per_minute:.0f} runs/min)"
+                  + (f"; the scenario's {len(own)} own faults in every one" if around else ""),
+                  markup=False)
+    for line in listing(res.findings):
+        console.print(line, markup=False, soft_wrap=True)
+    from elastic_sim.explore_summary import stopping_hint
+
+    console.print(f"coverage: {sum(1 for x in res.reached if x[0] == 's')} states, "
+                  f"{sum(1 for x in res.reached if x[0] == 't')} transitions; "
+                  f"{stopping_hint(res)[1]}", markup=False)
+    console.print(f"summary: {out / 'explore.json'}"
+                  + (f" ({res.unrendered} reports not rendered for want of time: "
+                     "elastic-sim report DIR)" if res.unrendered else ""), markup=False)
     failing = res.failing(args.fail_on)
     if res.findings and not failing:
         console.print(f"none of the {len(res.findings)} breaks the protocol's own promise "
@@ -198,10 +223,18 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
     return EXIT_FAIL if failing else EXIT_OK
 
 
-STANDING = {"broken_promise": "broke its own promise",
-            "weak_spot": "upstream's known weak spot",
-            "outside_contract": "outside the contract's fault assumptions"}
-"""How a finding stands against the protocol's contract, in words."""
+
+
+def _print_exhaustive(ex: dict[str, Any], console: Console) -> None:
+    """What an exhaustive enumeration did, one line per violating path."""
+    console.print(f"exhaustive: {ex['states']} states, {ex['transitions']} transitions of "
+                  f"{ex['world']} up to {ex['deepest']} decisions in {ex['seconds']:.1f} s"
+                  + (" (stopped at the state limit)" if ex["truncated"] else "")
+                  + f"; {len(ex['paths'])} violating paths", markup=False)
+    for p in ex["paths"]:
+        console.print(f"  {p['check']}: {p['why']} [{', '.join(p['faults']) or 'no fault'}] "
+                      f"-> shown in the sim by {p['shown_in_sim']} of {p['cases']} replays",
+                      markup=False)
 
 
 def _cmd_report(args: argparse.Namespace, console: Console) -> int:

@@ -8,6 +8,17 @@ never a mix, whatever moment the writer dies at. The manifest (:data:`MANIFEST`)
 what the tool wrote, so replacing an earlier run removes exactly that and keeps any file
 a user put beside it. ``.OUT.lock`` beside ``OUT`` is held (``flock``) for the whole run
 and names its holder.
+
+Keeping a user's files across the swap moves them into the new set first, and takes them
+back out of the replaced one after. Every move is one rename, and the journal of what is
+whose is the manifests: the staging directory's manifest is written before the first of a
+user's files enters it, so in any directory of the tool's, a file its manifest lists is
+the tool's and any other is the user's. A step cut short (Ctrl-C, SIGKILL, a full disk)
+is settled from that alone, by this run on its way out or by the next run on ``OUT``:
+before the swap it is rolled back (the new set's files removed, the user's returned), after
+it rolled forward (the earlier set's files removed, the user's returned). Only files a
+manifest lists are ever removed; a staging directory without one (a run that died before
+its swap began) holds nothing but the run's own files.
 """
 
 from __future__ import annotations
@@ -60,10 +71,18 @@ def read_manifest(run_dir: Path) -> dict[str, str] | None:
     return {str(k): str(v) for k, v in files.items() if _is_inside(str(k))}
 
 
-def _files_under(root: Path) -> list[str]:
-    """Every file under ``root`` as a relative POSIX path, sorted (the markers left out)."""
-    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
-                  if not p.is_dir() and p.name not in (MANIFEST, PARTIAL))
+def _files_under(root: Path, empty_folders: bool = False) -> list[str]:
+    """Every file under ``root`` as a relative POSIX path, sorted (the markers at its top
+    left out); a link counts as a file, and with ``empty_folders`` so does an empty
+    folder (a user's is kept across a swap)."""
+    out = []
+    for p in root.rglob("*"):
+        rel = p.relative_to(root).as_posix()
+        if rel in (MANIFEST, PARTIAL, MANIFEST + ".part"):
+            continue
+        if p.is_symlink() or not p.is_dir() or (empty_folders and not any(p.iterdir())):
+            out.append(rel)
+    return sorted(out)
 
 
 def write_manifest(run_dir: Path, names: list[str]) -> None:
@@ -164,54 +183,81 @@ def staged(out: Path, *, force: bool) -> Iterator[Path]:
 
 
 def _publish(stage: Path, out: Path, earlier: dict[str, str] | None) -> None:
-    """Swap the finished ``stage`` into ``out``; keep a user's files, drop the earlier run's."""
-    if out.is_dir():
-        _move_others(out, stage, set(earlier or {}))  # a user's files stay with the output
-    (stage / PARTIAL).unlink()
-    if out.is_dir():
-        _exchange(stage, out)
-        _remove_written(stage, out)
-    else:
-        stage.rename(out)
+    """Swap the finished ``stage`` (its manifest written) into ``out``; keep a user's
+    files, drop the earlier run's. Cut short, what it did is settled before it raises."""
+    try:
+        if out.is_dir():
+            _move_others(out, stage, set(earlier or {}))  # a user's files go with the set
+        (stage / PARTIAL).unlink()
+        if out.is_dir():
+            _exchange(stage, out)
+            _remove_written(stage, out)
+        else:
+            stage.rename(out)
+    except BaseException:
+        _settle(stage, out)  # interrupted again here: the next run on out settles it
+        raise
 
 
 def _move_others(src: Path, dst: Path, written: set[str]) -> None:
     """Move the files under ``src`` that the tool did not write into ``dst`` where their
     place is free (what is not moved stays in ``src``)."""
-    for rel in _files_under(src):
+    for rel in _files_under(src, empty_folders=True):
         target = dst / rel
-        if rel not in written and not target.exists():
+        if rel not in written and not target.exists() and not target.is_symlink():
             target.parent.mkdir(parents=True, exist_ok=True)
             (src / rel).rename(target)
 
 
 def _remove_written(old: Path, out: Path) -> None:
-    """Remove what an earlier run wrote in ``old`` (a replaced set), return anything else
-    to ``out`` where its place is free, then remove ``old`` if that left it empty."""
+    """Remove what the manifest of ``old`` (a replaced set, or a new one rolled back)
+    lists, return anything else to ``out`` where its place is free, then remove ``old``
+    if that left it empty."""
     for rel in read_manifest(old) or {}:
         (old / rel).unlink(missing_ok=True)
     (old / MANIFEST).unlink(missing_ok=True)
+    _return_others(old, out)
+
+
+def _return_others(old: Path, out: Path) -> None:
+    """Move what is left in ``old`` (a user's files) back to ``out`` where their place is
+    free, remove the folders that left empty, and ``old`` itself if it is."""
     _move_others(old, out, set())
     for path in sorted(old.rglob("*"), key=lambda p: len(p.parts), reverse=True):
-        if path.is_dir():
+        if path.is_dir() and not path.is_symlink():
             with contextlib.suppress(OSError):
                 path.rmdir()  # only an emptied folder
     with contextlib.suppress(OSError):
         old.rmdir()
 
 
+def _settle(path: Path, out: Path) -> None:
+    """Finish or undo what a run on ``out`` left in its staging directory ``path``."""
+    if not path.is_dir():
+        return
+    partial, listed = (path / PARTIAL).exists(), (path / MANIFEST).exists()
+    if partial and not listed:
+        shutil.rmtree(path, ignore_errors=True)  # the run's own files only: none moved yet
+    elif partial:  # the swap began (the manifest is its journal): roll it back
+        made = not out.exists()
+        out.mkdir(exist_ok=True)
+        (path / PARTIAL).unlink()
+        _remove_written(path, out)
+        if made:
+            with contextlib.suppress(OSError):
+                out.rmdir()
+    elif listed and not out.exists():
+        path.rename(out)  # died between two renames of the fallback swap
+    elif listed:
+        _remove_written(path, out)  # before the swap: rolled back; after it: forward
+    else:
+        _return_others(path, out)  # died returning a user's files
+
+
 def _clear_stale(out: Path) -> None:
     """Staging directories of runs on ``out`` that died (the lock is ours, so none lives)."""
     for path in sorted(out.parent.glob(glob.escape(out.name) + ".part-*")):
-        if (path / PARTIAL).exists():
-            shutil.rmtree(path, ignore_errors=True)
-        elif (path / MANIFEST).exists() and out.is_dir():
-            _remove_written(path, out)
-        elif (path / MANIFEST).exists():
-            path.rename(out)  # died between two renames of the fallback swap
-        else:
-            with contextlib.suppress(OSError):
-                path.rmdir()  # died before marking it: empty
+        _settle(path, out)
 
 
 _AT_FDCWD = -100

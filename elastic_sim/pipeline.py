@@ -113,7 +113,7 @@ def record(spec: RunSpec, *, trace: Path | None = None, guard: RunGuard | None =
     worked out between (``metrics_wanted``; else only the outcome). ``workdir`` holds what
     a real backend's processes write (default: a temporary folder)."""
     events: list[TraceEvent] = []
-    guard = guard or RunGuard()
+    guard = guard or RunGuard()  # a given one's clock runs from when its caller began
     started = time.perf_counter()
     with contextlib.ExitStack() as stack:
         writer = None
@@ -134,22 +134,22 @@ def record(spec: RunSpec, *, trace: Path | None = None, guard: RunGuard | None =
         if spec.tie_seed is not None:
             start["tie_seed"] = spec.tie_seed
         emit(TraceEvent(0.0, "*", RUNNER, "run_start", start))
-        guard.restart()
+        guard.begin_run()
         cpu = time.process_time()
         result = spec.backend.run(spec, emit, guard, workdir, progress)
         cpu = time.process_time() - cpu
         steps = spec.backend.steps(spec, events)
-        metrics = compute(History(events), steps, result.exit_codes, result.hung,
-                          result.end_time, spec.scenario.workload.batch_size) \
-            if metrics_wanted else None
-        outcome = metrics.outcome if metrics is not None else outcome_of(
-            [ev for ev in events if ev.kind == "job_done"], steps, result.hung)
+        # The outcome as the metrics work it out, so the history is read once, whole.
+        outcome = outcome_of([ev for ev in events if ev.kind == "job_done"], steps,
+                             result.hung)
         end: dict[str, Any] = {"outcome": outcome,
                                "exit_codes": dict(sorted(result.exit_codes.items()))}
         if result.stopped:
             end["stopped"] = result.stopped
         emit(TraceEvent(result.end_time, "*", RUNNER, "run_end", end))
         hist = History(events)
+        metrics = compute(hist, steps, result.exit_codes, result.hung, result.end_time,
+                          spec.scenario.workload.batch_size) if metrics_wanted else None
         result.trace_sha256 = writer.sha256 if writer else ""
         result.trace_events = writer.count if writer else hist.size
     return Recording(hist, result, metrics, time.perf_counter() - started, cpu)
@@ -167,18 +167,44 @@ def _tee(events: list[TraceEvent], writer: TraceWriter) -> Callable[[TraceEvent]
 
 # -- judge -------------------------------------------------------------------------------
 
-def judge(spec: RunSpec, rec: Recording) -> tuple[list[CheckResult], list[ExpectationResult],
-                                                   ContractVerdict | None]:
+def judge(spec: RunSpec, rec: Recording, guard: RunGuard | None = None
+          ) -> tuple[list[CheckResult], list[ExpectationResult], ContractVerdict | None]:
     """Every check, the scenario's expectations and the contract's standing, once. Checks
-    the backend's events cannot judge say why instead of passing."""
+    the backend's events cannot judge say why instead of passing; so do checks of a run
+    that ``guard`` stopped that did not fit in its time to wrap up."""
     assert rec.metrics is not None, "judging needs the run's metrics"
-    checks = run_checks(rec.events)
+    left = guard.wrap_up_left() if guard is not None and rec.result.stopped in GUARDS else None
+    checks = run_checks(rec.events) if left is None else _checks_within(rec.events, left)
     why = spec.backend.not_judged(spec, rec.events)
     for c in checks:
         if c.name in why:
             c.not_judged, c.violations, c.checked = why[c.name], [], 0
     expectations = evaluate(spec.scenario.expect, rec.metrics, rec.events, why, checks)
     return checks, expectations, judge_contract(rec.events, checks)
+
+
+def _checks_within(events: Sequence[TraceEvent], seconds: float) -> list[CheckResult]:
+    """The checks that fit in ``seconds`` (about, less what the summary needs), each as
+    :func:`run_checks` runs it; the others not judged, saying why."""
+    from elastic_sim.checks import CHECKS, MAX_VIOLATIONS
+    from elastic_sim.checks.bounded import time_advances, within_run_guards
+    from elastic_sim.checks.incarnations import incarnation_rounds
+
+    deadline = time.monotonic() + seconds * 0.8  # the summary still has to be written
+    hist = incarnation_rounds(events)
+    first = (within_run_guards, time_advances)  # why the run stopped: judged whatever
+    done: dict[str, CheckResult] = {}
+    for check in (*first, *(c for c in CHECKS if c not in first)):
+        if check not in first and time.monotonic() > deadline:
+            done[check.__name__] = CheckResult(
+                check.__name__, (check.__doc__ or "").strip().split("\n")[0],
+                not_judged="the run was stopped by a guard of the tool, and its wall limit "
+                "left no time to judge this check")
+            continue
+        res = check(hist)
+        res.violations = res.violations[:MAX_VIOLATIONS]
+        done[check.__name__] = res
+    return [done[c.__name__] for c in CHECKS]
 
 
 # -- the whole run -----------------------------------------------------------------------
@@ -198,14 +224,17 @@ def execute(spec: RunSpec, out_dir: Path, *, write_report: bool = False,
         part.unlink(missing_ok=True)  # nothing half-written
         raise
     part.replace(out_dir / "trace.jsonl")
-    checks, expectations, contract = judge(spec, rec)
+    checks, expectations, contract = judge(spec, rec, guard)
     assert rec.metrics is not None
     report = RunReport(spec=spec, out_dir=out_dir, result=rec.result, metrics=rec.metrics,
                        checks=checks, expectations=expectations, wall_s=rec.wall_s,
                        events=rec.events, contract=contract, cpu_s=rec.cpu_s)
     summary = summary_json(report)
     write_json(out_dir / "summary.json", summary)
-    if write_report:
+    if write_report and rec.result.stopped in GUARDS:  # the run was too big already
+        report.report_error = (f"the run was stopped by its {rec.result.stopped} guard; "
+                               "its trace and summary are written")
+    elif write_report:
         from elastic_sim.reports.render import write_reports
 
         try:

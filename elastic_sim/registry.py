@@ -18,11 +18,13 @@ from typing import Any
 
 import pydantic
 
+from elastic_sim.errors import clip
 from elastic_sim.protocols.horovod.settings import HorovodKnobs, check_knobs
 from elastic_sim.protocols.ranges import limit_note
 from elastic_sim.protocols.static.settings import StaticKnobs
 from elastic_sim.protocols.torchelastic.knobs import TorchElasticKnobs
 from elastic_sim.protocols.torchft.knobs import TorchFTKnobs
+from elastic_sim.strict_numbers import coerced_number, path_text, written_as
 
 
 @dataclass(frozen=True)
@@ -196,8 +198,13 @@ def validate_knobs(info: ProtocolInfo, raw: Mapping[str, Any]) -> dict[str, Any]
             where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
             got = err["input"] if where else raw[name]
             note = limit_note(err.get("ctx"))
-            raise ValueError(f"{name}{where}: {err['msg']}{note} (got {got!r})") from None
+            raise ValueError(f"{name}{where}: {err['msg']}{note} (got {clip(got)})") from None
         out[name] = _plain(value)
+        loose = coerced_number(raw[name], out[name], (name,))
+        if loose is not None:
+            raise ValueError(f"{path_text(loose[0])}: expected a number, got "
+                             f"{written_as(loose[1])} ({clip(loose[1])}); write numbers "
+                             "unquoted, as digits (1000, 0.5, 1.0e3)")
     return out
 
 

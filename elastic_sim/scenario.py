@@ -16,7 +16,7 @@ from typing import Any
 
 import pydantic
 
-from elastic_sim.errors import ScenarioError
+from elastic_sim.errors import ScenarioError, clip
 from elastic_sim.fault_schema import ReplayModel, check_fault, expand, fault_dict
 from elastic_sim.faults.model import Fault
 from elastic_sim.protocols.ranges import MAX_PROCS
@@ -38,8 +38,9 @@ from elastic_sim.scenario_model import (
     Seed,
     WorkloadModel,
 )
+from elastic_sim.strict_numbers import coerced_number, path_text, written_as
 from elastic_sim.strict_yaml import load_yaml
-from elastic_sim.world import NCCL, CollectiveModel, World
+from elastic_sim.world import NCCL, CollectiveModel, World, host_name_problem
 
 __all__ = [
     "PROCESS_START",
@@ -94,6 +95,11 @@ def parse_scenario(raw: dict[str, Any], file: str = "<scenario>") -> Scenario:
         sc = Scenario.model_validate(raw)
     except pydantic.ValidationError as exc:
         raise _from_pydantic(file, exc) from None
+    loose = coerced_number(raw, sc.model_dump())
+    if loose is not None:
+        raise ScenarioError(file, path_text(loose[0]), f"expected a number, got "
+                            f"{written_as(loose[1])} ({clip(loose[1])}); write numbers "
+                            "unquoted, as digits (1000, 0.5, 1.0e3)")
     _check_references(sc, file)
     return _resolve_fault_files(sc, file)
 
@@ -129,7 +135,7 @@ def _check_references(sc: Scenario, file: str) -> None:
         raise ScenarioError(
             file,
             "protocol.name",
-            f"unknown protocol {p.name!r}{suggest(str(p.name), names)}; expected one of: "
+            f"unknown protocol {clip(p.name)}{suggest(str(p.name), names)}; expected one of: "
             f"{', '.join(names)}, or an entry 'module:function'",
         )
     try:
@@ -144,16 +150,21 @@ def _check_references(sc: Scenario, file: str) -> None:
     hosts = [h.name for h in sc.cluster.host_specs()]
     seen: set[str] = set()
     for i, h in enumerate(hosts):
+        why = host_name_problem(h)
+        if why:
+            given = sc.cluster.hosts
+            an_object = isinstance(given, list) and isinstance(given[i], HostModel)
+            raise ScenarioError(file, f"cluster.hosts[{i}]" + (".name" if an_object else ""),
+                                f"{why}; got {clip(h)}")
         if h in seen:
-            raise ScenarioError(file, f"cluster.hosts[{i}]", f"duplicate host name {h!r}")
+            raise ScenarioError(file, f"cluster.hosts[{i}]", f"duplicate host name {clip(h)}")
         seen.add(h)
 
     def need_host(path: str, name: str) -> None:
         if name not in seen:
             shown = ", ".join(hosts[:8]) + (", ..." if len(hosts) > 8 else "")
-            raise ScenarioError(
-                file, path, f"unknown host {name!r}{suggest(name, hosts)}; expected one of: {shown}"
-            )
+            raise ScenarioError(file, path, f"unknown host {clip(name)}{suggest(name, hosts)}; "
+                                f"expected one of: {shown}")
 
     if sc.cluster.store_host is not None:
         need_host("cluster.store_host", sc.cluster.store_host)
@@ -173,7 +184,7 @@ def _check_references(sc: Scenario, file: str) -> None:
         check_fault(f, base, file, need_host)
         fid = f.id or f"f{i}-{f.type}"
         if fid in ids:
-            raise ScenarioError(file, base + ".id", f"duplicate fault id {fid!r}")
+            raise ScenarioError(file, base + ".id", f"duplicate fault id {clip(fid)}")
         ids.add(fid)
     from elastic_sim.checks import CHECKS
 
@@ -185,7 +196,7 @@ def _check_references(sc: Scenario, file: str) -> None:
         for i, name in enumerate(names):
             if name not in check_names:
                 raise ScenarioError(file, f"{where}[{i}]",
-                                    f"unknown check {name!r}{suggest(name, check_names)}; "
+                                    f"unknown check {clip(name)}{suggest(name, check_names)}; "
                                     f"expected one of: {', '.join(check_names)}")
     if info.check is not None:
         try:
@@ -247,10 +258,19 @@ def with_faults(sc: Scenario, faults: list[Fault], *, seed: int, name: str,
     return parse_scenario(raw, f"<{name}>")
 
 
+SIM_STORE_PORT = 29400
+"""The port a simulated store is given for ``store_port: 0`` ("any free port"): the sim
+has no ports in use, so every run takes the same one (real mode takes one free here)."""
+
+
 def build_world(sc: Scenario, seed: int, store_port: int | None = None) -> World:
     """The runtime's view of ``sc`` run with ``seed`` (``store_port``: the store's port
-    in place of the scenario's, where a real store listens)."""
+    in place of the scenario's, where a real store listens). ``store_port: 0`` (any free
+    port) is settled here, before any host reads it: every host must dial the port its
+    store host listens on."""
     knobs = sc.knobs()
+    if store_port is None and knobs.get("store_port") == 0:
+        store_port = SIM_STORE_PORT
     if store_port is not None and "store_port" in knobs:
         knobs["store_port"] = store_port
     hosts = tuple(sc.cluster.host_specs())
@@ -271,7 +291,7 @@ def build_world(sc: Scenario, seed: int, store_port: int | None = None) -> World
         process_start=sc.cluster.process_start,
         wake_latency=sc.cluster.wake_latency,
         process_exit=sc.cluster.process_exit,
-        time_limit=sc.time_limit,
+        time_limit=sc.run_time_limit(),
         fidelity=sc.fidelity,
         device=sc.cluster.device,
         collectives=NCCL if sc.cluster.device == "cuda" else CollectiveModel(),

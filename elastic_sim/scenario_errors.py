@@ -10,7 +10,7 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel
 
-from elastic_sim.errors import ScenarioError
+from elastic_sim.errors import ScenarioError, clip
 from elastic_sim.fault_schema import FAULT_MODELS, FAULT_TAGS
 from elastic_sim.protocols.ranges import limit_note
 from elastic_sim.registry import suggest
@@ -84,20 +84,20 @@ def _from_pydantic(file: str, exc: pydantic.ValidationError) -> ScenarioError:
         valid = sorted(model.model_fields) if model else []
         hint = suggest(key, valid)
         expected = f"; expected one of: {', '.join(valid)}" if valid else ""
-        return ScenarioError(file, path, f"unknown field '{key}'{hint}{expected}{more}")
+        return ScenarioError(file, path, f"unknown field {clip(key)}{hint}{expected}{more}")
     if err["type"] == "union_tag_invalid":
         got = err.get("input", {})
         kind = got.get("type") if isinstance(got, dict) else None
         valid = list(FAULT_TAGS)
         hint = suggest(str(kind), valid)
         return ScenarioError(
-            file, path + ".type", f"unknown fault type {kind!r}{hint}; expected one of: "
+            file, path + ".type", f"unknown fault type {clip(kind)}{hint}; expected one of: "
             + ", ".join(valid) + more
         )
     if err["type"] == "union_tag_not_found":
         return ScenarioError(file, path + ".type", f"missing fault type; expected one of: "
                              f"{', '.join(FAULT_TAGS)}{more}")
     got = err.get("input")
-    shown = "" if err["type"] == "missing" else f" (got {got!r})"
+    shown = "" if err["type"] == "missing" else f" (got {clip(got)})"
     msg = "required field is missing" if err["type"] == "missing" else err["msg"]
     return ScenarioError(file, path, f"{msg}{limit_note(err.get('ctx'))}{shown}{more}")

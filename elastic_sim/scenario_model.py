@@ -16,7 +16,7 @@ from elastic_sim.faults.model import Fault
 from elastic_sim.protocols.ranges import MAX_HOSTS, Finite, HostCount, Positive, Seconds, StateBytes
 from elastic_sim.protocols.static.settings import Workload
 from elastic_sim.registry import ProtocolInfo, find_protocol, validate_knobs
-from elastic_sim.world import PROCESS_EXIT, WAKE_LATENCY, HostSpec, LinkSpec
+from elastic_sim.world import HOST_NAME_PATTERN, PROCESS_EXIT, WAKE_LATENCY, HostSpec, LinkSpec
 
 NonNeg = Seconds
 PROCESS_START = 1.3
@@ -25,6 +25,12 @@ about 1.3 s of torchrun's 1.7 s worker-crash recovery on these machines)."""
 Pos = Positive
 Seed = Annotated[int, Field(ge=0, le=2**64 - 1)]
 """Seeds are 64-bit."""
+HostName = Annotated[str, Field(json_schema_extra={"pattern": HOST_NAME_PATTERN})]
+"""A host's name (:data:`elastic_sim.world.HOST_NAME_PATTERN`); checked with the scenario's
+cross-field checks, which say what a host name may be."""
+DEFAULT_TIME_LIMIT = 3600.0
+"""Run time after which a scenario that sets no ``time_limit`` is called hung, unless its
+faults and knobs ask for longer (:meth:`Scenario.run_time_limit`)."""
 
 
 class _Strict(BaseModel):
@@ -35,7 +41,7 @@ class _Strict(BaseModel):
 class HostModel(_Strict):
     """A host: its name, when it starts, its clock, and how it differs from the others."""
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    name: HostName
     start_at: NonNeg = 0.0
     clock_offset: Finite = 0.0
     clock_drift: Annotated[float, Field(gt=-1, allow_inf_nan=False)] = 0.0
@@ -72,7 +78,8 @@ class LinkModel(_Strict):
 class ClusterModel(_Strict):
     """Hosts (a count, names, or objects), store host and network."""
 
-    hosts: HostCount | Annotated[list[str | HostModel], Field(min_length=1, max_length=MAX_HOSTS)]
+    hosts: HostCount | Annotated[list[HostName | HostModel],
+                                 Field(min_length=1, max_length=MAX_HOSTS)]
     store_host: str | None = None
     topology: Literal["star", "full"] = "star"
     latency: NonNeg = 0.00005
@@ -205,8 +212,11 @@ class Scenario(_Strict):
     tie_seed: Seed | None = None
     """Sim only: order events due at the same time from different sources by this seed
     (:mod:`elastic_sim.sim.kernel`) instead of by scheduling order (the default)."""
-    time_limit: Pos = 3600.0
-    """Run time (virtual in the sim) after which a run that has not ended is called hung."""
+    time_limit: Pos | None = None
+    """Run time (virtual in the sim) after which a run that has not ended is called hung.
+    Default: 3,600 s, or, where the protocol's knobs allow a fault a longer recovery,
+    twice the checks' progress bound after the last fault starts or heals
+    (:meth:`run_time_limit`)."""
     fidelity: Literal["fast", "fine"] = "fast"
     """Sim only: ``fast`` runs fault-free lockstep training stretches as one event each
     (same times, results and checks); ``fine`` simulates every step of every worker."""
@@ -228,6 +238,23 @@ class Scenario(_Strict):
             out.extend(expand(f, fid, hosts, self.store_host, None, "<scenario>",
                               f"faults[{i}]"))
         return out
+
+    def run_time_limit(self) -> float:
+        """The time limit its runs get: ``time_limit``, or by default
+        :data:`DEFAULT_TIME_LIMIT`, or longer where the protocol's knobs allow a fault a
+        longer recovery: the last fault's start or heal plus twice the bound within which
+        the checks expect progress after it (room to judge it, and for a recovery that
+        itself waits out a timeout: with torchrun's defaults, two process-group timeouts
+        of 30 min in a row)."""
+        if self.time_limit is not None:
+            return self.time_limit
+        from elastic_sim.checks.facts import limits_of
+
+        limits = limits_of(self.knobs(), self.protocol.name)
+        times = [t for f in self.fault_objects() for t in (f.at, f.heals_at) if t is not None]
+        if limits is None or not times:
+            return DEFAULT_TIME_LIMIT
+        return max(DEFAULT_TIME_LIMIT, max(times) + 2 * limits.progress_s)
 
     def protocol_info(self) -> ProtocolInfo:
         """How to run the scenario's protocol (already checked to exist)."""

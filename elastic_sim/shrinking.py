@@ -12,12 +12,15 @@ along the same first steps): a schedule is simulated once per case.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+import dataclasses
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from elastic_sim.cases import Case, Outcome, Signature, run_case
+from elastic_sim.cases import Case, Outcome, run_case
 from elastic_sim.faults.model import Fault
 from elastic_sim.faults.schedule import schedule_size, shrink_candidates
+from elastic_sim.mechanisms import Signature
 from elastic_sim.scenario import Scenario
 
 MAX_SHRINK_RUNS = 400
@@ -33,6 +36,8 @@ class Shrunk:
     case: Case
     signature: Signature
     runs: int
+    cut: bool = False
+    """The search's time ran out before the shrink did: the simplest schedule so far."""
 
 
 class Memo:
@@ -55,33 +60,42 @@ class Memo:
 
 
 def shrink(memo: Memo, case: Case, target: Signature,
-           max_runs: int = MAX_SHRINK_RUNS) -> Shrunk:
+           max_runs: int = MAX_SHRINK_RUNS, pinned: Mapping[str, Fault] | None = None,
+           deadline: float | None = None) -> Shrunk:
     """The simplest schedule found from ``case`` that still shows ``target``'s mechanism
-    (:meth:`~elastic_sim.cases.Signature.admits`, re-checked on every step); at most
-    ``max_runs`` candidates tried."""
+    (:meth:`~elastic_sim.mechanisms.Signature.admits`, re-checked on every step); at most
+    ``max_runs`` candidates tried, none after the wall-clock ``deadline``
+    (:func:`time.time`; the search's ``--time``). ``pinned``: the scenario's own faults
+    by id (a search around them: kept, and only put back as written)."""
     best, tried, before = case, 0, memo.runs
     improved = True
+    cut = False
     while improved and tried < max_runs:
-        improved, size = False, schedule_size(best.faults)
-        for faults in shrink_candidates(best.faults):
-            if schedule_size(faults) >= size:
+        improved, size = False, schedule_size(best.faults, pinned)
+        for faults in shrink_candidates(best.faults, pinned):
+            if schedule_size(faults, pinned) >= size:
                 continue  # not simpler: it could never be taken
             if tried >= max_runs:
                 break
+            if deadline is not None and time.time() >= deadline:
+                cut = True
+                break
             tried += 1
-            cand = Case(case.index, faults, case.seed, case.tie_seed, case.variation)
+            cand = dataclasses.replace(case, faults=faults)
             shown = next((s for s in memo.outcome(cand).signatures if target.admits(s)), None)
             if shown is not None:
                 best, target, improved = cand, shown, True
                 break
-    return Shrunk(best, target, memo.runs - before)
+    return Shrunk(best, target, memo.runs - before, cut)
 
 
 def shrink_case(sc: Scenario, ignore: Collection[str], case: Case,
-                targets: Sequence[Signature]) -> list[Shrunk]:
+                targets: Sequence[Signature], pinned: Mapping[str, Fault] | None = None,
+                deadline: float | None = None) -> list[Shrunk]:
     """Each of ``targets`` (violations ``case`` showed) shrunk, in order, sharing one memo.
     A candidate runs only the targets' checks: a step is taken on the target's check alone
-    (:meth:`~elastic_sim.cases.Signature.admits`), so the others' verdicts change nothing."""
+    (:meth:`~elastic_sim.mechanisms.Signature.admits`), so the others' verdicts change
+    nothing."""
     only = sorted({t.check for t in targets})
     memo = Memo(lambda c: run_case(sc, c, ignore, only))
-    return [shrink(memo, case, t) for t in targets]
+    return [shrink(memo, case, t, pinned=pinned, deadline=deadline) for t in targets]

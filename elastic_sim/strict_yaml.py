@@ -1,8 +1,12 @@
 """Reading a scenario's YAML strictly: bounded in size and nesting, and a key given twice
-in one mapping is an error (plain YAML loaders keep the last one silently)."""
+in one mapping is an error (plain YAML loaders keep the last one silently). Numbers are
+YAML 1.2's: decimal integers, and decimals with an optional exponent (``1.0e3`` and
+``1e3``); YAML 1.1's other readings of a plain scalar (``1_000``, ``0x10``, ``017`` as
+octal, ``1:30`` as 90) stay strings, which a number field then refuses."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,11 @@ MAX_SCENARIO_BYTES = 1 << 20
 MAX_DEPTH = 32
 """Deepest nesting of mappings and lists (scenarios need about six)."""
 _MERGE = "tag:yaml.org,2002:merge"
+_INT = "tag:yaml.org,2002:int"
+_FLOAT = "tag:yaml.org,2002:float"
+_INT_RE = re.compile(r"^[-+]?[0-9]+$")
+_FLOAT_RE = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                       r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
 
 
 class _Problem(Exception):
@@ -53,6 +62,19 @@ class _StrictLoader(yaml.SafeLoader):
                                f"line {first[key]})")
             first[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep)
+
+    def construct_decimal(self, node: yaml.ScalarNode) -> int:
+        """A YAML 1.2 integer: decimal digits, a leading zero not octal."""
+        return int(str(self.construct_scalar(node)), 10)
+
+
+_StrictLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_INT, _FLOAT)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_StrictLoader.add_implicit_resolver(_INT, _INT_RE, list("-+0123456789"))
+_StrictLoader.add_implicit_resolver(_FLOAT, _FLOAT_RE, list("-+.0123456789"))
+_StrictLoader.add_constructor(_INT, _StrictLoader.construct_decimal)
 
 
 def load_yaml(path: Path, file: str) -> Any:

@@ -63,13 +63,22 @@ EVENT_KINDS: tuple[EventKind, ...] = (
     _k("group_ready", API, "the process group is up", ("group", "name"), ("rank", "rank"),
        ("size", "size")),
     _k("coll_enter", API, "a member enters a collective", ("group", "name"),
-       ("seq", "sequence number"), ("op", "operation"), ("nbytes", "payload bytes")),
+       ("seq", "sequence number"), ("op", "operation"), ("nbytes", "payload bytes"),
+       ("name?", "the collective's own name, where the protocol gives one (what a "
+        "negotiated group matches: Horovod's tensor names)")),
     _k("coll_done", API, "the collective completed for this member", ("group", "name"),
        ("seq", "sequence number"), ("op", "operation")),
     _k("coll_fail", API, "the collective failed or timed out for this member",
        ("group", "name"), ("seq", "sequence number"), ("op", "operation"), ("error", "error"),
        ("peer?", "the group rank whose death failed the call, where the runtime knows it "
         "(the sim)")),
+    _k("coll_stall", "runtime (sim)", "rank 0's stall inspector of a negotiated group "
+       "(Horovod's controller) sees collectives some members submitted and others did not for "
+       "longer than its check time", ("group", "name"),
+       ("submitted", "{collective name: [ranks that submitted it]}"),
+       ("missing", "{rank: [names it has not submitted]}"),
+       ("waited_s", "the longest wait so far"),
+       ("shutdown", "whether it shuts the group down (every member's calls fail)")),
     _k("group_failed", API, "joining a process group failed", ("group", "name"),
        ("rank", "rank"), ("size", "size"), ("error", "error"),
        ("peer?", "the group rank whose death failed it, where known")),
@@ -187,6 +196,9 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("update", "kind of update")),
     _k("hvd_interrupt", HVD, "a worker leaves training for a reset",
        ("skip_sync", "HostsUpdatedInterrupt's skip_sync")),
+    _k("hvd_ready", HVD, "a worker asks the driver for its new rank (GET rank_and_size: READY "
+       "in the reset barrier)", ("round", "the rendezvous id it leaves"),
+       ("rank", "its rank there")),
     _k("hvd_trip", HVD, "the registry barrier tripped", ("rendezvous", "rendezvous id"),
        ("decision", "success | all_failed | all_blacklisted | reset_limit | reset"),
        ("blacklist", "[host...] blacklisted now"), ("states", "{slot: worker state}")),
@@ -200,6 +212,8 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("owner", "holder"), ("held_s", "seconds")),
     _k("hvd_stop", HVD, "the driver stops the job", ("error", "error or null")),
     _k("hvd_abort", HVD, "a worker aborts (exit 134)", ("error", "error")),
+    _k("hvd_reinit_failed", HVD, "a worker's re-initialisation failed and it resets again "
+       "(knob reinit_error: reset; upstream aborts)", ("error", "error")),
     _k("hvd_exit", HVD, "a worker exits with an error", ("error", "error"),
        ("code", "exit code")),
     _k("hvd_exit_ignored", HVD, "the driver ignores a worker's exit", ("slot", "host:local"),
@@ -216,6 +230,13 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("error", "error")),
     _k("hvd_ssh_failed", HVD, "the driver's connection to a task service failed",
        ("to", "host"), ("error", "error")),
+    _k("reset_callback", HVD, "a user reset callback ran (after the reset, before the next "
+       "sync) and read the state", ("round", "rendezvous id"), ("rank", "its new rank"),
+       ("size", "the new world size"), ("epoch", "the epoch it read"),
+       ("step", "the model's step it read"), ("digest", "the model's digest it read")),
+    _k("hvd_launcher_gone", HVD, "the driver's host came back after a crash: horovodrun died "
+       "with it and is not started again", ("incarnation", "the host's first process's "
+                                            "incarnation (1, 2, ...)")),
 )
 """Every event kind, in the order a run usually records them."""
 
@@ -253,11 +274,16 @@ TRANSLATED_KINDS: tuple[EventKind, ...] = (
        ("left", "restarts left")),
     _k("restart_count", NEUTRAL, "the restart count a host's agent told its workers of an "
        "epoch", ("round", "epoch id"), ("count", "restarts before it")),
-    _k("barrier_enter", NEUTRAL, "a party enters the barrier that ends an epoch's job: no "
-       "party leaves it before every party of the epoch arrived",
+    _k("barrier_enter", NEUTRAL, "a party enters a barrier of an epoch (the one that ends "
+       "its job, a coordinator's reset barrier): no party leaves it before every party of "
+       "the epoch arrived",
        ("round", "epoch id"), ("party", "who entered (its host)"),
        ("parties", "how many distinct parties it waits for (null: unknown)")),
-    _k("barrier_trip", NEUTRAL, "the barrier let this party go", ("round", "epoch id")),
+    _k("barrier_trip", NEUTRAL, "the barrier let this party go (or, where a coordinator "
+       "keeps it, tripped)", ("round", "epoch id"),
+       ("entered?", "[party...]: the distinct parties it counted when it tripped, where its "
+        "keeper records them (else each party's barrier_enter shows it); it waits for the "
+        "epoch's world")),
     _k("barrier_fail", NEUTRAL, "the barrier failed for this party", ("error", "error")),
     _k("rendezvous_closed", NEUTRAL, "a host closed the rendezvous for every host"),
     _k("rendezvous_close_failed", NEUTRAL, "closing the rendezvous failed",
@@ -270,6 +296,11 @@ TRANSLATED_KINDS: tuple[EventKind, ...] = (
        "injected through the protocol's own hooks"),
     _k("worker_error", NEUTRAL, "a worker exits with an error", ("error", "error")),
     _k("abort", NEUTRAL, "a worker aborts", ("error", "error")),
+    _k("reset_hook", NEUTRAL, "a user callback the protocol runs when the world changed "
+       "(after the reset, before the next state sync) read the state",
+       ("round", "epoch id"), ("rank", "its new rank"), ("size", "the new world size"),
+       ("epoch", "the training epoch it read"), ("step", "the model's step it read"),
+       ("digest", "the model's digest it read")),
 )
 """What the protocols' own events are read as: each protocol maps its kinds onto these in
 its vocabulary module (``elastic_sim.protocols.<name>.vocabulary``)."""

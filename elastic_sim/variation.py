@@ -29,9 +29,14 @@ from elastic_sim.faults.schedule import FaultSpace
 from elastic_sim.scenario import Scenario, parse_scenario, scenario_dict
 
 Variation = tuple[tuple[str, Any], ...]
-"""(path, value) pairs: ``knobs.<name>``, ``cluster.store_host`` or ``cluster.hosts``."""
+"""(path, value) pairs: ``knobs.<name>``, ``cluster.store_host``, ``cluster.hosts``,
+``cluster.start_at.<host>`` (a host that starts late) or ``time_limit`` (a case whose
+faults last long is given the time to recover from them)."""
 
-PATHS = ("knobs.", "cluster.store_host", "cluster.hosts", "cluster.spares")
+PATHS = ("knobs.", "cluster.store_host", "cluster.hosts", "cluster.spares", "cluster.start_at.",
+         "time_limit")
+LATE = "cluster.start_at."
+"""``cluster.start_at.<host>``: when that host's first process starts (a late joiner)."""
 SHAPES = ("cluster.hosts", "cluster.spares")
 """Paths that set the number of hosts (integers only)."""
 MAX_KNOBS = ("max_nodes", "max_hosts")
@@ -68,11 +73,12 @@ def _number(text: str) -> int | float:
 def parse_vary(spec: str) -> Vary:
     """``PATH=LO..HI`` or ``PATH=A,B,...``; ValueError naming what was expected."""
     path, eq, values = spec.partition("=")
-    if not eq or not values or not any(path.startswith(p) for p in PATHS) or path == "knobs." \
-            or (path.startswith("cluster.") and path not in PATHS):
+    if not eq or not values or not any(path.startswith(p) for p in PATHS) \
+            or path in ("knobs.", LATE, "time_limit") \
+            or (path.startswith("cluster.") and path not in PATHS and not path.startswith(LATE)):
         raise ValueError(f"expected knobs.NAME=LO..HI, knobs.NAME=A,B,..., "
-                         f"cluster.store_host=H,H,..., cluster.hosts=N..M or "
-                         f"cluster.spares=N..M, got {spec!r}")
+                         f"cluster.store_host=H,H,..., cluster.hosts=N..M, "
+                         f"cluster.spares=N..M or cluster.start_at.HOST=LO..HI, got {spec!r}")
     if ".." in values:
         lo_s, _, hi_s = values.partition("..")
         try:
@@ -116,6 +122,19 @@ def _resize_raw(hosts: Any, n: int) -> Any:
     names = [h if isinstance(h, str) else h["name"] for h in hosts]
     extra = resized(names, n)[len(hosts):]
     return [*hosts[:n], *extra]
+
+
+def _started_late(hosts: Any, name: str, at: float) -> Any:
+    """A scenario's ``cluster.hosts`` with host ``name`` starting at ``at`` (a name not
+    among them: unchanged; the scenario's check names it)."""
+    items = [f"h{i}" for i in range(hosts)] if isinstance(hosts, int) else list(hosts)
+    out = []
+    for h in items:
+        spec = {"name": h} if isinstance(h, str) else dict(h)
+        if spec["name"] == name:
+            spec["start_at"] = at
+        out.append(spec if len(spec) > 1 else spec["name"])
+    return out
 
 
 def shape_of(variation: Variation) -> int | None:
@@ -174,6 +193,11 @@ def apply_variation(sc: Scenario, variation: Variation, file: str = "<variation>
     for path, value in variation:
         if path.startswith("knobs."):
             raw["protocol"].setdefault("knobs", {})[path.removeprefix("knobs.")] = value
+        elif path == "time_limit":
+            raw["time_limit"] = value
+        elif path.startswith(LATE):
+            raw["cluster"]["hosts"] = _started_late(raw["cluster"]["hosts"],
+                                                    path.removeprefix(LATE), float(value))
         elif path == "cluster.hosts":
             raw["cluster"]["hosts"] = _resize_raw(raw["cluster"]["hosts"], int(value))
             # its own faults and expectations were about its own cluster (a search

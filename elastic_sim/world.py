@@ -3,9 +3,28 @@ what a runtime reports back. Plain data, so both runtimes read the same descript
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+HOST_NAME_PATTERN = (r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                     r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+"""What a host's name may be: a DNS name (RFC 1123), one or more dot-separated labels of 1
+to 63 letters, digits and hyphens, neither starting nor ending with a hyphen, at most 253
+characters in all (``h0``, ``node-3``, ``127.0.0.1``, as Horovod's own tests name hosts).
+It becomes a path component, a command-line argument, a network namespace's part and an
+HTML cell, and ``*`` is a fault's wildcard, so nothing else is taken."""
+_HOST_NAME = re.compile(HOST_NAME_PATTERN)
+
+
+def host_name_problem(name: object) -> str:
+    """Why ``name`` cannot name a host ("" when it can)."""
+    if isinstance(name, str) and _HOST_NAME.fullmatch(name):
+        return ""
+    return ("expected a host name: dot-separated labels of 1 to 63 letters, digits and "
+            "hyphens (not starting or ending with a hyphen), at most 253 characters (a DNS "
+            "name, such as h0 or node-3)")
 
 
 @dataclass(frozen=True)

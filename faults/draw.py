@@ -49,6 +49,26 @@ def _pick(c: Chooser, items: Sequence[Any]) -> Any:
     return items[c.integer(0, len(items) - 1)]
 
 
+SHORT = 10.0
+"""Seconds: the shortest of the duration ranges drawn from."""
+
+
+def draw_duration(c: Chooser, s: FaultSpace) -> float:
+    """How long a fault lasts, in whole milliseconds: short (up to :data:`SHORT` s, the
+    simplest), anywhere up to the space's longest, or just short of or past one of the
+    protocol's own timeouts (0.8 to 1.5 times it), so that faults outlast a timeout as
+    often as they fall within one."""
+    top = s.max_duration
+    how = c.integer(0, 2 if s.timescales else 1)
+    if how == 0:
+        return _ms(c, s.min_duration, min(SHORT, top))
+    if how == 1:
+        return _ms(c, s.min_duration, top)
+    scale = _pick(c, s.timescales)
+    lo = min(max(s.min_duration, 0.8 * scale), top)
+    return _ms(c, lo, min(max(lo, 1.5 * scale), top))
+
+
 def _split(c: Chooser, hosts: Sequence[str], sides: int) -> list[tuple[str, ...]] | None:
     """``sides`` disjoint non-empty sides drawn from ``hosts`` (each host on at most one
     side; what is left over is on none), in the hosts' order within a side."""
@@ -85,9 +105,12 @@ def _value(c: Chooser, s: FaultSpace, cls: type[Fault], name: str, annotation: A
     if typing.get_origin(kind) is Literal:
         return _pick(c, typing.get_args(kind))
     if name in ("a", "b"):
-        return _pick(c, ("*", *s.hosts))
+        return _pick(c, ("*", *s.aimable))
     if name == "proc":
-        return "" if issubclass(cls, Wedge) else f"{host}/{s.proc_name}"
+        procs = [p for p in s.procs if p.partition("/")[0] == host] or [f"{host}/{s.proc_name}"]
+        if issubclass(cls, Wedge):  # the simplest: every process of the host
+            return "" if c.integer(0, 1) == 0 else _pick(c, procs)
+        return _pick(c, procs)
     if name == "activity":
         return _pick(c, ACTIVITIES)
     if kind is int:
@@ -101,7 +124,7 @@ def _value(c: Chooser, s: FaultSpace, cls: type[Fault], name: str, annotation: A
     if name in ("delay", "reorder") and issubclass(cls, LinkFault):
         return _ms(c, 0.0, LINK_MAX)
     if kind is float:
-        return _ms(c, s.min_duration, s.max_duration)
+        return draw_duration(c, s)
     raise TypeError(f"cannot draw field {name!r} ({annotation!r})")
 
 
@@ -114,14 +137,14 @@ def draw_fault(cls: type[Fault], c: Chooser, s: FaultSpace, fid: str, at: float)
               if f.name not in ("id", "at") and f.name not in cls.derived]
     names = {f.name for f in fields}
     if "host" in names or "proc" in names:
-        pool = [h for h in s.hosts if not (issubclass(cls, ENDS_A_HOST) and h in s.spare)]
+        pool = [h for h in s.aimable if not (issubclass(cls, ENDS_A_HOST) and h in s.spare)]
         if not pool:
             return None
         host = _pick(c, pool)
         if "host" in names:
             given["host"] = host
     if "groups" in names:
-        sides = _split(c, s.hosts, 2)
+        sides = _split(c, s.hosts, 2)  # a cut divides the whole cluster
         if sides is None or (issubclass(cls, Bridge) and len(s.hosts) < 3):
             return None
         if issubclass(cls, Bridge):

@@ -10,11 +10,11 @@ Times are whole milliseconds so that a schedule written to YAML reads back exact
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
-from elastic_sim.faults.draw import generator
+from elastic_sim.faults.draw import draw_duration, generator
 from elastic_sim.faults.model import (
     ENDS_A_HOST,
     FAULT_TYPES,
@@ -66,6 +66,9 @@ class FaultSpace:
     max_duration: float = 60.0
     """Longest hang or partition, seconds."""
     min_duration: float = 0.001
+    timescales: tuple[float, ...] = ()
+    """The protocol's own timeouts (seconds): durations are also drawn just short of and
+    just past each, the windows where a fault outlasts a timeout."""
     spare: tuple[str, ...] = ()
     """Hosts never crashed (e.g. the store host, whose loss ends a job by design)."""
     max_crashes: int | None = None
@@ -77,6 +80,19 @@ class FaultSpace:
     triggers: tuple[EventTrigger, ...] = ()
     """Trace events a fault may fire at instead of a time (steps, rounds completing,
     barriers: the narrow windows); none: every fault fires at a time."""
+    targets: tuple[str, ...] = ()
+    """The hosts faults may aim at (a swarm's draw); none: every host."""
+    procs: tuple[str, ...] = ()
+    """Every process a process-level fault may aim at (``host/name``: agents, drivers and
+    workers alike); none: each host's first process."""
+    startup: float = 0.0
+    """The start-up window (seconds: until the first round forms): a quarter of the
+    faults start in it."""
+
+    @property
+    def aimable(self) -> tuple[str, ...]:
+        """The hosts faults may aim at."""
+        return self.targets or self.hosts
 
     def __post_init__(self) -> None:
         if not self.hosts:
@@ -101,44 +117,43 @@ def _ms(c: Chooser, lo: float, hi: float) -> float:
 
 
 def _crash(c: Chooser, s: FaultSpace, fid: str, at: float) -> Fault | None:
-    targets = [h for h in s.hosts if h not in s.spare]
+    targets = [h for h in s.aimable if h not in s.spare]
     return CrashHost(fid, at, _pick(c, targets)) if targets else None
 
 
 def _hang(c: Chooser, s: FaultSpace, fid: str, at: float) -> Fault:
-    return HangHost(fid, at, _pick(c, s.hosts), _ms(c, s.min_duration, s.max_duration))
+    return HangHost(fid, at, _pick(c, s.aimable), draw_duration(c, s))
 
 
 def _partition(c: Chooser, s: FaultSpace, fid: str, at: float) -> Fault | None:
     if len(s.hosts) < 2:
         return None
-    # A side of 1..n-1 hosts against the rest; index order keeps it deterministic.
-    side_size = c.integer(1, len(s.hosts) - 1)
-    pool = list(s.hosts)
+    # A side of 1..n-1 hosts (from those faults may aim at) against the rest; index order
+    # keeps it deterministic.
+    pool = list(s.aimable) if len(s.aimable) < len(s.hosts) else list(s.hosts)
+    side_size = c.integer(1, min(len(pool), len(s.hosts) - 1))
     side = []
     for _ in range(side_size):
         side.append(pool.pop(c.integer(0, len(pool) - 1)))
     rest = tuple(h for h in s.hosts if h not in side)
     groups = (tuple(h for h in s.hosts if h in side), rest)
-    return Partition(fid, at, groups, _ms(c, s.min_duration, s.max_duration))
+    return Partition(fid, at, groups, draw_duration(c, s))
 
 
 def _discovery_add(c: Chooser, s: FaultSpace, fid: str, at: float) -> Fault:
-    return DiscoveryAdd(fid, at, _pick(c, s.hosts),
-                        duration=_ms(c, s.min_duration, s.max_duration))
+    return DiscoveryAdd(fid, at, _pick(c, s.aimable), duration=draw_duration(c, s))
 
 
 def _discovery_remove(c: Chooser, s: FaultSpace, fid: str, at: float) -> Fault:
-    return DiscoveryRemove(fid, at, _pick(c, s.hosts),
-                           duration=_ms(c, s.min_duration, s.max_duration))
+    return DiscoveryRemove(fid, at, _pick(c, s.aimable), duration=draw_duration(c, s))
 
 
 def _discovery_error(c: Chooser, s: FaultSpace, fid: str, at: float) -> Fault:
-    return DiscoveryScriptError(fid, at, _ms(c, s.min_duration, s.max_duration))
+    return DiscoveryScriptError(fid, at, draw_duration(c, s))
 
 
 def _discovery_hang(c: Chooser, s: FaultSpace, fid: str, at: float) -> Fault:
-    return DiscoveryScriptHang(fid, at, _ms(c, s.min_duration, s.max_duration))
+    return DiscoveryScriptHang(fid, at, draw_duration(c, s))
 
 
 Generator = Callable[[Chooser, FaultSpace, str, float], "Fault | None"]
@@ -164,21 +179,36 @@ def draw_schedule(c: Chooser, space: FaultSpace) -> tuple[Fault, ...]:
     out: list[Fault] = []
     crashed: set[str] = set()
     for i in range(n):
-        kind = _pick(c, space.types)
-        at = _ms(c, 0.0, space.horizon)
-        f = GENERATORS[kind](c, space, f"x{i}-{kind}", at)
-        if isinstance(f, ENDS_A_HOST) and space.max_crashes is not None:
+        f = draw_one(c, space, f"x{i}")
+        if f is not None and isinstance(unwrap(f), ENDS_A_HOST) \
+                and space.max_crashes is not None:
             host = f.hosts()[0]
             if host not in crashed and len(crashed) >= space.max_crashes:
                 continue  # beyond the contract: the draw is spent, the fault dropped
             crashed.add(host)
-        if f is not None and space.triggers:
-            pull = c.integer(0, len(space.triggers))  # 0: at its time (the simplest)
-            if pull:
-                f = Triggered(f.id, 0.0, replace(f, at=0.0), space.triggers[pull - 1])
         if f is not None:
             out.append(f)
     return tuple(sorted(out, key=lambda f: f.at))
+
+
+def draw_one(c: Chooser, space: FaultSpace, prefix: str) -> Fault | None:
+    """One fault of a drawn type (id ``<prefix>-<type>``), at a drawn time or, where the
+    space has triggers, at one of its events; None when the space allows none of it."""
+    kind = _pick(c, space.types)
+    f = GENERATORS[kind](c, space, f"{prefix}-{kind}", draw_time(c, space))
+    if f is not None and space.triggers:
+        pull = c.integer(0, len(space.triggers))  # 0: at its time (the simplest)
+        if pull:
+            f = Triggered(f.id, 0.0, replace(f, at=0.0), space.triggers[pull - 1])
+    return f
+
+
+def draw_time(c: Chooser, space: FaultSpace) -> float:
+    """When a fault starts: within the start-up window one time in four (where the space
+    has one; the simplest choice), else anywhere up to the horizon."""
+    if space.startup > 0 and c.integer(0, 3) == 0:
+        return _ms(c, 0.0, min(space.startup, space.horizon))
+    return _ms(c, 0.0, space.horizon)
 
 
 def random_schedule(seed: str, space: FaultSpace) -> tuple[Fault, ...]:
@@ -236,24 +266,44 @@ def simpler_faults(f: Fault) -> list[Fault]:
     return out
 
 
-def shrink_candidates(schedule: Sequence[Fault]) -> list[tuple[Fault, ...]]:
+def shrink_candidates(schedule: Sequence[Fault],
+                      pinned: Mapping[str, Fault] | None = None) -> list[tuple[Fault, ...]]:
     """Schedules one step simpler than ``schedule``, simplest first: each with one fault
-    fewer (latest first), then each with one fault simplified."""
+    fewer (latest first), then each with one fault simplified. ``pinned``: the scenario's
+    own faults, by id (a search around them), are never dropped and only ever put back as
+    written."""
+    pinned = pinned or {}
+
+    def ordered(faults: Sequence[Fault]) -> tuple[Fault, ...]:
+        return tuple(sorted(faults, key=lambda x: x.at))
+
     out: list[tuple[Fault, ...]] = []
-    for i in reversed(range(len(schedule))):
-        out.append(tuple(schedule[:i]) + tuple(schedule[i + 1:]))
     for i, f in enumerate(schedule):
+        own = pinned.get(f.id)
+        if own is not None and own != f:
+            out.append(ordered((*schedule[:i], own, *schedule[i + 1:])))
+    for i in reversed(range(len(schedule))):
+        if schedule[i].id not in pinned:
+            out.append(tuple(schedule[:i]) + tuple(schedule[i + 1:]))
+    for i, f in enumerate(schedule):
+        if f.id in pinned:
+            continue
         for g in simpler_faults(f):
-            out.append(tuple(sorted((*schedule[:i], g, *schedule[i + 1:]), key=lambda x: x.at)))
+            out.append(ordered((*schedule[:i], g, *schedule[i + 1:])))
     return out
 
 
-def schedule_size(schedule: Sequence[Fault]) -> tuple[int, int, float, int]:
-    """How complex a schedule is: fewer faults, then fewer triggers, then less fault time,
-    then fewer hosts."""
+def schedule_size(schedule: Sequence[Fault], pinned: Mapping[str, Fault] | None = None
+                  ) -> tuple[int, int, int, float, int]:
+    """How complex a schedule is: fewer faults, then fewer of the scenario's own faults
+    moved (``pinned``, by id), then fewer triggers, then less fault time, then fewer
+    hosts."""
+    pinned = pinned or {}
     time = sum(f.at + float(getattr(unwrap(f), "duration", None) or 0.0) for f in schedule)
     triggered = sum(1 for f in schedule if isinstance(f, Triggered))
-    return (len(schedule), triggered, round(time, 6), sum(len(f.hosts()) for f in schedule))
+    moved = sum(1 for f in schedule if f.id in pinned and pinned[f.id] != f)
+    return (len(schedule), moved, triggered, round(time, 6),
+            sum(len(f.hosts()) for f in schedule))
 
 
 __all__ = [
@@ -262,7 +312,9 @@ __all__ = [
     "Chooser",
     "FaultSpace",
     "RandomChooser",
+    "draw_one",
     "draw_schedule",
+    "draw_time",
     "random_schedule",
     "schedule_size",
     "shrink_candidates",

@@ -35,16 +35,18 @@ to a model's state)."""
 
 async def broadcast_bytes(group: TracedGroup, data: bytes | None, root: int,
                           algorithm: Algorithm = "group",
-                          chunk_bytes: int = CHAIN_CHUNK_BYTES) -> Received:
+                          chunk_bytes: int = CHAIN_CHUNK_BYTES, name: str = "") -> Received:
     """Root's ``data`` (of any length) to every member: size first, then payload, the
-    payload by ``algorithm``. A receiver may get a bytearray (filled in place)."""
+    payload by ``algorithm``. A receiver may get a bytearray (filled in place). With a
+    ``name`` the two group broadcasts are named ``<name>.sz`` and ``<name>.t``, as
+    Horovod's ``broadcast_object`` names them."""
     if group.rank == root:
         if data is None:
             raise ValueError("the root of a broadcast must pass its data")
         header = len(data).to_bytes(SIZE_BYTES, "little")
     else:
         header = bytes(SIZE_BYTES)
-    size = int.from_bytes(await group.broadcast(header, root), "little")
+    size = int.from_bytes(await group.broadcast(header, root, _part(name, "sz")), "little")
     mine = data if group.rank == root and data is not None else None
     if algorithm == "tree":
         return await tree_broadcast(group, mine, size, root)
@@ -53,7 +55,11 @@ async def broadcast_bytes(group: TracedGroup, data: bytes | None, root: int,
     if algorithm != "group":
         raise ValueError(f"unknown broadcast algorithm {algorithm!r}; expected one of "
                          + ", ".join(ALGORITHMS))
-    return await group.broadcast(bytes(size) if mine is None else mine, root)
+    return await group.broadcast(bytes(size) if mine is None else mine, root, _part(name, "t"))
+
+
+def _part(name: str, part: str) -> str:
+    return f"{name}.{part}" if name else ""
 
 
 async def tree_broadcast(group: TracedGroup, data: Received | None, size: int,
@@ -107,7 +113,8 @@ async def chain_broadcast(group: TracedGroup, data: bytes | None, size: int, roo
     return out
 
 
-async def broadcast_object(group: TracedGroup, obj: Any, root: int) -> Any:
-    """Root's JSON-serialisable ``obj`` to every member (others pass anything, e.g. None)."""
+async def broadcast_object(group: TracedGroup, obj: Any, root: int, name: str = "") -> Any:
+    """Root's JSON-serialisable ``obj`` to every member (others pass anything, e.g. None);
+    ``name`` as :func:`broadcast_bytes` takes it."""
     data = json.dumps(obj, sort_keys=True).encode() if group.rank == root else None
-    return json.loads(bytes(await broadcast_bytes(group, data, root)))
+    return json.loads(bytes(await broadcast_bytes(group, data, root, name=name)))

@@ -1,7 +1,9 @@
 """The report of many runs (seeds of one scenario, or the runs of an explore session):
 how recovery times are distributed, which violations were found, and which protocol states
 and transitions the runs reached (coverage). A campaign is a directory tree: every folder
-that holds a ``summary.json`` is one run."""
+that holds a ``summary.json`` is one run; an explore session's folder also holds its
+``explore.json``, whose coverage (mechanisms and abstract states over the search, faults
+fired and never fired, values never reached, the stopping hint) the page plots."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 CAMPAIGN_FILE = "campaign.html"
+EXPLORE_FILE = "explore.json"
 
 
 @dataclass
@@ -190,9 +193,68 @@ def _runs_table(c: Campaign, base: Path | None) -> str:
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
-def render_campaign_html(c: Campaign, png: bytes | None, base: Path | None = None) -> str:
+def search_of(root: Path) -> dict[str, Any] | None:
+    """The explore session whose folder ``root`` is (its ``explore.json``), if it is one."""
+    import json
+
+    path = root / EXPLORE_FILE
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) and "coverage" in data else None
+
+
+def coverage_figure(search: dict[str, Any]) -> Figure | None:
+    """Distinct mechanisms and abstract states reached as the search's cases went (None:
+    too few points to draw)."""
+    curve = search["coverage"].get("curve") or []
+    if len(curve) < 2:
+        return None
+    from elastic_sim.reports.plots import new_figure
+
+    fig = new_figure(3.2)
+    ax = fig.subplots()
+    cases = [p[0] for p in curve]
+    ax.step(cases, [p[2] for p in curve], where="post", color="#d62728", label="mechanisms")
+    ax.set_xlabel("cases judged")
+    ax.set_ylabel("distinct mechanisms")
+    states = ax.twinx()
+    states.plot(cases, [p[3] for p in curve], color="#1f77b4", label="abstract states")
+    states.set_ylabel("abstract states reached")
+    lines = ax.get_lines() + states.get_lines()
+    ax.legend(lines, [str(ln.get_label()) for ln in lines], fontsize=8.5, loc="lower right")
+    ax.set_title("What the search reached, case by case", loc="left", fontsize=11)
+    return fig
+
+
+def _search_section(search: dict[str, Any], png: bytes | None) -> str:
+    """The explore session's coverage: the curve, the hint, faults fired and not, values
+    never reached."""
+    cov = search["coverage"]
+    fired, never = cov.get("faults_fired", {}), cov.get("faults_never_fired", {})
+    rows = [(t, ", ".join(fired.get(t, [])) or "—", ", ".join(never.get(t, [])) or "—")
+            for t in sorted(set(fired) | set(never))]
+    mech = search.get("mechanisms", {})
+    return "".join([
+        f"<h2>Search coverage</h2><p>{search.get('cases', 0)} cases; "
+        f"{mech.get('total', 0)} mechanisms ({mech.get('new', 0)} new, "
+        f"{mech.get('known', 0)} known); {cov.get('states', 0)} abstract states and "
+        f"{cov.get('transitions', 0)} transitions reached. {esc(cov.get('stopping_hint', ''))}"
+        "</p>",
+        img_tag(png, "mechanisms and states over the search"),
+        "<h3>Faults fired</h3>",
+        table(("fault type", "fired at", "never fired at"), rows),
+        "<h3>Never reached</h3>",
+        f"<p>{esc(', '.join(cov.get('never_reached', [])) or 'none')}</p>",
+    ])
+
+
+def render_campaign_html(c: Campaign, png: bytes | None, base: Path | None = None,
+                         search: dict[str, Any] | None = None,
+                         search_png: bytes | None = None) -> str:
     """The campaign page: runs (linked to their reports, relative to ``base``), recovery
-    distribution, new and expected violations, coverage."""
+    distribution, new and expected violations, coverage (with ``search``, an explore
+    session's, plotted by ``search_png``)."""
     passed = sum(r.verdict == "pass" for r in c.runs)
     times, unrec = c.recovery_times(), c.unrecovered()
     dist = [(k, len(v), f"{_quantile(v, 0.5):.3f}", f"{_quantile(v, 0.9):.3f}",
@@ -222,6 +284,7 @@ def render_campaign_html(c: Campaign, png: bytes | None, base: Path | None = Non
         f"<h2>Unmet expectations ({len(unmet)})</h2>",
         table(("run", "seed", "expectation", "expected", "actual"), unmet) if unmet
         else "<p class=\"muted\">None.</p>",
+        _search_section(search, search_png) if search is not None else "",
         "<h2>Coverage</h2><h3>Protocol states reached</h3>",
         table(("state", "runs"), states.most_common(), numeric=(1,)),
         "<h3>Transitions taken</h3>",
@@ -239,13 +302,20 @@ def render_campaign_html(c: Campaign, png: bytes | None, base: Path | None = Non
 def write_campaign_report(run_dirs: Sequence[Path], out_dir: Path) -> list[Path]:
     """Write ``campaign.html`` (and ``campaign_recovery.png``) for these runs into
     ``out_dir``; return the paths written, the HTML first."""
+    from elastic_sim.reports.plots import png_bytes
+
     c = Campaign([load_run(d) for d in run_dirs])
     png = campaign_png(c)
+    search = search_of(out_dir)
+    fig = coverage_figure(search) if search is not None else None
+    search_png = png_bytes(fig) if fig is not None else None
     out_dir.mkdir(parents=True, exist_ok=True)
     page = out_dir / CAMPAIGN_FILE
-    page.write_text(render_campaign_html(c, png, out_dir), encoding="utf-8")
+    page.write_text(render_campaign_html(c, png, out_dir, search, search_png),
+                    encoding="utf-8")
     written = [page]
-    if png is not None:
-        (out_dir / "campaign_recovery.png").write_bytes(png)
-        written.append(out_dir / "campaign_recovery.png")
+    for name, data in (("campaign_recovery.png", png), ("campaign_coverage.png", search_png)):
+        if data is not None:
+            (out_dir / name).write_bytes(data)
+            written.append(out_dir / name)
     return written

@@ -34,6 +34,8 @@ class CollectiveFailures:
         groups: dict[tuple[int, str], GroupState]
         blocked: dict[int, _Op]
 
+        def _stalled(self, e: Entry) -> bool: ...
+
     def _forget(self, e: Entry) -> None:
         if e.deadline is not None:
             e.deadline.cancel()
@@ -63,6 +65,9 @@ class CollectiveFailures:
 
     def _timeout(self, e: Entry) -> None:
         if e.done:
+            return
+        if self._stalled(e):  # a negotiated group waits on a stall: no timeout applies
+            e.deadline = self.k.call_later(e.member.timeout, self._timeout, e)
             return
         self._forget(e)
         op = e.op

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from elastic_sim.protocols.api import Negotiation
 from elastic_sim.sim.host import SimProcess
 from elastic_sim.sim.kernel import Call, Kernel
 from elastic_sim.sim.network import Path
@@ -37,7 +38,8 @@ class Member:
 class Entry(Pending[Any]):
     """One call of one member: awaited by the member's task for the result."""
 
-    __slots__ = ("arg", "deadline", "kind", "member", "nbytes", "op", "peer", "root", "t")
+    __slots__ = ("arg", "deadline", "kind", "member", "name", "nbytes", "op", "peer", "root",
+                 "t")
 
     def __init__(self, kernel: Kernel, member: Member, kind: str, arg: Any, nbytes: int) -> None:
         super().__init__(kernel)
@@ -50,6 +52,8 @@ class Entry(Pending[Any]):
         self.t = kernel.now
         self.deadline: Call | None = None
         self.op: _Op | None = None
+        self.name = ""
+        """What a negotiated group matches besides the op (Horovod's tensor name)."""
 
 
 class _Op:
@@ -61,13 +65,19 @@ class _Op:
         self.entries: dict[int, Entry] = {}
         self.state = OPEN
         self.cost = 0.0
+        self.hung = False
+        """A collective fault hung it: it never completes, whatever the group."""
 
 
 class GroupState:
     """One process group (one name on one store) as the engine sees it."""
 
-    def __init__(self, server: StoreServer, name: str, size: int, uid: int) -> None:
+    def __init__(self, server: StoreServer, name: str, size: int, uid: int,
+                 negotiation: Negotiation | None = None) -> None:
         self.server = server
+        self.negotiation = negotiation
+        """Set for a group whose collectives are negotiated by name (a stall, not a
+        timeout, when members differ or one has not entered yet)."""
         self.name = name
         self.size = size
         self.members: list[Member | None] = [None] * size

@@ -15,6 +15,10 @@ failed by a member's death and timed out by hangs, cuts and mismatches.
   names the first dead member's rank (``peer``).
 - Every entry times out with CollectiveTimeout at ``entry + timeout`` unless it completed or
   failed before; ops that do not match (op, root, length) never complete.
+- A negotiated group (:class:`~elastic_sim.protocols.api.Negotiation`, Horovod's controller)
+  matches names too, and a collective that does not match, or that a member has not
+  entered yet, stalls instead of timing out while every member runs and can be reached
+  (:mod:`elastic_sim.sim.collective_stalls`).
 
 Costs (W members; latency and bandwidth: max path latency and min path bandwidth between the
 members' hosts): ring allreduce ``2(W-1)(alpha+lat) + 2(W-1)/W * n/bw``; flat broadcast
@@ -32,8 +36,9 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from elastic_sim.protocols.api import CollectiveFailed
+from elastic_sim.protocols.api import CollectiveFailed, Negotiation
 from elastic_sim.sim.collective_failures import CollectiveFailures
+from elastic_sim.sim.collective_stalls import CollectiveStalls
 from elastic_sim.sim.collective_state import (
     BLOCKED,
     BROKEN,
@@ -60,7 +65,7 @@ __all__ = ["CollectiveEngine", "Entry", "GroupState", "Member", "broadcast_secon
 :mod:`elastic_sim.sim.collective_state`)."""
 
 
-class CollectiveEngine(CollectiveFailures):
+class CollectiveEngine(CollectiveFailures, CollectiveStalls):
     """Matches, prices, completes and fails the collectives of every group of a run."""
 
     def __init__(self, kernel: Kernel, network: Network, model: CollectiveModel, seed: int):
@@ -91,9 +96,11 @@ class CollectiveEngine(CollectiveFailures):
     # -- joining -----------------------------------------------------------------------
 
     async def join(
-        self, proc: SimProcess, server: StoreServer, name: str, rank: int, size: int, timeout: float
+        self, proc: SimProcess, server: StoreServer, name: str, rank: int, size: int,
+        timeout: float, negotiation: Negotiation | None = None,
     ) -> SimGroup:
-        """Rendezvous of ``size`` ranks on group ``name`` of ``server``'s store."""
+        """Rendezvous of ``size`` ranks on group ``name`` of ``server``'s store (the first
+        to join says whether it is negotiated)."""
         if size < 1 or not 0 <= rank < size:
             raise ValueError(f"group {name}: rank {rank} not in [0, {size})")
         if timeout <= 0:
@@ -103,7 +110,7 @@ class CollectiveEngine(CollectiveFailures):
         key = (server.uid, name)
         g = self.groups.get(key)
         if g is None:
-            g = GroupState(server, name, size, self._next_uid())
+            g = GroupState(server, name, size, self._next_uid(), negotiation)
             self.groups[key] = g
             server.on_death.append(lambda: self._store_died(g))
         elif g.size != size:
@@ -143,20 +150,23 @@ class CollectiveEngine(CollectiveFailures):
         m.group.pending[id(e)] = e
         return e
 
-    def collective(self, m: Member, kind: str, arg: Any, nbytes: int, root: int = -1) -> Entry:
+    def collective(self, m: Member, kind: str, arg: Any, nbytes: int, root: int = -1,
+                   name: str = "") -> Entry:
         """Enter the member's next collective; await the returned entry for the result."""
         g = m.group
         seq = m.seq
         m.seq += 1
         e = self._entry(m, kind, arg, nbytes)
         e.root = root
+        e.name = name
         op = self._join_op(g, seq, e)
         if g.dead_at is not None:
             op.state = BROKEN
             self._fail_later(e, g.dead_at, g.dead_rank)
         elif op.state == OPEN and len(op.entries) == g.size:
             first = next(iter(op.entries.values()))
-            if all(same_op(first, x) for x in op.entries.values()):
+            by_name = g.negotiation is not None
+            if all(same_op(first, x, by_name) for x in op.entries.values()):
                 op.cost = self._cost(g, kind, nbytes)
                 self._try(op)
             else:
@@ -210,6 +220,7 @@ class CollectiveEngine(CollectiveFailures):
         how = queue.popleft()  # the collective fault's mode
         if how == "hang":
             op.state = BROKEN  # never completes: every member's timeout fires
+            op.hung = True
             self.blocked.pop(op.uid, None)
         else:
             self.k.soon(self.abort, m)
@@ -294,6 +305,7 @@ class CollectiveEngine(CollectiveFailures):
         results = op_results(op.entries)
         if op is g.init:
             g.formed = True
+            self._formed(g)
         elif op.seq >= 0:
             g.ops.pop(op.seq, None)
         else:

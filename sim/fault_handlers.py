@@ -243,6 +243,9 @@ class FaultHandlers:
                 server.reset(f.applies)
         if self.collectives is not None:
             self.collectives.reset(f.applies)
+        for proc in list(self.cluster.procs.values()):  # protocols' own connections
+            if proc.conn_reset is not None and proc.alive:
+                proc.conn_reset(_peers_reset(f, proc.host.name))
 
     def _undo_net(self, f: Fault, token: int) -> None:
         self.net.remove_cut(token)
@@ -298,3 +301,11 @@ class FaultHandlers:
             return
         self._fired(f)
         self.collectives.inject(host.name, f.mode)
+
+
+def _peers_reset(f: ConnReset, here: str) -> Callable[[str], bool]:
+    """Whether ``f`` resets the connections between host ``here`` and a peer host (never a
+    host's loopback)."""
+    def hit(peer: str) -> bool:
+        return peer != here and f.applies(here, peer)
+    return hit

@@ -21,9 +21,10 @@ if TYPE_CHECKING:
     from elastic_sim.sim.collectives import CollectiveEngine, Entry, Member
 
 
-def same_op(a: Entry, b: Entry) -> bool:
-    """Whether two members' entries are the same collective (op, root, length)."""
-    if a.kind != b.kind:
+def same_op(a: Entry, b: Entry, by_name: bool = False) -> bool:
+    """Whether two members' entries are the same collective (op, root, length; and name,
+    ``by_name``: in a negotiated group)."""
+    if a.kind != b.kind or (by_name and a.name != b.name):
         return False
     if a.kind == "allreduce":
         return len(a.arg) == len(b.arg)
@@ -85,26 +86,28 @@ class SimGroup(Group):
                                                marks, reached)
         return out
 
-    async def _allreduce(self, values: list[float]) -> list[float]:
+    async def _allreduce(self, values: list[float], name: str = "") -> list[float]:
         """Element-wise sum over members (in rank order: deterministic floats)."""
         self._check()
         vals = [float(v) for v in values]
-        out: list[float] = await self._engine.collective(self._m, "allreduce", vals, 8 * len(vals))
+        out: list[float] = await self._engine.collective(self._m, "allreduce", vals,
+                                                         8 * len(vals), name=name)
         return out
 
-    async def _broadcast(self, data: bytes, root: int) -> Received:
+    async def _broadcast(self, data: bytes, root: int, name: str = "") -> Received:
         """Root's ``data`` to everyone; every member passes a buffer of the same length."""
         self._check()
         if not 0 <= root < self.size:
             raise ValueError(f"group {self.name}: bad root {root}")
         buf = bytes(data)
-        out: bytes = await self._engine.collective(self._m, "broadcast", buf, len(buf), root)
+        out: bytes = await self._engine.collective(self._m, "broadcast", buf, len(buf), root,
+                                                   name)
         return out
 
-    async def _barrier(self) -> None:
+    async def _barrier(self, name: str = "") -> None:
         """Return when every member has entered."""
         self._check()
-        await self._engine.collective(self._m, "barrier", None, 0)
+        await self._engine.collective(self._m, "barrier", None, 0, name=name)
 
     async def _send(self, dst: int, data: Sendable) -> None:
         """Point-to-point send to rank ``dst``."""

@@ -23,6 +23,7 @@ from elastic_sim.protocols.api import (
     SIGNAL_NUMBERS,
     SIGNALS,
     Entry,
+    KernelSockets,
     Message,
     Proc,
     Runtime,
@@ -67,6 +68,10 @@ class SimHost:
         self.start_fault: Callable[[str], str] | None = None
         """Given a starting process's short name: why it fails at start-up ("" if it
         does not): a crash loop (:mod:`elastic_sim.sim.faults`)."""
+        self.closed: dict[str, KernelSockets] = {}
+        """The sockets of processes that ended while this host lived, by process name:
+        its kernel answers for them (:meth:`Runtime.close_in_kernel`) until it goes down
+        or a process of that name starts again."""
 
 
 class SimProcess:
@@ -110,6 +115,11 @@ class SimProcess:
         """Called once when the process ends (its stores die, its groups lose a member)."""
         self.kernel_answer: Callable[[Message], Mapping[str, JSON] | None] | None = None
         """Answers the host's kernel gives for this process (:meth:`Runtime.answer_in_kernel`)."""
+        self.kernel_sockets: KernelSockets | None = None
+        """What the host's kernel says for its sockets once it ended
+        (:meth:`Runtime.close_in_kernel`)."""
+        self.conn_reset: Callable[[Callable[[str], bool]], None] | None = None
+        """Told when a conn_reset fault resets its connections (:meth:`Runtime.on_conn_reset`)."""
         self.exited: SimFuture[int] = SimFuture(cluster.kernel)
         self.rt: Runtime | None = None
 
@@ -245,6 +255,7 @@ class Cluster:
         name = f"{host.name}/{short}"
         if name in self.procs:
             raise ValueError(f"process {name} is already running")
+        host.closed.pop(name, None)
         inc = host.incarnations.get(name, -1) + 1
         host.incarnations[name] = inc
         proc = SimProcess(self, host, name, entry, args, env, inc)
@@ -424,6 +435,7 @@ class Cluster:
             self.pending_starts -= 1
         host.down = True
         host.powered_off = silent
+        host.closed.clear()
         for p in list(host.procs.values()):
             self.kill(p, -SIGNAL_NUMBERS["KILL"], "powered off" if silent else "host crashed")
         host.deferred.clear()

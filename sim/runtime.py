@@ -20,7 +20,9 @@ from elastic_sim.protocols.api import (
     DiscoveryOverlay,
     Future,
     Group,
+    KernelSockets,
     Message,
+    Negotiation,
     PrefixStore,
     Proc,
     ProcessInfo,
@@ -30,7 +32,7 @@ from elastic_sim.protocols.api import (
     Task,
     Timer,
 )
-from elastic_sim.sim.host import SimProc, SimProcess, json_copy
+from elastic_sim.sim.host import SimHost, SimProc, SimProcess, json_copy
 from elastic_sim.sim.store import SimStore
 from elastic_sim.sim.tasks import Alarm, SimFuture, Sleep
 from elastic_sim.sim.ticks import Ticks
@@ -58,7 +60,7 @@ class SimRuntime(Runtime):
         self._k = sim.kernel
         self._proc = proc
         self.info = ProcessInfo(host=proc.host.name, name=proc.name, env=dict(proc.env),
-                                pid=proc.pid)
+                                pid=proc.pid, incarnation=proc.incarnation)
         self.rng = random.Random(f"{sim.seed}/proc/{proc.name}/{proc.incarnation}")
         self._wake_latency = sim.world.wake_latency
 
@@ -149,14 +151,8 @@ class SimRuntime(Runtime):
         and the receiver gets a copy: tuples become lists, keys become strings)."""
         copy = _json_copy(body)
         proc = self._proc
-        if not proc.alive:
-            return
-        target = self._sim.cluster.procs.get(dst)
-        if target is None:
-            return
-        for delay in self._sim.network.transmit(proc.host.name, target.host.name):
-            self._k.call_later(delay, _arrive, target, Message(proc.name, copy),
-                               lane=("msg", proc.name, dst))
+        if proc.alive:
+            _transmit(self._sim, proc.name, proc.host.name, dst, copy)
 
     def recv(self, timeout: float | None = None) -> Coroutine[Any, Any, Message]:
         """Next message of this process's mailbox; OperationTimeout after ``timeout``."""
@@ -169,6 +165,27 @@ class SimRuntime(Runtime):
         """Answer some messages on arrival, even while this process is stopped or its host
         frozen (the kernel answers a SYN for a listening socket)."""
         self._proc.kernel_answer = answer
+
+    def close_in_kernel(self, sockets: KernelSockets | None) -> None:
+        """At an exit while the host lives, send ``sockets.closing()`` from the host; then
+        let the host answer messages to this name with ``sockets.after_exit``."""
+        proc = self._proc
+        if proc.kernel_sockets is None and sockets is not None:
+            proc.on_death.append(self._sockets_closed)
+        proc.kernel_sockets = sockets
+
+    def _sockets_closed(self) -> None:
+        proc = self._proc
+        sockets = proc.kernel_sockets
+        if sockets is None or proc.host.down:
+            return  # nothing leaves a dead machine
+        proc.host.closed[proc.name] = sockets
+        for dst, body in sockets.closing():
+            _transmit(self._sim, proc.name, proc.host.name, dst, _json_copy(body))
+
+    def on_conn_reset(self, handler: Callable[[Callable[[str], bool]], None] | None) -> None:
+        """Called by the conn_reset fault (:mod:`elastic_sim.sim.fault_handlers`)."""
+        self._proc.conn_reset = handler
 
     # -- store -------------------------------------------------------------------------
 
@@ -199,7 +216,8 @@ class SimRuntime(Runtime):
     # -- process groups ----------------------------------------------------------------
 
     async def _new_group(
-        self, store: Store, name: str, rank: int, size: int, timeout: float
+        self, store: Store, name: str, rank: int, size: int, timeout: float,
+        negotiation: Negotiation | None = None,
     ) -> Group:
         """Join group ``name``: a rendezvous of ``size`` ranks through ``store``'s server."""
         self._alive()
@@ -209,7 +227,7 @@ class SimRuntime(Runtime):
         if not isinstance(inner, SimStore):
             raise TypeError(f"a sim group needs a sim store, not {type(store).__name__}")
         return await self._sim.collectives.join(
-            self._proc, inner.server, name, rank, size, timeout
+            self._proc, inner.server, name, rank, size, timeout, negotiation
         )
 
     # -- processes ---------------------------------------------------------------------
@@ -303,6 +321,34 @@ def _json_copy(body: Mapping[str, JSON], allow_nan: bool = True) -> dict[str, JS
         raise TypeError(f"a JSON object is expected, not {type(body).__name__}")
     out = json.loads(json.dumps(body, allow_nan=allow_nan))
     return out
+
+
+def _transmit(sim: Simulation, src: str, src_host: str, dst: str, body: dict[str, JSON]
+              ) -> None:
+    """Send ``body`` (copied already) from process ``src`` on ``src_host`` to ``dst``:
+    it arrives after the path latency, or is lost; to a process that ended while its host
+    lives, the host's kernel answers it (:meth:`SimRuntime.close_in_kernel`)."""
+    target = sim.cluster.procs.get(dst)
+    if target is None:
+        host = sim.cluster.hosts.get(dst.partition("/")[0])
+        if host is None or dst not in host.closed:
+            return
+        for delay in sim.network.transmit(src_host, host.name):
+            sim.kernel.call_later(delay, _arrive_closed, sim, host, dst, Message(src, body),
+                                  lane=("msg", src, dst))
+        return
+    for delay in sim.network.transmit(src_host, target.host.name):
+        sim.kernel.call_later(delay, _arrive, target, Message(src, body),
+                              lane=("msg", src, dst))
+
+
+def _arrive_closed(sim: Simulation, host: SimHost, dst: str, msg: Message) -> None:
+    sockets = host.closed.get(dst)
+    if sockets is None or host.down:
+        return
+    reply = sockets.after_exit(msg)
+    if reply is not None:
+        _transmit(sim, dst, host.name, msg.src, _json_copy(reply))
 
 
 def _arrive(target: SimProcess, msg: Message) -> None:

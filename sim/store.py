@@ -9,6 +9,12 @@ plus the server's service time; the server serves one request at a time, in arri
   server): requests are held and served when it is reachable again. So set/add/compare_set
   block with no timeout, and get/wait report StoreTimeout when the server finally answers if
   their deadline passed meanwhile (shared/calibration.md: a SIGSTOPped TCPStore).
+- Server powered off (its host stopped dead: no FIN or RST ever leaves it): it never answers
+  again. A call that waits with a deadline (get, wait, multi_get) raises StoreTimeout at it,
+  the client's own timeout; any other (set, add, compare_set, check, delete), sent or in
+  flight, fails with StoreConnectionError once the client's kernel gives up retransmitting
+  it (:data:`RETRANSMISSION_TIMEOUT` after it was sent), as c10d's client sees the socket
+  break; that client's later calls then fail at once.
 - Otherwise get/wait raise StoreTimeout at their deadline (client timeout; an explicit wait
   timeout overrides it).
 
@@ -34,6 +40,10 @@ from elastic_sim.sim.tasks import Pending
 
 SERVICE_TIME = 50e-6
 """Default server time per request (seconds)."""
+RETRANSMISSION_TIMEOUT = 924.6
+"""Seconds Linux retransmits data nobody acknowledges before it drops the connection
+(``tcp_retries2`` = 15 with ``TCP_RTO_MIN`` 200 ms): how long a call to a powered-off
+store's host lasts when no client timeout ends it first."""
 
 _IN_FLIGHT, _HELD, _WAITING = 0, 1, 2
 
@@ -41,14 +51,16 @@ _IN_FLIGHT, _HELD, _WAITING = 0, 1, 2
 class _Req(Pending[Any]):
     """One request of one client."""
 
-    __slots__ = ("a", "b", "client", "deadline", "expired", "keys", "op", "sent", "state",
-                 "timer")
+    __slots__ = ("a", "b", "client", "conn", "deadline", "expired", "keys", "op", "sent",
+                 "sent_at", "state", "timer")
 
     def __init__(
-        self, kernel: Kernel, client: SimHost, op: str, keys: Sequence[str], a: Any, b: Any
+        self, kernel: Kernel, conn: SimStore, op: str, keys: Sequence[str], a: Any, b: Any
     ) -> None:
         super().__init__(kernel)
-        self.client = client
+        self.conn = conn
+        """The client connection it was sent on."""
+        self.client = conn.host
         self.op = op
         self.keys = keys
         self.a = a
@@ -56,6 +68,7 @@ class _Req(Pending[Any]):
         self.deadline: float | None = None
         self.expired = False
         self.sent = False
+        self.sent_at = kernel.now
         self.state = _IN_FLIGHT
         self.timer: Call | None = None
         """The deadline's callback, cancelled once the answer is sent: it would otherwise
@@ -80,6 +93,9 @@ class StoreServer:
         self.busy_until = 0.0
         self.frozen = 0
         """How many store-freeze faults hold it now (it answers when 0)."""
+        self.silent = False
+        """Its host was powered off: it never answers again, and nothing tells its clients
+        (they give up on their own timeouts)."""
         self.on_death: list[Callable[[], None]] = []
         self.clients: list[SimStore] = []
         """Its clients' connections (a connection reset breaks some)."""
@@ -101,6 +117,8 @@ class StoreServer:
                            lane=("store", req.client.name, self.addr))
         if req.deadline is not None:
             req.timer = self._k.call_at(req.deadline, self._expire, req)
+        elif self.silent:
+            self._give_up_later(req)
 
     def _arrive(self, req: _Req) -> None:
         if req.done or req.sent or not self.alive:
@@ -192,7 +210,7 @@ class StoreServer:
     def _expire(self, req: _Req) -> None:
         if req.done or req.sent or not self.alive:
             return
-        if self.reachable_from(req.client):
+        if self.silent or self.reachable_from(req.client):
             req.state = _IN_FLIGHT  # a parked entry is skipped from now on
             self.pending.pop(id(req), None)
             req.resolve(exc=StoreTimeout(f"{req.op} {list(req.keys)}: timeout"), direct=True)
@@ -237,6 +255,32 @@ class StoreServer:
                 req.resolve(exc=StoreConnectionError(
                     f"store {self.addr}: connection reset by peer"))
 
+    def go_silent(self) -> None:
+        """The server's host was powered off: nothing answers its clients again. A pending
+        call with a deadline ends at it (one already past it, now); any other when its
+        sender's kernel stops retransmitting it."""
+        self.silent = True
+        for req in list(self.pending.values()):
+            if req.done or req.sent:
+                continue
+            if req.deadline is None:
+                self._give_up_later(req)
+            elif req.expired:
+                self._expire(req)
+
+    def _give_up_later(self, req: _Req) -> None:
+        at = max(self._k.now, req.sent_at + RETRANSMISSION_TIMEOUT)
+        req.timer = self._k.call_at(at, self._give_up, req)
+
+    def _give_up(self, req: _Req) -> None:
+        if req.done or req.sent or not self.alive:
+            return
+        req.state = _IN_FLIGHT  # skipped wherever it is held
+        self.pending.pop(id(req), None)
+        why = f"store {self.addr}: connection timed out (no answer from its host)"
+        req.conn.broken = why  # the kernel dropped the connection: later calls fail at once
+        req.resolve(exc=StoreConnectionError(why), direct=True)
+
     def die(self) -> None:
         """The server's process ended: every pending call fails now, later ones at once."""
         if not self.alive:
@@ -278,8 +322,9 @@ class StoreRegistry:
         server = StoreServer(self, self._uid, addr, owner)
         self.servers[addr] = server
         # A powered-off owner says nothing: the server stays listed but never answers again
-        # (its owner never runs), so requests are held as for an unreachable one.
-        owner.on_death.append(lambda: None if owner.host.powered_off else server.die())
+        # (its owner never runs); its clients give up on their own timeouts.
+        owner.on_death.append(lambda: server.go_silent() if owner.host.powered_off
+                              else server.die())
         return server
 
     def lookup(self, addr: str) -> StoreServer | None:
@@ -320,7 +365,7 @@ class SimStore(Store):
         if self.broken is not None:
             raise StoreConnectionError(self.broken)
         k = server.registry.kernel
-        req = _Req(k, self._proc.host, op, keys, a, b)
+        req = _Req(k, self, op, keys, a, b)
         if wait is not None:
             req.deadline = k.now + wait
         server.submit(req)

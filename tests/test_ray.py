@@ -20,10 +20,11 @@ pytestmark = pytest.mark.slow
 
 
 def _findings(out: Path) -> list[dict[str, Any]]:
-    """What explore found, less where it wrote it (how many runs shrinking took is
-    included: a shrink is one task that tries one candidate at a time, whoever runs it)."""
+    """What explore found, less where it wrote it and when (how many runs shrinking took
+    is included: a shrink is one task that tries one candidate at a time, whoever runs
+    it)."""
     found = json.loads((out / "explore.json").read_text())["violations"]
-    return [{k: v for k, v in f.items() if k not in ("reproducer", "run_dir")}
+    return [{k: v for k, v in f.items() if k not in ("reproducer", "run_dir", "found_s")}
             for f in found]
 
 

@@ -169,6 +169,52 @@ def test_the_console_prints_bracketed_text_as_it_is(
     assert "runs [x]" in printed
 
 
+@pytest.mark.parametrize("name", ["scale_down.yaml", "torchelastic/scale_down.yaml",
+                                  "horovod/single_rank_failure.yaml"])
+def test_store_port_0_any_free_port_runs_as_the_default_port_does(
+        tmp_path: Path, name: str) -> None:
+    """``store_port: 0`` is documented and accepted as "any free port": every host must
+    dial the one port its store host took, in the sim as in real mode."""
+    import yaml
+
+    raw = yaml.safe_load((ROOT / "scenarios" / name).read_text())
+    raw["protocol"]["knobs"]["store_port"] = 0
+    path = tmp_path / "port0.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "out"
+    rc = main(["run", str(path), "--out", str(out), "--quiet"])
+    summary = json.loads((out / "summary.json").read_text())
+    assert rc == 0, [c["name"] for c in summary["checks"] if not c["ok"]]
+
+
+@pytest.mark.slow
+def test_scale_down_says_what_decides_between_three_and_two_hosts() -> None:
+    """Over seeds 0-99, scale_down ends on two hosts exactly when one survivor saw the
+    crash only at the group timeout, and its description says so, with the count."""
+    from elastic_sim.pipeline import simulate
+    from elastic_sim.spec import load
+
+    sc, _ = load(str(ROOT / "scenarios" / "scale_down.yaml"))
+    timeout = float(sc.knobs()["group_timeout"])
+    two = []
+    for seed in range(100):
+        hist, metrics, _ = simulate(sc, seed)
+        crash = next(e.t for e in hist if e.kind == "fault")
+        seen: dict[str, float] = {}
+        for e in hist:
+            if e.kind == "coll_fail" and e.t >= crash:
+                seen.setdefault(e.host, e.t - crash)
+        late = [h for h, after in seen.items() if after >= timeout - 1e-6]
+        assert metrics.world_sizes[-1] == (2 if late else 3), (seed, seen)
+        assert len(late) <= 1
+        if late:
+            two.append(seed)
+    assert 5 in two and 0 not in two
+    text = " ".join(sc.description.split())
+    assert f"{len(two)} of seeds 0-99" in text and "group timeout" in text
+    assert "(seed 5: h2 sees the crash at 30 s" in text
+
+
 def test_shipped_scenarios_speak_to_users_not_of_the_project_s_issues() -> None:
     wording = re.compile(r"\b(issue|stop|session) \d+\b|\bissue \d+/\d+\b", re.I)
     found = [f"{p.relative_to(ROOT)}:{n}" for p in sorted((ROOT / "scenarios").rglob("*.yaml"))

@@ -13,6 +13,7 @@ from elastic_sim.trace import TraceEvent
 from elastic_sim.world import RunResult
 
 if TYPE_CHECKING:
+    from elastic_sim.crawl import CrawlWatch
     from elastic_sim.guards import RunGuard
     from elastic_sim.spec import RunSpec
 
@@ -39,9 +40,30 @@ class SimBackend(Backend):
 
     def run(self, spec: RunSpec, emit: Callable[[TraceEvent], None], guard: RunGuard,
             workdir: Path, progress: Progress | None = None) -> RunResult:
-        """Simulate the spec's world; a watchdog stops even a single endless callback."""
+        """Simulate the spec's world; a watchdog stops even a single endless callback.
+        Run from the command line (``progress``), a run that crawls says why, once
+        (:mod:`elastic_sim.crawl`)."""
         from elastic_sim import sim
         from elastic_sim.guards import watchdog
 
+        kernel_guard: Callable[[], tuple[str, str] | None] = guard
+        if progress is not None:
+            watch = _crawl_watch(spec, guard)
+            emit, kernel_guard = watch.seen(emit), watch
         with watchdog(guard):
-            return sim.run(spec.world, list(spec.faults), spec.seed, emit, spec.tie_seed, guard)
+            return sim.run(spec.world, list(spec.faults), spec.seed, emit, spec.tie_seed,
+                           kernel_guard)
+
+
+def _crawl_watch(spec: RunSpec, guard: RunGuard) -> CrawlWatch:
+    """The guard that also tells when ``spec``'s run crawls, and which knob makes it."""
+    import sys
+
+    from elastic_sim.crawl import CrawlWatch, knob_defaults, suspects
+    from elastic_sim.protocols.static.settings import Workload
+
+    sc = spec.scenario
+    culprits = suspects(dict(sc.protocol.knobs), knob_defaults(sc.protocol_info().knobs),
+                        sc.workload.step_time, Workload.step_time)
+    return CrawlWatch(guard, len(spec.world.hosts), culprits,
+                      lambda line: print(line, file=sys.stderr, flush=True))

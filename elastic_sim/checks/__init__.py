@@ -218,6 +218,7 @@ from elastic_sim.checks.liveness import (  # noqa: E402
     progress_after_faults,
     terminates,
 )
+from elastic_sim.checks.reset_callbacks import reset_callback_state  # noqa: E402
 from elastic_sim.checks.rounds import (  # noqa: E402
     epoch_isolation,
     master_agreement,
@@ -238,6 +239,7 @@ CHECKS: tuple[Check, ...] = (
     collective_sequence,
     state_agreement,
     committed_progress,
+    reset_callback_state,
     members_alive_at_completion,
     master_agreement,
     epoch_isolation,

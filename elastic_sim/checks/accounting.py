@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from elastic_sim.checks.capacity import STOPPED as STOPPED
+from elastic_sim.checks.capacity import failed as workers_failed
 from elastic_sim.checks.facts import run_limits
 from elastic_sim.checks.verdict import CheckResult, Violation
 from elastic_sim.history import neutral
@@ -56,16 +58,9 @@ def restart_accounting(events: Sequence[TraceEvent]) -> CheckResult:
     return res
 
 
-FAILURES = ("fault", "coll_fail", "group_failed", "injected_failure", "worker_error", "abort",
-            "job_failed")
-"""Events that show something failed."""
-
-STOPPED = -15
-"""The exit code of a process stopped with SIGTERM (an agent or driver stopping its
-workers): a stop, not a failure. Traces number signals the Linux way whatever machine
-reads them (``elastic_sim.protocols.api.SIGNAL_NUMBERS``). Judged by the code, which every mode
-records alike; the reason is worded per mode ("killed by SIGTERM" in the sim, "signal TERM" in
-real mode, "signal 15" in torchrun's converted traces)."""
+FAILURES = ("fault", "job_failed")
+"""Events that show something failed, besides a host's workers failing
+(:func:`~elastic_sim.checks.capacity.failed`)."""
 
 
 def _world(ev: TraceEvent) -> tuple[tuple[str, ...], tuple[tuple[str, int], ...]]:
@@ -96,9 +91,7 @@ def no_pointless_reconfiguration(events: Sequence[TraceEvent]) -> CheckResult:
     hist = neutral(events)
     kind = "epoch_assigned" if hist.of("epoch_assigned") else "rdzv_done"
     for ev in hist.plain:  # it reads no summarised kind
-        if ev.kind in FAILURES or (ev.kind == "proc_exit"
-                                   and ev.get("code") not in (0, None, STOPPED)) or (
-                ev.kind == "restart" and ev.get("failure")):
+        if ev.kind in FAILURES or workers_failed(ev):
             failed = dict.fromkeys(prev, True)
             continue
         if ev.kind != kind:

@@ -17,6 +17,7 @@ from elastic_sim.faults.model import (
     Fault,
     OneWayPartition,
     Partition,
+    StoreCrash,
 )
 from elastic_sim.history import neutral
 from elastic_sim.trace import TraceEvent
@@ -44,6 +45,9 @@ INSTANT = tuple(t for t, c in FAULT_TYPES.items()
                 if c.heals_at is Fault.heals_at or t in ("discovery_add", "discovery_remove"))
 """Fault types that happen at an instant: never "in force" (a crash does not heal; a
 discovery change is a new state of the world, not a fault in force)."""
+STORE_ENDS = tuple(t for t, c in FAULT_TYPES.items() if issubclass(c, StoreCrash))
+"""Fault types that end the store server on their host while the host lives on: on the
+coordinator's host, no host can go on (a store client never reconnects)."""
 TOLD_TO_LEAVE = tuple(t for t, c in FAULT_TYPES.items() if c.tells_to_leave)
 """Fault types that tell a host's processes to end (a signal, a preemption or scale-down
 notice): the host's own failure that follows is its leaving, not the job failing."""
@@ -102,8 +106,21 @@ class Limits:
     timeout): how long a round may take to form."""
     progress_s: float
     """Seconds within which a job must progress or end with an error after a fault starts
-    or heals: the longest failure-detection timeout plus :attr:`settle_s` (plus the grace
-    a stopping worker gets)."""
+    or heals: each phase of a recovery once (detecting the failure, stopping, waiting for
+    a world to form, or for hosts up to the join deadline), each at its longest."""
+    wait_s: float = 0.0
+    """Seconds a host waiting for a world to form waits for more hosts before it gives up
+    (the join deadline): a host that starts within it still counts as capacity."""
+    progress_by: str = ""
+    """What :attr:`progress_s` is made of, in the knobs' names and values (a violation
+    states it)."""
+    rejoin_s: float | None = None
+    """Seconds within which, once a member's host has died and enough hosts could go on,
+    the survivors form a new world or progress: what the protocol can see of the death
+    (its heartbeat expiry, its polls, its last call). None: the protocol sees a death only
+    through a timeout (:attr:`progress_s` bounds it then)."""
+    rejoin_by: str = ""
+    """What :attr:`rejoin_s` is made of, in the knobs' names and values."""
 
 
 def limits_of(knobs: Mapping[str, Any], protocol: str | None = None) -> Limits | None:
@@ -141,6 +158,9 @@ class Cluster:
     """Host -> the latest event that shows it failed (as :attr:`faulted`, but the last)."""
     leaving: dict[str, TraceEvent] = field(default_factory=dict)
     """Host -> the first fault that told its processes to end (:data:`TOLD_TO_LEAVE`)."""
+    store_lost: TraceEvent | None = None
+    """The fault that ended the coordinator's store while its host lived on
+    (:data:`STORE_ENDS`), until the host's first process starts again with a new one."""
 
     def see(self, ev: TraceEvent) -> None:
         """Take one event into account."""
@@ -149,6 +169,8 @@ class Cluster:
             self.coordinator = str(coord) if coord else None
         elif ev.kind in ("proc_start", "proc_exit") and ev.proc == f"{ev.host}/main":
             self.alive[ev.host] = ev.kind == "proc_start"
+            if ev.kind == "proc_start" and ev.host == self.coordinator:
+                self.store_lost = None
         elif ev.kind == "injected_failure":
             self.faulted.setdefault(ev.host, ev)
             self.last_hit[ev.host] = ev
@@ -188,6 +210,8 @@ class Cluster:
                 self.last_hit[host] = ev
                 if kind in TOLD_TO_LEAVE:
                     self.leaving.setdefault(host, ev)
+                if kind in STORE_ENDS and host == self.coordinator:
+                    self.store_lost = ev
             if kind == "hang":
                 self.frozen[host] = self.frozen.get(host, 0) + (1 if phase == "start" else -1)
 
@@ -208,15 +232,20 @@ class Cluster:
                 return True
         return False
 
-    def usable(self, host: str) -> bool:
-        """Alive, not frozen, and not cut off from the coordinator (nor is the coordinator
-        itself gone): a host the job could continue on."""
+    def reachable(self, host: str) -> bool:
+        """Alive, not frozen, and not cut off from the coordinator (nor is the coordinator's
+        host gone)."""
         if not self.is_alive(host) or self.is_frozen(host):
             return False
         coord = self.coordinator
         if coord is None or coord == host:
             return True
         return not self.is_cut(host, coord)
+
+    def usable(self, host: str) -> bool:
+        """Reachable, and the coordinator's store not lost: a host the job could continue
+        on."""
+        return self.store_lost is None and self.reachable(host)
 
     def usable_hosts(self) -> list[str]:
         """Every usable host, sorted."""

@@ -9,25 +9,17 @@ import heapq
 import math
 from collections.abc import Sequence
 
-from elastic_sim.checks.capacity import Capacity, replay
-from elastic_sim.checks.facts import host_of, last_quiet_point
+from elastic_sim.checks.capacity import WORLD, Capacity, replay
+from elastic_sim.checks.capacity import members as _members
+from elastic_sim.checks.facts import last_quiet_point
 from elastic_sim.checks.verdict import CheckResult, Violation
 from elastic_sim.history import History, Key, neutral
 from elastic_sim.trace import TraceEvent
 from elastic_sim.vocabulary import amended
 
-WORLD = ("rdzv_done", "epoch_assigned")
-"""Events that form a world: a member's epoch, a coordinator's assignment."""
 AVAILABILITY = ("run_start", "proc_start", "proc_exit", "fault", "offered", "evict",
                 "epoch_assigned", "injected_failure", "restarts_left", "restart")
 """Events that can change which hosts are available (what the capacity facts read)."""
-
-
-def _members(ev: TraceEvent) -> list[str]:
-    """The distinct hosts of a formed world (rdzv_done members, epoch_assigned ranks);
-    members that disagree within one round are united (membership_agreement judges that)."""
-    raw = ev.get("members") if "members" in ev.data else list(ev.get("ranks") or {})
-    return list(dict.fromkeys(host_of(str(m)) for m in raw or []))
 
 
 def eventual_incorporation(events: Sequence[TraceEvent]) -> CheckResult:
@@ -134,6 +126,8 @@ def healthy_hosts_kept(events: Sequence[TraceEvent]) -> CheckResult:
         barriers.settle(ev.t)
         if ev.kind == "rdzv_join":
             joined[ev.host] = ev.t
+        if ev.kind in WORLD:
+            barriers.world(ev)
         if ev.kind in WORLD and (last_world is None or _round(ev) != _round(last_world)):
             if last_world is not None and last_world.kind == ev.kind:
                 res.checked += 1
@@ -188,31 +182,49 @@ def _clock_uncertainty(events: Sequence[TraceEvent]) -> dict[str, float]:
 class _Barrier:
     """A round's barrier, once it tripped: the parties in it when it did."""
 
-    def __init__(self, done: TraceEvent, parties: dict[str, TraceEvent], until: float) -> None:
+    def __init__(self, done: TraceEvent, parties: dict[str, TraceEvent],
+                 twice: list[TraceEvent], until: float) -> None:
         self.done = done
         self.parties = dict(parties)
+        self.twice = list(twice)
+        """Entries of a party already in it (a party counted twice)."""
         self.until = until
         """Until when an entry stamped later may still have come first (clock uncertainty)."""
 
 
 class _Barriers:
-    """The barriers ending the epochs of a run: a barrier trips only once as many distinct
-    parties as it waits for entered it. Entries before its first ``barrier_trip`` in the
-    trace count; in a real cluster run, so does an entry stamped after it by no more than
-    the two hosts' clock uncertainties together (their true order is unknown then)."""
+    """The barriers of a run (one ending an epoch, a coordinator's reset barrier): a barrier
+    trips only once as many distinct parties as it waits for entered it. Its parties are
+    the entries before its first ``barrier_trip`` in the trace (in a real cluster run, also
+    an entry stamped after it by no more than the two hosts' clock uncertainties together:
+    their true order is unknown then), or those the trip itself names (a coordinator that
+    keeps the barrier records whom it counted); it waits for as many as its entries say,
+    or else as the round's world has members."""
 
     def __init__(self, res: CheckResult, uncertainty: dict[str, float]) -> None:
         self.res = res
         self.u = uncertainty
         self.most = max(uncertainty.values(), default=0.0)
         self.entered: dict[object, dict[str, TraceEvent]] = {}
+        self.twice: dict[object, list[TraceEvent]] = {}
         self.open: dict[object, _Barrier] = {}
         self.judged: set[object] = set()
+        self.worlds: dict[object, TraceEvent] = {}
+        """Round -> the event that formed its world (a coordinator's assignment first)."""
+
+    def world(self, ev: TraceEvent) -> None:
+        """A round's world formed."""
+        rnd = ev.get("round")
+        if ev.kind == "epoch_assigned" or rnd not in self.worlds:
+            self.worlds[rnd] = ev
 
     def enter(self, ev: TraceEvent) -> None:
         """A party entered a round's barrier."""
-        rnd, party = ev.get("round"), ev.get("party")
-        self.entered.setdefault(rnd, {}).setdefault(party, ev)
+        rnd, party = ev.get("round"), str(ev.get("party"))
+        mine = self.entered.setdefault(rnd, {})
+        if party in mine and rnd not in self.judged and rnd not in self.open:
+            self.twice.setdefault(rnd, []).append(ev)
+        mine.setdefault(party, ev)
         b = self.open.get(rnd)
         if b is not None and ev.t <= b.done.t + self.u.get(ev.host, 0.0) + \
                 self.u.get(b.done.host, 0.0):
@@ -223,7 +235,11 @@ class _Barriers:
         rnd = ev.get("round")
         if rnd in self.judged or rnd in self.open:
             return
-        b = _Barrier(ev, self.entered.get(rnd, {}), ev.t + self.most + self.u.get(ev.host, 0.0))
+        named = ev.get("entered")
+        parties = (dict.fromkeys((str(p) for p in named), ev) if isinstance(named, list)
+                   else self.entered.get(rnd, {}))
+        b = _Barrier(ev, parties, self.twice.get(rnd, []),
+                     ev.t + self.most + self.u.get(ev.host, 0.0))
         if b.until <= ev.t:  # no clock uncertainty: judged at once, on the trace's order
             self._judge(rnd, b)
         else:
@@ -239,9 +255,25 @@ class _Barriers:
         self.judged.add(rnd)
         self.res.checked += 1
         parties = b.parties
-        size = next((e.get("parties") for e in parties.values()), None)
-        if isinstance(size, int) and len(parties) < size:
-            self.res.violations.append(Violation(
-                f"the exit barrier of round {rnd} tripped with {len(parties)} of its "
-                f"{size} hosts in it ({', '.join(sorted(parties))})",
-                [*parties.values(), b.done]))
+        entries = [e for e in parties.values() if e is not b.done]
+        size = next((e.get("parties") for e in entries), None)
+        world = self.worlds.get(rnd)
+        if not isinstance(size, int) and world is not None:
+            size = len(_parties(world))  # the barrier waits for the world's every member
+        if not isinstance(size, int) or len(parties) >= size:
+            return
+        missing = sorted(set(_parties(world)) - set(parties)) if world is not None else []
+        twice = sorted({str(e.get("party")) for e in b.twice})
+        self.res.violations.append(Violation(
+            f"the barrier of round {rnd} tripped with {len(parties)} of its {size} parties "
+            f"in it ({', '.join(sorted(parties))})"
+            + (f"; {', '.join(twice)} counted twice" if twice else "")
+            + (f"; not in it: {', '.join(missing)}" if missing else ""),
+            [*entries, *b.twice] + ([] if entries or world is None else [world]) + [b.done]))
+
+
+def _parties(world: TraceEvent) -> list[str]:
+    """A world's parties: its members as a coordinator's assignment names them (a slot per
+    rank), else its hosts."""
+    ranks = world.get("ranks")
+    return [str(m) for m in ranks] if isinstance(ranks, dict) else _members(world)

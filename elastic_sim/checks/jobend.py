@@ -6,30 +6,33 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from elastic_sim.checks.capacity import Capacity, replay
+from elastic_sim.checks.capacity import WORLD, Capacity, job_failure, replay
+from elastic_sim.checks.capacity import members as _members
 from elastic_sim.checks.facts import host_of, run_end
-from elastic_sim.checks.hosts import WORLD, _members
 from elastic_sim.checks.verdict import CheckResult, Violation
-from elastic_sim.history import neutral
+from elastic_sim.history import History, neutral
 from elastic_sim.trace import TraceEvent
 from elastic_sim.vocabulary import recorded
 
 
 def _why_enough(cap: Capacity, now: float) -> str:
-    able = cap.able(now)
+    able, coming = cap.able(now), cap.coming(now)
     hosts, were = ("host", "was") if len(able) == 1 else ("hosts", "were")
-    budget = ("had restart budget left" if cap.struck
-              else "no fault had struck yet (nothing to spend a restart on)")
-    return (f"{len(able)} {hosts} ({', '.join(able)}) {were} alive, reachable and {budget}, "
-            f"at least the minimum {cap.limits.min_hosts}")
+    why = (f"{len(able)} {hosts} ({', '.join(able) or 'none'}) {were} alive, reachable and "
+           "within their restart budget (needing no restart, or with one left)")
+    if coming:
+        why += (f", and {', '.join(coming)} started within the join deadline "
+                f"({cap.limits.wait_s:g} s)")
+    return f"{why}: at least the minimum {cap.limits.min_hosts}"
 
 
 def avoidable_job_failure(events: Sequence[TraceEvent]) -> CheckResult:
     """A job that ends failed had no way to go on when it failed: fewer than the minimum
     number of hosts were alive, reachable from the coordinator and within their restart
-    budget, or the coordinator itself was gone. Judged at the first ``job_failed`` of a host
-    that was not told to leave (a host signalled, preempted or scaled down fails by leaving;
-    the others may go on without it)."""
+    budget, or arriving before the join deadline, or the coordinator (or its store) itself
+    was gone. Judged at the first ``job_failed`` of a host that was not told to leave (a
+    host signalled, preempted or scaled down fails by leaving; the others may go on
+    without it)."""
     res = CheckResult("avoidable_job_failure",
                       "the job fails only when fewer than the minimum hosts could go on",
                       unit="job ends")
@@ -38,10 +41,11 @@ def avoidable_job_failure(events: Sequence[TraceEvent]) -> CheckResult:
     if end is None or end.get("outcome") == "hung":
         return res
     res.checked = 1
-    if end.get("outcome") != "failed":
+    failure = job_failure(hist)
+    if failure is None:
         return res
     for ev, cap in replay(hist):
-        if ev.kind != "job_failed" or ev.host in cap.cluster.leaving:
+        if ev is not failure:
             continue
         if cap.enough(ev.t):
             res.violations.append(Violation(
@@ -91,7 +95,11 @@ def clean_shutdown(events: Sequence[TraceEvent]) -> CheckResult:
     agent added once the job was done) did not finish it and is not judged; nor is a worker
     (a process that joined a process group) on the coordinator's host when that host is not
     in the last world: it was removed from the job before it completed (a coordinator may
-    ignore such a worker's exit, as Horovod's driver does)."""
+    ignore such a worker's exit, as Horovod's driver does). What a fault does is no error of
+    the protocol's: a host told to leave is leaving, one a fault hit at the job's end (its
+    workers done) ends as the fault made it, and once such a fault took a finisher down
+    (the coordinator, its store, a barrier's party: dead, frozen, cut off, or one of its
+    processes ended with an error), the others' shutdown is its doing too."""
     res = CheckResult("clean_shutdown",
                       "a completed job shuts down without errors and its exit barrier "
                       "completes", unit="processes")
@@ -112,15 +120,18 @@ def clean_shutdown(events: Sequence[TraceEvent]) -> CheckResult:
     world: list[str] = []
     late: set[str] = set()
     workers: set[str] = set()
+    struck: TraceEvent | None = None
+    """The first fault that took a host finishing the job down at its end."""
+    cap: Capacity | None = None
     for ev, cap in replay(hist, first):
         if ev.kind in WORLD and ev.t < done_at:
             world = _members(ev)
         if ev.kind == "group_ready":
             workers.add(ev.proc)
         if ev.t >= done_at and not finishers:
-            coord = cap.cluster.coordinator
-            finishers = {h for h in (*world, *([coord] if coord else []))
-                         if cap.cluster.usable(h)}
+            finishers = {h for h in _finishing(world, cap) if cap.cluster.reachable(h)}
+        if ev.kind in ("fault", "proc_exit") and struck is None:
+            struck = _downed(hist, cap, _finishing(world, cap), done_at, ev)
         host = host_of(ev.proc)
         if ev.kind == "proc_start" and ev.t >= done_at:
             late.add(ev.proc)  # started after the completion (a scale-up): it did not finish it
@@ -134,9 +145,8 @@ def clean_shutdown(events: Sequence[TraceEvent]) -> CheckResult:
             continue
         if ev.proc in workers and host not in world:
             continue  # the coordinator's host, removed from the job: its worker left it
-        hit = cap.cluster.last_hit.get(host)
-        if hit is not None and hit.t >= done_at:
-            continue  # a fault after the completion: what it does to the host is no error
+        if struck is not None or _fault_did(cap, hist, host, done_at):
+            continue  # what a fault did to the host, or to the shutdown, is no error
         if ev.kind == "proc_exit" and ev.t >= done_at:
             procs.add(ev.proc)
             if ev.get("code") != 0:
@@ -148,9 +158,51 @@ def clean_shutdown(events: Sequence[TraceEvent]) -> CheckResult:
                 f"{ev.proc} recorded {recorded(ev).kind} ({ev.get('error')}) after the job "
                 "completed", [ev]))
     for proc, enter in sorted(barrier.items()):
-        if host_of(proc) in finishers:
+        host = host_of(proc)
+        if host in finishers and struck is None and cap is not None and not _fault_did(
+                cap, hist, host, done_at):
             res.violations.append(Violation(
                 f"{proc} entered the exit barrier of round {enter.get('round')} and never "
                 "saw it complete", [enter, end]))
     res.checked = len(procs)
+    if struck is not None and not res.checked:
+        res.not_judged = (f"{struck.get('id')} ({struck.get('type')}) hit a host finishing the "
+                          f"job at {struck.t:g} s, at its end: the shutdown is its doing")
     return res
+
+
+def _finishing(world: list[str], cap: Capacity) -> list[str]:
+    """The hosts that would finish the job: the world's members and the coordinator."""
+    coord = cap.cluster.coordinator
+    return [*world, *([coord] if coord else [])]
+
+
+def _downed(hist: History, cap: Capacity, hosts: list[str], done_at: float, ev: TraceEvent
+            ) -> TraceEvent | None:
+    """The fault that took one of ``hosts`` down at the job's end, if one did: it hit the
+    host then, and the host is not usable any more, or ``ev`` ends one of its processes
+    with an error."""
+    for host in hosts:
+        hit = cap.cluster.last_hit.get(host)
+        if hit is not None and hit.kind == "fault" and _at_end(hist, hit.t, done_at) and (
+                not cap.cluster.usable(host) or (ev.kind == "proc_exit" and ev.host == host
+                                                 and ev.get("code") not in (0, None))):
+            return hit
+    return None
+
+
+def _fault_did(cap: Capacity, hist: History, host: str, done_at: float) -> bool:
+    """Whether what the host does in the shutdown is a fault's doing: it was told to leave,
+    or a fault hit it at the job's end."""
+    hit = cap.cluster.last_hit.get(host)
+    return host in cap.cluster.leaving or (hit is not None and _at_end(hist, hit.t, done_at))
+
+
+def _at_end(hist: History, t: float, done_at: float) -> bool:
+    """Whether ``t`` is at the job's end: from its completion (its first ``job_done``) on,
+    or after its last step or commit (the workers done, their hosts not yet saying so)."""
+
+    def worked(a: float, b: float) -> bool:
+        return hist.occurs("step", a, b) or hist.occurs("commit", a, b)
+
+    return t >= done_at or (worked(0.0, t) and not worked(t, done_at))

@@ -7,23 +7,30 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from elastic_sim.checks.capacity import replay
-from elastic_sim.checks.facts import PROGRESS, fault_events, run_end
+from elastic_sim.checks.capacity import WORLD, job_failure, members, replay
+from elastic_sim.checks.facts import PROGRESS, Limits, fault_events, run_end, run_limits
 from elastic_sim.checks.verdict import CheckResult, Violation
-from elastic_sim.history import neutral
+from elastic_sim.history import History, neutral
 from elastic_sim.trace import TraceEvent
+from elastic_sim.vocabulary import recorded
 
 
 def terminates(events: Sequence[TraceEvent]) -> CheckResult:
     """The run ends: every process exits (with success or a clear error) before the time
     limit, instead of hanging. A run the runtime stopped early (``run_stopped``) is judged
-    by :mod:`checks.bounded` instead."""
+    by :mod:`checks.bounded` instead; one whose time limit came before the knobs' progress
+    bound after its last fault started or healed, its job not completed, is not judged (the
+    job may still have been recovering as the protocol is allowed to), and says so."""
     res = CheckResult("terminates", "the job ends (done or a clear error) instead of hanging",
                       unit="runs")
     hist = neutral(events)
     end = run_end(hist)
     if end is None:
         return res
+    if end.get("outcome") == "hung" and not hist.of("run_stopped"):
+        res.not_judged = _cut_short(hist, end)
+        if res.not_judged:
+            return res
     res.checked = 1
     if end.get("outcome") == "hung" and not hist.of("run_stopped"):
         last = next((e for e in reversed(hist) if e.kind in PROGRESS or e.kind == "fault"),
@@ -34,11 +41,56 @@ def terminates(events: Sequence[TraceEvent]) -> CheckResult:
     return res
 
 
+def _cut_short(hist: History, end: TraceEvent) -> str:
+    """Why a run that hung at its time limit cannot be judged: the limit came before the
+    knobs' progress bound after the last fault started or healed, while the job could
+    still recover, or, once the job completed, after a host's first process started anew
+    (a host restarted after the completion waits for a world as a new one would); ""
+    when it did not (once the job completed, what is left is its shutdown; once its
+    coordinator is gone, nothing recovers it)."""
+    faults = fault_events(hist)
+    limits = run_limits(hist)
+    if not faults or limits is None:
+        return ""
+    done = hist.first("job_done")
+    last: TraceEvent | None = faults[-1]
+    if done is None:
+        phase = "started" if faults[-1].get("phase") == "start" else "healed"
+        since = f"{faults[-1].get('id')} {phase}"
+    else:
+        last = next((e for e in reversed(hist.of("proc_start"))
+                     if e.t > done.t and e.proc == f"{e.host}/main"), None)
+        since = f"{last.host if last else ''}'s first process started again after the job " \
+                "completed"
+    if last is None:
+        return ""
+    if end.t >= last.t + limits.progress_s:
+        return ""
+    *_, (_, cap) = replay(hist)
+    coord = cap.cluster.coordinator
+    if coord is not None and not cap.cluster.usable(coord):
+        return ""
+    return (f"the time limit ({end.t:g} s) came {end.t - last.t:g} s after {since}, within "
+            f"the {limits.progress_s:g} s the knobs allow a recovery "
+            f"({limits.progress_by or 'the progress bound'}): a longer time_limit judges it")
+
+
+NEW_WORLD = (*WORLD, "epoch_decided")
+"""Events that show a world formed (or its membership decided)."""
+ENDS = ("job_done", "job_failed")
+"""A host's end of the job."""
+
+
 def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
     """After every fault starts and after it heals, the job makes progress (a step, a
     commit, completion) or ends with an error it could not avoid (too few hosts could go
-    on), within the bound the knobs imply (the longest detection timeout plus the settle
-    time). A fault that never heals is judged from its start."""
+    on), within the bound the knobs imply (each phase of a recovery once: the failure seen,
+    the workers stopped, a world formed or the join deadline passed). A fault that never
+    heals is judged from its start; one that comes once the job has failed is not judged.
+    And once a fault has taken down a member of the world while enough hosts could go on
+    and their workers had work left, the survivors form a new world (or progress, or the
+    job ends) within what the protocol could see of the death, where it sees one (its
+    heartbeat expiry, polls and last call), not only once a timeout tells them."""
     res = CheckResult("progress_after_faults",
                       "progress, or an unavoidable end, within the knobs' bound after each "
                       "fault starts or heals", unit="fault events")
@@ -50,18 +102,44 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
     marks: list[tuple[float, bool]] = []
     """(time, justified) of every progress event and every failure (justified: the job
     could not go on when it failed)."""
-    bound = None
+    deaths: list[tuple[TraceEvent, TraceEvent, object, list[str]]] = []
+    """(the fault, the member's first process ending, its world's round, the hosts able
+    to go on then)."""
+    limits: Limits | None = None
+    world: list[str] = []
+    world_round: object = None
+    done: dict[str, bool] = {}
+    """Host -> whether its workers finished their work (their last one exited 0): once
+    every survivor's have, a death needs no new world."""
     for ev, cap in replay(hist):
-        bound = cap.limits.progress_s
+        limits = cap.limits
         if ev.kind in PROGRESS:
             marks.append((ev.t, True))
         elif ev.kind == "job_failed":
             marks.append((ev.t, not cap.enough(ev.t)))
-    if bound is None:
+        elif ev.kind in WORLD:
+            world, world_round = members(ev), ev.get("round")
+        elif ev.kind in ("proc_start", "proc_exit") and ev.proc != f"{ev.host}/main":
+            done[ev.host] = ev.kind == "proc_exit" and ev.get("code") == 0  # a worker
+        elif ev.kind == "proc_exit" and ev.get("code") != 0:  # the host's first process
+            hit = cap.cluster.last_hit.get(ev.host)
+            if (hit is not None and hit.kind == "fault" and ev.host in world
+                    and not all(done.get(h) for h in world if h != ev.host)
+                    and cap.enough(ev.t)):
+                deaths.append((hit, ev, world_round, cap.able(ev.t) + cap.coming(ev.t)))
+    if limits is None:
         return res
+    late = _after_failure(hist)
+    for fault, death, rnd, able in deaths:
+        if id(death) not in late and _rejoined(res, hist, limits, (fault, death, rnd), able,
+                                               end):
+            break
+    bound = limits.progress_s
     completed = end is not None and end.get("outcome") == "completed"
     for fault in faults:
         horizon = fault.t + bound
+        if id(fault) in late:
+            continue  # the job had failed already: nothing left to progress
         if end is not None and end.t < horizon and end.get("outcome") == "hung":
             continue  # the time limit came first: not judged (terminates says it hung)
         res.checked += 1
@@ -74,10 +152,50 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
         phase = "started" if fault.get("phase") == "start" else "healed"
         res.violations.append(Violation(
             f"no progress within {bound:g} s after {fault.get('id')} {phase} at {fault.t:g} s"
-            + (f" (next: {nxt.kind} at {nxt.t:g} s)" if nxt is not None else ""),
+            + (f" (next: {nxt.kind} at {nxt.t:g} s)" if nxt is not None else "")
+            + (f"; the bound: {limits.progress_by}" if limits.progress_by else ""),
             [e for e in (fault, nxt) if e is not None]))
         break
     return res
+
+
+def _after_failure(hist: History) -> set[int]:
+    """The ids of the events recorded after the failure the job ended with
+    (:func:`~elastic_sim.checks.capacity.job_failure`)."""
+    failure = job_failure(hist)
+    if failure is None:
+        return set()
+    at = next(i for i, ev in enumerate(hist.plain) if ev is failure)
+    return {id(ev) for ev in hist.plain[at + 1:]}
+
+
+def _rejoined(res: CheckResult, hist: History, limits: Limits,
+              died: tuple[TraceEvent, TraceEvent, object], able: list[str],
+              end: TraceEvent | None) -> bool:
+    """Judge one member's death (the fault, its first process ending, the round of its
+    world): the survivors form a new world, progress or end within
+    :attr:`~elastic_sim.checks.facts.Limits.rejoin_s` of it. Whether it is a violation."""
+    fault, death, rnd = died
+    bound = limits.rejoin_s
+    if bound is None:
+        return False
+    horizon = death.t + bound
+    if end is not None and end.t < horizon and end.get("outcome") == "hung":
+        return False  # the time limit came first: not judged
+    res.checked += 1
+    nxt = next((e for e in hist if e.t > death.t and (
+        e.kind in PROGRESS or e.kind in ENDS or (e.kind in NEW_WORLD and e.get("round") != rnd))),
+        end)
+    if hist.occurs("step", death.t, horizon) or (nxt is not None and nxt.t <= horizon):
+        return False
+    res.violations.append(Violation(
+        f"{death.host} ({fault.get('id')}, {fault.get('type')}) died at {death.t:g} s with "
+        f"{len(able)} hosts able to go on ({', '.join(able)}; the minimum "
+        f"{limits.min_hosts}), but no new world formed and no step came within {bound:g} s "
+        f"({limits.rejoin_by}): the survivors waited"
+        + (f" (next: {recorded(nxt).kind} at {nxt.t:g} s)" if nxt is not None else ""),
+        [e for e in (fault, death, nxt) if e is not None]))
+    return True
 
 
 CAUSES = ("fault", "offered", "evict")

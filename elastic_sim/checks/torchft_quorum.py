@@ -18,7 +18,8 @@ def ft_quorum_ids(events: Sequence[TraceEvent]) -> CheckResult:
     """A Lighthouse gives an issued quorum the next id exactly when its member ids differ
     from the previous quorum's or a member reports should_commit failures, and the same id
     otherwise (a Lighthouse started again counts from 0); and the quorum ids a rank
-    process sees never go back."""
+    process sees from one Lighthouse never go back (a new Lighthouse's ids start over, as
+    upstream's do)."""
     res = CheckResult("ft_quorum_ids", "quorum ids are new exactly when the members change "
                       "or a member reports commit failures, and never go back for a rank",
                       unit="quorums issued or seen")
@@ -26,10 +27,12 @@ def ft_quorum_ids(events: Sequence[TraceEvent]) -> CheckResult:
     """A Lighthouse process -> the last quorum it issued."""
     seen: dict[str, TraceEvent] = {}
     """A rank process -> the last quorum it was given."""
-    for ev in history(events).of("proc_start", "lh_quorum", "ft_quorum"):
+    for ev in history(events).of("proc_start", "lh_start", "lh_quorum", "ft_quorum"):
         if ev.kind == "proc_start":  # a new incarnation starts from scratch
             issued.pop(ev.proc, None)
             seen.pop(ev.proc, None)
+        elif ev.kind == "lh_start":  # a Lighthouse started again counts from 0 for all
+            seen.clear()
         elif ev.kind == "lh_quorum":
             res.checked += 1
             before = issued.get(ev.proc)

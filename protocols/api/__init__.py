@@ -40,6 +40,7 @@ from elastic_sim.protocols.api.errors import (
 )
 from elastic_sim.protocols.api.group import (
     Group,
+    Negotiation,
     Received,
     Sendable,
     StretchResult,
@@ -58,6 +59,7 @@ from elastic_sim.protocols.api.runtime import (
     NO_DISCOVERY_FAULTS,
     DiscoveryOverlay,
     Entry,
+    KernelSockets,
     ProcessInfo,
     Runtime,
     resolve_entry,
@@ -79,7 +81,9 @@ __all__ = [
     "Entry",
     "Future",
     "Group",
+    "KernelSockets",
     "Message",
+    "Negotiation",
     "OperationTimeout",
     "PrefixStore",
     "Proc",

@@ -23,6 +23,25 @@ Sendable = bytes | bytearray | memoryview
 """Bytes a member sends: a view of a larger buffer travels without a copy."""
 
 
+@dataclass(frozen=True)
+class Negotiation:
+    """A group whose collectives a controller negotiates by name before they run (Horovod's
+    controller): a collective runs once every member has submitted one of the same name;
+    members that submit different names, or a member that has not submitted yet while it
+    runs and can be reached, wait without the group timeout (a stall), which applies only
+    where a member cannot take part (dead, frozen, cut off) and to the group's creation.
+    A stall inspector on rank 0 looks at the first controller cycle (``cycle_s``) past
+    every ``stall_check_s`` seconds and reports the collectives some members have waited on
+    for longer than that; with ``stall_shutdown_s`` (0: never; ignored below
+    ``stall_check_s``) it shuts the group down once one waited longer, failing every
+    member's calls."""
+
+    stall_check_s: float = 60.0
+    stall_shutdown_s: float = 0.0
+    stall_check: bool = True
+    cycle_s: float = 0.001
+
+
 class Group(abc.ABC):
     """A process group of one membership epoch (Gloo semantics).
 
@@ -40,15 +59,16 @@ class Group(abc.ABC):
     size: int
 
     @abc.abstractmethod
-    async def _allreduce(self, values: list[float]) -> list[float]:
-        """Element-wise sum over members."""
+    async def _allreduce(self, values: list[float], name: str = "") -> list[float]:
+        """Element-wise sum over members. ``name`` matters only in a negotiated group
+        (:class:`Negotiation`): members must submit the same name."""
 
     @abc.abstractmethod
-    async def _broadcast(self, data: bytes, root: int) -> Received:
+    async def _broadcast(self, data: bytes, root: int, name: str = "") -> Received:
         """Root's ``data`` to everyone; every member passes a buffer of the same length."""
 
     @abc.abstractmethod
-    async def _barrier(self) -> None:
+    async def _barrier(self, name: str = "") -> None:
         """Return when every member has entered."""
 
     @abc.abstractmethod
@@ -94,11 +114,16 @@ class TracedGroup:
         self.size = inner.size
         self.seq = 0
 
-    async def _traced(self, op: str, nbytes: int, aw: Awaitable[T], entered: bool = False
-                      ) -> T:
+    async def _traced(self, op: str, nbytes: int, aw: Awaitable[T], entered: bool = False,
+                      name: str = "") -> T:
         seq = self.seq
         self.seq += 1
-        if not entered:  # else its coll_enter is in a train_steps summary
+        if entered:  # its coll_enter is in a train_steps summary
+            pass
+        elif name:
+            self._rt.record("coll_enter", group=self.name, seq=seq, op=op, nbytes=nbytes,
+                            name=name)
+        else:
             self._rt.record("coll_enter", group=self.name, seq=seq, op=op, nbytes=nbytes)
         try:
             out = await aw
@@ -109,10 +134,11 @@ class TracedGroup:
         self._rt.record("coll_done", group=self.name, seq=seq, op=op)
         return out
 
-    async def allreduce(self, values: Sequence[float]) -> list[float]:
-        """Element-wise sum over members."""
+    async def allreduce(self, values: Sequence[float], name: str = "") -> list[float]:
+        """Element-wise sum over members (``name``: what a negotiated group matches)."""
         vals = list(values)
-        return await self._traced("allreduce", 8 * len(vals), self._inner._allreduce(vals))
+        return await self._traced("allreduce", 8 * len(vals),
+                                  self._inner._allreduce(vals, name), name=name)
 
     async def train(self, count: int, step_time: float, grads: Callable[[int], list[float]],
                     apply: Callable[[int, list[float]], None], first: int, *,
@@ -213,13 +239,15 @@ class TracedGroup:
                 assert at_mark is not None
                 at_mark(i)
 
-    async def broadcast(self, data: bytes, root: int) -> Received:
-        """Root's bytes to all; every member passes a buffer of the same length."""
-        return await self._traced("broadcast", len(data), self._inner._broadcast(data, root))
+    async def broadcast(self, data: bytes, root: int, name: str = "") -> Received:
+        """Root's bytes to all; every member passes a buffer of the same length
+        (``name``: what a negotiated group matches)."""
+        return await self._traced("broadcast", len(data),
+                                  self._inner._broadcast(data, root, name), name=name)
 
-    async def barrier(self) -> None:
+    async def barrier(self, name: str = "") -> None:
         """Return when every member has entered."""
-        await self._traced("barrier", 0, self._inner._barrier())
+        await self._traced("barrier", 0, self._inner._barrier(name), name=name)
 
     async def send(self, dst: int, data: Sendable) -> None:
         """Point-to-point send (not numbered: only the two ends take part)."""

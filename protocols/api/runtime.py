@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import abc
 import random
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from elastic_sim.protocols.api.concurrency import Future, T, Task, TaskTimer, Timer
 from elastic_sim.protocols.api.errors import CollectiveError, OperationTimeout
-from elastic_sim.protocols.api.group import Group, TracedGroup, blamed
+from elastic_sim.protocols.api.group import Group, Negotiation, TracedGroup, blamed
 from elastic_sim.protocols.api.message import JSON, Message
 from elastic_sim.protocols.api.process import Proc
 from elastic_sim.protocols.api.store import Store
@@ -37,13 +37,27 @@ NO_DISCOVERY_FAULTS = DiscoveryOverlay()
 
 @dataclass
 class ProcessInfo:
-    """Who this process is: its host, its name (``host/name``), its environment and its
-    process id (real pid; in the sim, handed out deterministically in start order)."""
+    """Who this process is: its host, its name (``host/name``), its environment, its
+    process id (real pid; in the sim, handed out deterministically in start order) and
+    its incarnation: how many processes of this name its host started before (0 for the
+    first; a host brought back after a crash starts its first process again as 1)."""
 
     host: str
     name: str
     env: dict[str, str] = field(default_factory=dict)
     pid: int = 0
+    incarnation: int = 0
+
+
+class KernelSockets(Protocol):
+    """What a host's kernel says for a process's TCP sockets once the process has ended
+    (:meth:`Runtime.close_in_kernel`)."""
+
+    def closing(self) -> Sequence[tuple[str, Mapping[str, JSON]]]:
+        """``(dst, body)`` for each connection still open at the exit (its FIN or RST)."""
+
+    def after_exit(self, msg: Message) -> Mapping[str, JSON] | None:
+        """The kernel's answer to ``msg`` arriving after the exit (an RST), or None."""
 
 
 class Runtime(abc.ABC):
@@ -182,15 +196,18 @@ class Runtime(abc.ABC):
     # -- process groups ----------------------------------------------------------------
 
     async def new_group(
-        self, store: Store, name: str, rank: int, size: int, timeout: float
+        self, store: Store, name: str, rank: int, size: int, timeout: float,
+        negotiation: Negotiation | None = None,
     ) -> TracedGroup:
         """Join the process group ``name`` (one per epoch) through ``store``.
 
         Returns when all ``size`` members have joined; :class:`CollectiveTimeout` if they do
-        not within ``timeout`` (which also bounds every collective of the group)."""
+        not within ``timeout`` (which also bounds every collective of the group, except in a
+        ``negotiation`` group: see :class:`Negotiation`; runtimes that cannot negotiate, a
+        real Gloo group, run its collectives as any others)."""
         self.record("group_init", group=name, rank=rank, size=size)
         try:
-            inner = await self._new_group(store, name, rank, size, timeout)
+            inner = await self._new_group(store, name, rank, size, timeout, negotiation)
         except CollectiveError as exc:
             self.record("group_failed", group=name, rank=rank, size=size,
                         error=type(exc).__name__, **blamed(exc))
@@ -200,7 +217,8 @@ class Runtime(abc.ABC):
 
     @abc.abstractmethod
     async def _new_group(
-        self, store: Store, name: str, rank: int, size: int, timeout: float
+        self, store: Store, name: str, rank: int, size: int, timeout: float,
+        negotiation: Negotiation | None = None,
     ) -> Group:
         """Create the runtime's group (Gloo in real mode)."""
 
@@ -222,6 +240,26 @@ class Runtime(abc.ABC):
         is consumed, or None to deliver it as usual. By default (a real process) the
         answer is given when the process takes the message from its mailbox."""
         self._kernel_answer = answer
+
+    def close_in_kernel(self, sockets: KernelSockets | None) -> None:
+        """Let this host's kernel speak for this process's TCP sockets once the process has
+        ended while its host lives: at the exit it sends what ``sockets.closing()`` lists
+        (a FIN or RST on each open connection), and later messages to the process get
+        ``sockets.after_exit(msg)`` back (an RST to a closed port), until the host goes
+        down or a process of the same name starts there. Nothing leaves a host that
+        crashed or lost power. Runtimes whose messages do not model a host's kernel (a real
+        process: its real sockets close, which its message layer does not surface) keep
+        ``sockets`` and never call it."""
+        self._kernel_sockets = sockets
+
+    def on_conn_reset(self, handler: Callable[[Callable[[str], bool]], None] | None) -> None:
+        """Be told when a ``conn_reset`` fault resets this process's connections:
+        ``handler(hit)``, where ``hit(host)`` says whether its connections with processes
+        on ``host`` were reset (never its own host's: loopback is not reset). Runtimes whose
+        messages carry no connections of the protocol's own (a real process: the fault
+        resets its real sockets, which its message layer does not surface) keep the
+        handler and never call it."""
+        self._conn_reset_handler = handler
 
     async def _take(self, msg: Message) -> Message | None:
         """``msg``, or None once the kernel answer consumed it (the default hook)."""

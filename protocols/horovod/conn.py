@@ -17,7 +17,14 @@ back, simply:
   acknowledges it (``conn_reply_ack``);
 - after the accept, the client may probe the server like TCP keepalive: after
   ``keepalive_time`` without an answer, ``keepalive_probes`` probes ``keepalive_interval``
-  apart; none answered means the connection is dead.
+  apart; none answered means the connection is dead;
+- a process that ends while its host lives has its connections closed by the host's
+  kernel (:class:`Sockets`): each peer learns at once (a client sees its connection reset,
+  a server that its client is gone, ``conn_gone``), and what arrives for the process
+  afterwards is answered with an RST; a host that crashed or lost power says nothing;
+- a ``conn_reset`` fault (:meth:`Client.reset`, :meth:`Server.reset`) resets the
+  connections with the hosts it names: a client's call fails as reset, a server's
+  connection is gone (its answer is never sent).
 
 A message is ``{"op": "conn_req", "cid": <client-unique id>, "reply_to": <client>, ...}``;
 the connection is named by (client address, cid).
@@ -41,8 +48,11 @@ RTO_MAX = 120.0
 RETRIES_TIMEOUT = 924.6
 """How long Linux retransmits unacknowledged data before it drops the connection
 (tcp_retries2 = 15 with TCP_RTO_MIN 200 ms)."""
+RENDEZVOUS = "rendezvous"
+"""The port of the driver's HTTP rendezvous service (rank_and_size, worker registration):
+it listens while the driver runs and stops with it."""
 CONN_OPS = ("conn_syn", "conn_synack", "conn_refused", "conn_req", "conn_ack", "conn_reply",
-            "conn_reply_ack", "conn_probe", "conn_probe_ack")
+            "conn_reply_ack", "conn_probe", "conn_probe_ack", "conn_gone")
 """The ops this module owns; a dispatcher hands messages with these ops to it."""
 
 
@@ -51,8 +61,8 @@ class ConnectFailed(Exception):
 
 
 class ConnectRefused(ConnectFailed):
-    """Nothing listens at the other end (an RST): the connect, or the connection, failed
-    at once."""
+    """Nothing listens at the other end, or the connection was reset (an RST): the
+    connect, or the connection, failed at once."""
 
 
 class ConnectionDead(Exception):
@@ -70,11 +80,27 @@ class Keepalive:
 
 @dataclass
 class _Call:
+    dst: str
     established: Future[None]
     accepted: Future[None]
     reply: Future[Mapping[str, Any]]
     probe: Future[None] | None = None
     refused: bool = False
+
+    def refuse(self) -> None:
+        """The other end reset the connection: every wait on it ends."""
+        self.refused = True
+        for fut in (self.established, self.accepted):
+            if not fut.done():
+                fut.set_result(None)
+        if not self.reply.done():
+            self.reply.set_result({})
+        if self.probe is not None and not self.probe.done():
+            self.probe.set_result(None)
+
+
+def _host(addr: str) -> str:
+    return addr.partition("/")[0]
 
 
 @dataclass
@@ -92,7 +118,7 @@ class Client:
         :meth:`connect`/:meth:`reply`."""
         self._next += 1
         cid = self._next
-        self._calls[cid] = _Call(self.rt.future(), self.rt.future(), self.rt.future())
+        self._calls[cid] = _Call(dst, self.rt.future(), self.rt.future(), self.rt.future())
         syn = {"op": "conn_syn", "cid": cid, "reply_to": self.rt.name, "port": port}
         req = {**body, "op": "conn_req", "cid": cid, "reply_to": self.rt.name}
         self.rt.spawn(self._transmit(dst, syn, req), f"conn{cid}.syn")
@@ -140,18 +166,25 @@ class Client:
         try:
             if keepalive is None:
                 reply = await call.reply
-                if call.refused:
-                    raise ConnectRefused("connection reset")
-                return reply
-            while True:
-                try:
-                    return await self.rt.wait_for(_wait(call.reply), keepalive.time)
-                except OperationTimeout:
-                    pass
-                if not await self._probe(cid, dst, keepalive) and not call.reply.done():
-                    raise ConnectionDead("keepalive probes unanswered")
+            else:
+                reply = await self._keepalive(call, cid, dst, keepalive)
+            if call.refused:
+                raise ConnectRefused("connection reset")
+            return reply
         finally:
             self.close(cid)
+
+    async def _keepalive(self, call: _Call, cid: int, dst: str, keepalive: Keepalive
+                         ) -> Mapping[str, Any]:
+        while True:
+            try:
+                out: Mapping[str, Any] = await self.rt.wait_for(_wait(call.reply),
+                                                                keepalive.time)
+                return out
+            except OperationTimeout:
+                pass
+            if not await self._probe(cid, dst, keepalive) and not call.reply.done():
+                raise ConnectionDead("keepalive probes unanswered")
 
     async def _probe(self, cid: int, dst: str, ka: Keepalive) -> bool:
         call = self._calls[cid]
@@ -165,6 +198,17 @@ class Client:
                 if call.reply.done():
                     return True
         return False
+
+    def reset(self, hit: Callable[[str], bool]) -> None:
+        """A ``conn_reset`` fault: the calls to hosts ``hit`` names fail as reset."""
+        for cid in sorted(self._calls):
+            call = self._calls[cid]
+            if hit(_host(call.dst)):
+                call.refuse()
+
+    def open_calls(self) -> list[tuple[int, str]]:
+        """``(cid, dst)`` of every connection still open, in the order opened."""
+        return [(cid, self._calls[cid].dst) for cid in sorted(self._calls)]
 
     def close(self, cid: int) -> None:
         """Forget a connection (late answers are still acknowledged, then dropped)."""
@@ -183,18 +227,16 @@ class Client:
             return False
         cid = int(msg.body["cid"])
         if op == "conn_reply":
+            if cid > self._next:  # never opened here (a process started again): an RST
+                self.rt.send(msg.src, gone(cid, self.rt.name))
+                return True
             self.rt.send(msg.src, {"op": "conn_reply_ack", "cid": cid,
                                    "reply_to": self.rt.name})
         call = self._calls.get(cid)
         if call is None:
             return True
         if op == "conn_refused":
-            call.refused = True
-            for fut in (call.established, call.accepted):
-                if not fut.done():
-                    fut.set_result(None)
-            if not call.reply.done():
-                call.reply.set_result({})
+            call.refuse()
             return True
         if not call.established.done():
             call.established.set_result(None)
@@ -207,10 +249,27 @@ class Client:
         return True
 
 
+def gone(cid: int, client: str) -> dict[str, Any]:
+    """What tells a server that the client end of connection ``(client, cid)`` is gone."""
+    return {"op": "conn_gone", "cid": cid, "reply_to": client}
+
+
 @dataclass
 class _Served:
     reply: dict[str, Any] | None = None
     acked: Future[None] | None = None
+    dead: bool = False
+    """The connection is gone (the client's end closed, or reset): nothing is sent on it."""
+
+    def finished(self) -> bool:
+        """Answered and acknowledged, or gone."""
+        return self.dead or (self.acked is not None and self.acked.done())
+
+    def kill(self) -> None:
+        """The connection is gone: stop sending on it."""
+        self.dead = True
+        if self.acked is not None and not self.acked.done():
+            self.acked.set_result(None)
 
 
 @dataclass
@@ -223,7 +282,10 @@ class Server:
 
     rt: Runtime
     listening: Callable[[str], bool] | None = None
+    on_gone: Callable[[Mapping[str, Any]], None] | None = None
+    """Told (with the request) when a client's end of an unfinished connection is gone."""
     _conns: dict[tuple[str, int], _Served] = field(default_factory=dict)
+    _requests: dict[tuple[str, int], Mapping[str, Any]] = field(default_factory=dict)
 
     def syn(self, msg: Message) -> dict[str, Any] | None:
         """The kernel's answer to a SYN (``conn_synack``, or ``conn_refused`` when nothing
@@ -244,6 +306,9 @@ class Server:
         for a duplicate (re-accepted, or re-answered if already answered)."""
         key = (str(msg.body["reply_to"]), int(msg.body["cid"]))
         served = self._conns.get(key)
+        if served is not None and served.dead:
+            self.rt.send(key[0], {"op": "conn_refused", "cid": key[1]})
+            return False
         if served is not None and served.reply is not None:
             self.rt.send(key[0], served.reply)
             return False
@@ -251,12 +316,16 @@ class Server:
         if served is not None:
             return False
         self._conns[key] = _Served()
+        self._requests[key] = msg.body
         return True
 
     def answer(self, request: Mapping[str, Any], body: Mapping[str, Any]) -> None:
-        """Send the answer to ``request`` and resend it until it is acknowledged."""
+        """Send the answer to ``request`` and resend it until it is acknowledged (nothing
+        once the connection is gone)."""
         key = (str(request["reply_to"]), int(request["cid"]))
         served = self._conns.setdefault(key, _Served())
+        if served.dead:
+            return
         served.reply = {**body, "op": "conn_reply", "cid": key[1]}
         served.acked = self.rt.future()
         self.rt.spawn(self._retransmit(key, served), f"conn{key[1]}.reply")
@@ -273,19 +342,71 @@ class Server:
                 pass
             rto = min(2 * rto, RTO_MAX)
 
+    def reset(self, hit: Callable[[str], bool]) -> None:
+        """A ``conn_reset`` fault: the unfinished connections from hosts ``hit`` names are
+        gone (their answers are never sent)."""
+        for key in sorted(self._conns):
+            served = self._conns[key]
+            if not served.finished() and hit(_host(key[0])):
+                served.kill()
+                self._requests.pop(key, None)
+
+    def open_conns(self) -> list[tuple[str, int]]:
+        """``(client, cid)`` of every connection not finished, in a stable order."""
+        return [key for key in sorted(self._conns) if not self._conns[key].finished()]
+
     def handle(self, msg: Message) -> bool:
-        """Take an acknowledgement or a probe addressed to a server; False otherwise."""
+        """Take an acknowledgement, a probe or a client's close addressed to a server;
+        False otherwise."""
         op = msg.body.get("op")
         if op == "conn_probe":
             self.rt.send(str(msg.body["reply_to"]),
                          {"op": "conn_probe_ack", "cid": msg.body["cid"]})
             return True
-        if op != "conn_reply_ack":
+        if op not in ("conn_reply_ack", "conn_gone"):
             return False
-        served = self._conns.get((str(msg.body["reply_to"]), int(msg.body["cid"])))
-        if served is not None and served.acked is not None and not served.acked.done():
+        key = (str(msg.body["reply_to"]), int(msg.body["cid"]))
+        served = self._conns.get(key)
+        if served is None or served.finished():
+            return True
+        if op == "conn_gone":
+            served.kill()
+            request = self._requests.pop(key, None)
+            if request is not None and self.on_gone is not None:
+                self.on_gone(request)
+        elif served.acked is not None:
             served.acked.set_result(None)
+            self._requests.pop(key, None)
         return True
+
+
+@dataclass
+class Sockets:
+    """What a process's host kernel says for its connections once the process ended
+    (:meth:`Runtime.close_in_kernel`): at the exit, an RST to each client it was serving
+    and a close to each server it was a client of; afterwards, an RST to whatever
+    arrives for one of its connections or as a new one."""
+
+    client: Client
+    server: Server
+
+    def closing(self) -> list[tuple[str, Mapping[str, Any]]]:
+        """The close of each open connection."""
+        name = self.client.rt.name
+        out: list[tuple[str, Mapping[str, Any]]] = [
+            (dst, gone(cid, name)) for cid, dst in self.client.open_calls()]
+        out += [(client, {"op": "conn_refused", "cid": cid})
+                for client, cid in self.server.open_conns()]
+        return out
+
+    def after_exit(self, msg: Message) -> Mapping[str, Any] | None:
+        """The RST for a segment of a connection (or a SYN) that arrives now."""
+        op = msg.body.get("op")
+        if op in ("conn_syn", "conn_req", "conn_probe"):
+            return {"op": "conn_refused", "cid": msg.body["cid"]}
+        if op == "conn_reply":
+            return gone(int(msg.body["cid"]), self.client.rt.name)
+        return None
 
 
 async def _wait(fut: Future[Any]) -> Any:

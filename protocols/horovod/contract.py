@@ -8,12 +8,29 @@ ASSUMPTIONS = ("coordinator_survives", "min_hosts_survive")
 WEAK_SPOTS: dict[str, str] = {
     "terminates": "a worker host that crashes after its spawn connected holds the reset "
     "barrier until TCP keepalive gives up, about 2 h (found/horovod "
-    "worker_host_crash_blocks_reset_barrier)",
-    "progress_after_faults": "the same blocked reset barrier, or a job failed by workers "
-    "aborting in init, makes no progress after the fault",
+    "worker_host_crash_blocks_reset_barrier); ranks that enter different collectives "
+    "stall for good (found/horovod removed_host_replaced_survivors_skip_sync); a worker's "
+    "failure recorded just as the barrier action starts deadlocks the driver "
+    "(horovod/failure_during_barrier_action_deadlocks_driver)",
+    "progress_after_faults": "the same blocked reset barrier, stalled mismatched "
+    "collectives, the deadlocked driver, or a job failed by workers aborting in init, makes "
+    "no progress after the fault",
+    "collective_sequence": "survivors skip the sync after a removal-only update while a "
+    "fresh rank syncs (found/horovod removed_host_replaced_survivors_skip_sync)",
+    "reset_callback_state": "reset callbacks run before the sync and read the rank's own "
+    "state (horovod/reset_callback_sees_pre_sync_state)",
+    "healthy_hosts_kept": "a worker whose ssh session died while it lives is recorded FAILURE "
+    "and then READY, one barrier party too many: the early trip's world never forms and a "
+    "healthy host is blacklisted (horovod/ssh_sessions_killed_while_workers_live)",
+    "eventual_incorporation": "a host change is notified to the old rank 0 until the reset "
+    "moves the coordinator, even when rank 0's host is gone: three connect timeouts under "
+    "the discovery lock delay the reset (horovod/notification_to_dead_coordinator_holds_reset)",
     "committed_progress": "a rank that restores after a failed sync discards the model it "
     "was just sent (found/horovod fresh_rank_restore_discards_synced_model)",
     "avoidable_job_failure": "a worker's non-zero exit outside the elastic run loop (an "
-    "abort in init) fails the whole job (found/horovod driver_freeze_at_start_aborts_workers)",
+    "abort in init) fails the whole job (found/horovod driver_freeze_at_start_aborts_workers; "
+    "survivors aborting in re-initialisation, horovod/survivors_abort_in_reinit_after_peer_died"
+    "); a reset of the driver's ssh sessions fails every slot "
+    "(horovod/conn_reset_of_driver_connections_fails_job)",
 }
 """Check -> why upstream (Horovod 0.28) breaks it: violations a user should expect."""

@@ -98,6 +98,10 @@ class ElasticDriver:
         self._exits: dict[int, tuple[str, Future[tuple[int, float]]]] = {}
         """Spawners waiting for their ssh client: sid -> (host, its exit code and time)."""
         self._next_id = 0
+        self.silent_hosts: set[str] = set()
+        """Hosts whose last ssh session ended without a word from them (a connect or
+        keepalive that timed out, or killed on this side): likely down, not waited for at
+        the end."""
         self.polls = 0
         self.epochs_logged = 0
         self.discovery_task: Task[None] | None = None
@@ -285,7 +289,9 @@ class ElasticDriver:
     async def activate_workers(self, n: int) -> None:
         """Wait for ``n`` slots, reassign, reset the barrier, spawn the new slots."""
         order, slots = await self.wait_for_available_slots(n)
-        pending = self._update_host_assignments(order, slots)
+        await yield_point(self.rt, "horovod/runner/elastic/driver.py _activate_workers: "
+                          "wait_for_available_slots() -> _update_host_assignments()")
+        pending = await self._update_host_assignments(order, slots)
         await self.registry.reset(self.world_size)
         rid = self.registry.rendezvous_id
         self.rt.record("hvd_assign", rendezvous=rid, world_size=self.world_size,
@@ -300,7 +306,7 @@ class ElasticDriver:
         """The barrier action's reset: activate with min_np."""
         await self.activate_workers(self.min_np)
 
-    def _update_host_assignments(
+    async def _update_host_assignments(
         self, order: list[str], slots: dict[str, int]
     ) -> list[SlotInfo]:
         active = {(h, s.local_rank) for h, ss in self.host_assignments.items() for s in ss}
@@ -309,6 +315,10 @@ class ElasticDriver:
             raise RuntimeError("No hosts from previous set remaining, unable to broadcast state.")
         self.host_assignments = new
         self.world_size = len(ranked)
+        # rendezvous.init(): the discovery thread, which reads both assignments without a
+        # lock, may see the new hosts with the old coordinator (rank 0) in between
+        await yield_point(self.rt, "horovod/runner/elastic/driver.py _update_host_assignments: "
+                          "self._host_assignments = ... -> self._rank_assignments = ...")
         self.rank_assignments = {s.rank: s for s in ranked}
         return [s for h, ss in new.items() for s in ss if (h, s.local_rank) not in active]
 
@@ -339,20 +349,35 @@ class ElasticDriver:
         self.spawners.append(self.rt.spawn(self._spawner(slot, sid, fut), f"spawner{sid}"))
 
     async def _ssh(self, dst: str, cid: int, fut: Future[tuple[int, float]]) -> None:
-        """The local ssh client: connect (exit 255 when that times out), then wait for the
-        remote command's exit status, or exit 255 when TCP keepalive declares the session
-        dead."""
+        """The local ssh client: connect (exit 255 when that is refused or times out), then
+        wait for the remote command's exit status, or exit 255 when the session's TCP
+        connection is reset or closed (the remote end died while its host lives: ssh
+        learns at once) or TCP keepalive declares it dead (a host that died)."""
         ka = Keepalive(self.k.keepalive_time, self.k.keepalive_interval,
                        self.k.keepalive_probes)
         try:
             await self.client.connect(cid)
-            reply = await self.client.reply(cid, dst, ka)
-            out = (int(reply["code"]), float(reply["t"]))
+        except ConnectRefused:
+            error: str | None = "connection refused"
         except ConnectFailed:
-            self.rt.record("hvd_ssh_failed", to=dst, error="connect timed out")
-            out = (SSH_ERROR, self.wall())
-        except ConnectionDead:
-            self.rt.record("hvd_ssh_failed", to=dst, error="keepalive timed out")
+            error = "connect timed out"
+        else:
+            try:
+                reply = await self.client.reply(cid, dst, ka)
+                error = None
+            except ConnectRefused:  # the session's TCP connection was reset or closed
+                error = "connection closed"
+            except ConnectionDead:
+                error = "keepalive timed out"
+        host = dst.partition("/")[0]
+        if error in ("connect timed out", "keepalive timed out"):
+            self.silent_hosts.add(host)
+        else:  # it answered (its kernel at least)
+            self.silent_hosts.discard(host)
+        if error is None:
+            out = (int(reply["code"]), float(reply["t"]))
+        else:
+            self.rt.record("hvd_ssh_failed", to=dst, error=error)
             out = (SSH_ERROR, self.wall())
         if not fut.done():
             fut.set_result(out)
@@ -400,11 +425,12 @@ class ElasticDriver:
         for sid in sorted(self._exits):
             where, fut = self._exits[sid]
             if where == host and not fut.done():
-                self.rt.spawn(self._kill_shell(fut), f"kill_shell{sid}")
+                self.rt.spawn(self._kill_shell(host, fut), f"kill_shell{sid}")
 
-    async def _kill_shell(self, fut: Future[tuple[int, float]]) -> None:
+    async def _kill_shell(self, host: str, fut: Future[tuple[int, float]]) -> None:
         await self.rt.sleep(self.k.kill_grace)
         if not fut.done():
+            self.silent_hosts.add(host)
             fut.set_result((-SIGKILL, self.wall()))
 
     # -- messages ----------------------------------------------------------------------
@@ -417,8 +443,13 @@ class ElasticDriver:
             if self.server.accept(msg):
                 self.rt.spawn(self._rank_and_size(body, str(body["host"]),
                                                   int(body["local_rank"])), "rank_and_size")
-        elif op == "worker_addresses":
-            self.worker_clients[(str(body["host"]), int(body["local_rank"]))] = msg.src
+        elif op == "conn_req" and body.get("kind") == "worker_addresses":
+            # PUT /worker_addresses: the worker's notification service, kept for its slot
+            # (upstream also probes the service first; not modelled)
+            if self.server.accept(msg):
+                self.worker_clients[(str(body["host"]), int(body["local_rank"]))] = \
+                    str(body["reply_to"])
+                self.server.answer(body, {"ok": True})
         elif op == "epoch_logged":
             self.epochs_logged += 1
         else:

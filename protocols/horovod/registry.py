@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Literal, Protocol
 
-from elastic_sim.protocols.api import Runtime
+from elastic_sim.protocols.api import Runtime, yield_point
 from elastic_sim.protocols.sync import Condition, Event, Lock
 
 RESET_LIMIT_EXCEEDED_MESSAGE = "Job has exceeded its reset limit of {} resets"
@@ -201,6 +201,11 @@ class WorkerStateRegistry:
         if self._driver.finished() or self._driver.is_blacklisted(host):
             return self.rendezvous_id
         await self._action_event.wait()
+        # the event is not checked again once the lock is taken: a barrier action that
+        # starts in between holds the barrier's condition and then wants this lock, while a
+        # FAILURE here holds this lock and wants the condition (barrier.reset): a deadlock
+        await yield_point(self._rt, "horovod/runner/elastic/registration.py _record_state: "
+                          "self._action_event.wait() -> with self._lock")
         key = (host, slot)
         async with self._lock:
             if key in self._states and state is WorkerState.FAILURE:

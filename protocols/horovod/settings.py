@@ -35,8 +35,10 @@ non-finite numbers."""
 
 ExitMode = Literal["exception", "kill", "hang", "exit0", "silent"]
 """How a scheduled worker exit happens: ``exception`` raises (exit 1), ``kill`` SIGKILLs
-itself, ``hang`` blocks forever (peers see the Gloo timeout), ``exit0`` returns early with
-status 0, ``silent`` goes quiet like a host without power (peers see only the timeout)."""
+itself, ``hang`` blocks the training script forever while Horovod's background thread goes
+on negotiating (peers stall: stall warnings, no timeout), ``exit0`` returns early with
+status 0, ``silent`` stops the whole process (SIGSTOP) like a host without power (peers see
+only the Gloo timeout)."""
 
 
 @_STRICT
@@ -131,9 +133,25 @@ class HorovodKnobs:
     """``--elastic-timeout`` (seconds; upstream HOROVOD_ELASTIC_TIMEOUT, 600): how long a
     reset waits for ``min_np`` slots before the driver gives up."""
     gloo_timeout: Period = 30.0
-    """``--gloo-timeout-seconds`` (seconds, upstream 30): how long a worker's Gloo
-    rendezvous waits for its peers' keys, and how long a silent peer holds a pending
-    collective before it fails."""
+    """HOROVOD_GLOO_TIMEOUT_SECONDS (horovod/common/gloo/gloo_context.cc, default 30 s):
+    how long a Gloo rendezvous waits for its peers' keys and how long a Gloo operation
+    (a collective, the controller's negotiation) waits on a peer that does not take part
+    (dead, frozen or cut off). Peers that negotiate but submit different collectives
+    wait without it (see ``stall_check_time``)."""
+    stall_check_time: PosCount = 60
+    """HOROVOD_STALL_CHECK_TIME_SECONDS (horovod/common/stall_inspector.h,
+    ``stall_warning_time_seconds``, default 60 s): rank 0's stall inspector looks this often
+    for collectives that some ranks submitted and others did not (different names, or not
+    yet) and warns about those waited on for longer. Upstream waits on such a stall
+    forever unless ``stall_shutdown_time`` is set."""
+    stall_shutdown_time: Count = 0
+    """HOROVOD_STALL_SHUTDOWN_TIME_SECONDS (stall_inspector.h, default 0 s: never): a
+    stall longer than this shuts Horovod down on every rank (their collectives fail, so
+    the elastic run loop restores and resets). Ignored when below ``stall_check_time``,
+    as upstream does."""
+    stall_check_disable: bool = False
+    """HOROVOD_STALL_CHECK_DISABLE (horovod/common/utils/env_parser.cc, default unset): no
+    stall inspector at all (no warning, no shutdown)."""
     discovery_period: Period = 1.0
     """Sleep after each discovery tick (DISCOVER_HOSTS_FREQUENCY_SECS; tests use 0.01)."""
     new_host_order: Literal["random", "sorted"] = "random"
@@ -186,6 +204,21 @@ class HorovodKnobs:
     """The script calls ``state.commit()`` every this many batches (upstream's tests: 1)."""
     host_updates_every: Count = 0
     """Also call check_host_updates every this many batches (0: only at commits)."""
+    reinit_error: Literal["abort", "reset"] = "abort"
+    """What a Gloo error while a worker re-initialises after a reset does (its new world's
+    rendezvous timing out or failing, e.g. on a peer that died after it reported READY).
+    Upstream (``abort``): ``GlooContext::Initialize`` runs in Horovod's background thread
+    outside any handler (horovod/common/gloo/gloo_context.cc), so the error reaches
+    ``std::terminate`` and the process aborts with SIGABRT (exit 134); the driver records a
+    failure and blacklists its host. ``reset``: the error reaches the elastic run loop as
+    a HorovodInternalError and the worker resets again (asks for its new rank)."""
+    reset_callback: bool = False
+    """The training script registers a reset callback (``State.register_reset_callbacks``,
+    e.g. to rescale the learning rate or repartition the data) that reads the state it acts
+    on: the model's step and the epoch. Upstream runs reset callbacks in
+    ``State.on_reset()`` (horovod/common/elastic.py), after the new world formed and
+    before ``state.sync()``, so they read this rank's own state, not the state the sync
+    brings. Default off: upstream's test script registers none."""
     epoch_wait: Seconds = 0.0
     """Seconds the test script sleeps at the end of each epoch (upstream's ``epoch_wait``;
     gives discovery time to change the world between epochs)."""

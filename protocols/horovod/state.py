@@ -4,7 +4,7 @@ notifications that rank 0's notification service fills."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -13,6 +13,10 @@ from elastic_sim.protocols.broadcast import Algorithm, broadcast_bytes, broadcas
 from elastic_sim.protocols.horovod.hosts import HostUpdateResult
 from elastic_sim.protocols.static.training import TrainState
 from elastic_sim.protocols.sync import Queue
+
+MODEL = "model"
+"""The name of the model's (and optimizer's) broadcast in a sync: upstream broadcasts each
+parameter under its own name; the model sends them as one blob."""
 
 
 def newer_updates(
@@ -65,6 +69,7 @@ class State:
         self._saved: tuple[Progress, TrainState] = (self.progress, self.model)
         self.host_messages: Queue[tuple[int, int]] = Queue(rt)
         self.last_updated_timestamp = 0
+        self._reset_callbacks: list[Callable[[], None]] = []
 
     @property
     def saved_step(self) -> int:
@@ -83,10 +88,10 @@ class State:
         """Rank 0's model (as bytes), then its saved plain attributes, to everyone; every
         rank then holds rank 0's state, but has saved only its plain attributes."""
         blob = self.model.to_bytes(self.state_bytes) if group.rank == 0 else None
-        data = await broadcast_bytes(group, blob, 0, self.state_broadcast)
+        data = await broadcast_bytes(group, blob, 0, self.state_broadcast, name=MODEL)
         nparams = len(self.model.params)
         model = TrainState.from_bytes(data, nparams)
-        saved = await broadcast_object(group, asdict(self._saved[0]), 0)
+        saved = await broadcast_object(group, asdict(self._saved[0]), 0, name="dict")
         self.model = model
         self.progress = Progress(**saved)
         # ObjectState.sync keeps the broadcast attributes as its saved copy, but the model
@@ -98,9 +103,17 @@ class State:
         """The notification service's listener: queue the message."""
         self.host_messages.put_nowait((timestamp, update))
 
+    def register_reset_callbacks(self, callbacks: Iterable[Callable[[], None]]) -> None:
+        """Add callbacks that :meth:`on_reset` calls, in order."""
+        self._reset_callbacks.extend(callbacks)
+
     def on_reset(self) -> None:
-        """After a reset: queued notifications are discarded (the timestamp is kept)."""
+        """After a reset (the new world formed, before the next sync): queued
+        notifications are discarded (the timestamp is kept), then the reset callbacks run,
+        on this rank's own state: what the coming sync brings is not there yet."""
         self.host_messages = Queue(self._rt)
+        for callback in self._reset_callbacks:
+            callback()
 
     async def commit(self, group: TracedGroup) -> None:
         """Save, then the collective check for host updates."""
@@ -115,7 +128,7 @@ class State:
         while self.host_messages.qsize():
             queued.append(self.host_messages.get_nowait())
         last, update = newer_updates(prev, queued)
-        view: Any = await broadcast_object(group, [prev, last, int(update)], 0)
+        view: Any = await broadcast_object(group, [prev, last, int(update)], 0, name="tuple")
         prev, self.last_updated_timestamp, upd_all = int(view[0]), int(view[1]), int(view[2])
         if self.last_updated_timestamp > prev:
             raise HostsUpdatedInterrupt(upd_all == HostUpdateResult.removed)

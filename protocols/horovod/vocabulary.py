@@ -1,5 +1,6 @@
 """Horovod's trace as the checks read it: its driver's rank assignments (its resets), its
-discovery and blacklist, and its workers' failures in the protocol-neutral vocabulary
+registry's reset barrier, its discovery and blacklist, and its workers' failures in the
+protocol-neutral vocabulary
 (``elastic_sim.trace_kinds``), and its knobs as the limits they promise. Plain data, read
 by ``elastic_sim.vocabulary``; the kinds every protocol records alike (``rdzv_done``,
 ``step``, ``commit``...) need no entry."""
@@ -26,6 +27,8 @@ def _assigned(host: str, d: Fields) -> dict[str, Any]:
 
 EVENTS: dict[str, tuple[str, Callable[[str, Fields], dict[str, Any] | None]]] = {
     "hvd_assign": ("epoch_assigned", _assigned),
+    "hvd_trip": ("barrier_trip", lambda host, d: {
+        "round": d.get("rendezvous"), "entered": sorted(d.get("states") or {})}),
     "hvd_discovery": ("offered", lambda host, d: {
         "hosts": [_host(h) for h in d.get("hosts", [])]}),
     "hvd_blacklist": ("evict", lambda host, d: {
@@ -33,6 +36,8 @@ EVENTS: dict[str, tuple[str, Callable[[str, Fields], dict[str, Any] | None]]] = 
     "hvd_scheduled_exit": ("injected_failure", lambda host, d: {}),
     "hvd_exit": ("worker_error", lambda host, d: {"error": d.get("error")}),
     "hvd_abort": ("abort", lambda host, d: {"error": d.get("error")}),
+    "reset_callback": ("reset_hook", lambda host, d: {
+        k: d.get(k) for k in ("round", "rank", "size", "epoch", "step", "digest")}),
 }
 """Recorded kind -> (its neutral kind, its neutral fields)."""
 
@@ -44,7 +49,9 @@ def limits(knobs: Fields) -> dict[str, Any]:
     """What the knobs promise: ``min_np`` .. ``max_np`` slots as hosts, ``reset_limit``
     resets for the job, and the time a new world takes to form (discovery's period, twice,
     its wait, a worker's start, the Gloo timeout and the kill grace) and to detect a
-    failure (the longest of the Gloo, elastic and connect timeouts)."""
+    failure (the longest of the Gloo, elastic and connect timeouts). A host up within the
+    elastic timeout still counts; a dead host is seen only through an exit code or a
+    timeout (no heartbeat)."""
 
     def num(name: str) -> float:
         v = knobs.get(name)
@@ -60,4 +67,8 @@ def limits(knobs: Fields) -> dict[str, Any]:
     return {"min_hosts": math.ceil(int(min_np) / slots),
             "max_hosts": None if max_np is None else max(int(max_np) // slots, 1),
             "restart_budget": reset_limit if isinstance(reset_limit, int) else None,
-            "budget_per_host": False, "settle_s": settle, "progress_s": detect + settle}
+            "budget_per_host": False, "settle_s": settle, "progress_s": detect + settle,
+            "wait_s": num("elastic_timeout"),
+            "progress_by": f"max(gloo_timeout, elastic_timeout, connect_timeout) {detect:g} s"
+                           f" + a new world's discovery, start and Gloo periods {settle:g} s",
+            "rejoin_s": None, "rejoin_by": ""}

@@ -13,13 +13,20 @@ from typing import Any
 
 from elastic_sim.protocols.api import (
     CollectiveError,
+    Negotiation,
     OperationTimeout,
     Runtime,
     Store,
     StoreError,
     TracedGroup,
 )
-from elastic_sim.protocols.horovod.conn import Client, ConnectFailed
+from elastic_sim.protocols.horovod.conn import (
+    RENDEZVOUS,
+    Client,
+    ConnectFailed,
+    Server,
+    Sockets,
+)
 from elastic_sim.protocols.horovod.discovery import epoch_hosts
 from elastic_sim.protocols.horovod.hosts import SlotInfo
 from elastic_sim.protocols.horovod.settings import ExitMode, HorovodKnobs, load_knobs
@@ -42,6 +49,11 @@ class ScheduledExit(Exception):
     """The exit schedule's ``exception`` mode (a RuntimeError in the script)."""
 
 
+class RegistrationFailed(Exception):
+    """The PUT of the notification service's addresses failed (urllib, no retry): the
+    elastic run wrapper raises before training, and the process exits 1."""
+
+
 class Worker:
     """One worker process (see the module docstring)."""
 
@@ -60,9 +72,13 @@ class Worker:
         model = initial_state(f"{rt.host}:{self.slot.local_rank}", int(args["seed"]),
                               self.work.params)
         self.state = State(rt, model, self.work.state_bytes, self.work.state_broadcast)
+        if self.k.reset_callback:
+            self.state.register_reset_callbacks([self.on_state_reset])
         self.silent = False
         self.http = Client(rt, self.k.connect_timeout)
         """The HTTP client of the rank-and-size service (a TCP connection per request)."""
+        rt.close_in_kernel(Sockets(self.http, Server(rt)))
+        rt.on_conn_reset(self.http.reset)
         self.group: TracedGroup | None = None
         self.store: Store | None = None
         self.last_commit_step = -1
@@ -105,7 +121,7 @@ class Worker:
         except (RemovedFromJob, StoreError, CollectiveError) as exc:
             self.rt.record("hvd_abort", error=f"{type(exc).__name__}: {exc}")
             return ABORT_EXIT
-        except ScheduledExit as exc:
+        except (ScheduledExit, RegistrationFailed) as exc:
             self.rt.record("hvd_exit", error=str(exc), code=1)
             return 1
         except TimeoutError as exc:
@@ -115,9 +131,12 @@ class Worker:
     async def init_group(self) -> None:
         """Gloo rendezvous of this round through the driver's store."""
         assert self.store is not None
+        k = self.k
         self.group = await self.rt.new_group(
             self.store.prefixed(f"hvd/{self.rid}"), f"hvd{self.rid}", self.slot.rank,
-            self.slot.size, self.k.gloo_timeout)
+            self.slot.size, k.gloo_timeout,
+            Negotiation(float(k.stall_check_time), float(k.stall_shutdown_time),
+                        not k.stall_check_disable))
         if self.lead:
             self.rt.record("rdzv_done", round=self.rid, members=self.members,
                            rank=self.slot.rank, world_size=self.slot.size)
@@ -125,8 +144,7 @@ class Worker:
     async def elastic_run(self) -> int:
         """The run wrapper: sync, train; on an internal error restore and reset, on a
         hosts-updated interrupt reset (skipping sync after removals only)."""
-        self.rt.send(self.driver, {"op": "worker_addresses", "host": self.rt.host,
-                                   "local_rank": self.slot.local_rank})
+        await self.register()
         skip_sync = False
         while True:
             try:
@@ -142,8 +160,20 @@ class Worker:
             except HostsUpdatedInterrupt as exc:
                 self.rt.record("hvd_interrupt", skip_sync=exc.skip_sync)
                 skip_sync = exc.skip_sync
-            await self.reset()
+            await self.reinit()
             self.state.on_reset()
+
+    async def reinit(self) -> None:
+        """reset() + init(): a Gloo error in the new world's rendezvous aborts the process
+        (exit 134, knob ``reinit_error: abort``) or resets again (``reset``)."""
+        while True:
+            try:
+                await self.reset()
+                return
+            except CollectiveError as exc:
+                if self.k.reinit_error == "abort":
+                    raise
+                self.rt.record("hvd_reinit_failed", error=f"{type(exc).__name__}: {exc}")
 
     async def reset(self) -> None:
         """shutdown + init: leave the group, ask for the new rank (blocks on the barrier)."""
@@ -161,21 +191,35 @@ class Worker:
         self.members = list(reply["members"])
         await self.init_group()
 
+    async def register(self) -> None:
+        """WorkerNotificationManager.init: PUT this process's notification service to the
+        driver (urllib over TCP, no retry): a refused, timed-out or reset request raises."""
+        cid = self.http.open(self.driver, {"kind": "worker_addresses", "host": self.rt.host,
+                                           "local_rank": self.slot.local_rank}, RENDEZVOUS)
+        try:
+            await self.http.connect(cid)
+            await self.http.reply(cid, self.driver)
+        except ConnectFailed as exc:
+            raise RegistrationFailed(f"Put data input KVStore server failed: {exc}") from exc
+
     async def rank_and_size(self) -> Mapping[str, Any]:
-        """The HTTP GET to the driver, over TCP (retransmitted through a partition); a
-        failed connect is retried ``http_attempts`` times, then the process aborts."""
-        for attempt in range(1, self.k.http_attempts + 1):
+        """The HTTP GET to the driver, over TCP (retransmitted through a partition):
+        HTTPStore::PerformHTTP makes ``http_attempts`` tries, each failed one (connect
+        refused or timed out, connection reset) followed by ``http_retry_delay``, then the
+        process aborts. A retried GET is a new request: the driver records it again."""
+        error = "no attempt"  # http_attempts < 1
+        for attempt in range(self.k.http_attempts):
             cid = self.http.open(self.driver, {"kind": "rank_and_size", "host": self.rt.host,
-                                               "local_rank": self.slot.local_rank})
+                                               "local_rank": self.slot.local_rank}, RENDEZVOUS)
             try:
                 await self.http.connect(cid)
+                if attempt == 0:  # the GET goes out now
+                    self.rt.record("hvd_ready", round=self.rid, rank=self.slot.rank)
+                return await self.http.reply(cid, self.driver)
             except ConnectFailed as exc:
-                if attempt == self.k.http_attempts:
-                    raise RemovedFromJob(f"rank_and_size: {exc}") from exc
-                await self.rt.sleep(self.k.http_retry_delay)
-                continue
-            return await self.http.reply(cid, self.driver)
-        raise RemovedFromJob("rank_and_size: no attempt")  # http_attempts < 1
+                error = str(exc)
+            await self.rt.sleep(self.k.http_retry_delay)
+        raise RemovedFromJob(f"rank_and_size: HTTP request failed ({error})")
 
     async def sync(self) -> None:
         """Everyone adopts rank 0's state."""
@@ -188,6 +232,15 @@ class Worker:
             self.rt.record("sync", round=self.rid, rank=self.slot.rank, root=self.members[0],
                            step=self.state.model.step, digest=self.state.model.digest())
         self.last_commit_step = self.state.model.step
+
+    def on_state_reset(self) -> None:
+        """The script's reset callback: what it reads, traced (by the host's lead, as the
+        generic events are)."""
+        if self.lead:
+            st = self.state
+            self.rt.record("reset_callback", round=self.rid, rank=self.slot.rank,
+                           size=self.slot.size, epoch=st.progress.epoch, step=st.model.step,
+                           digest=st.model.digest())
 
     def _group(self) -> TracedGroup:
         assert self.group is not None
@@ -310,6 +363,7 @@ class Worker:
             self.rt.send(self.service, {"op": "kill_me", "name": self.rt.name})
         if mode == "silent":
             self.silent = True
+            self.rt.send(self.service, {"op": "stop_me", "name": self.rt.name})
         await self.rt.sleep(FOREVER)
 
 

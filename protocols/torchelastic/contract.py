@@ -17,18 +17,22 @@ WEAK_SPOTS: dict[str, str] = {
     "rank_validity": "the same split round gives ranks outside the agreed order",
     "limits": "the same split round forms below min_nodes",
     "avoidable_job_failure": "one agent's local error (a store timeout in rank assignment "
-    "or in reading a stale MASTER_ADDR) ends launch_agent, which fails the job",
+    "or in reading a stale MASTER_ADDR: findings 1 and 31) ends launch_agent, which fails "
+    "the job",
     "rendezvous_closed_by_job_end": "launch_agent's finally closes the rendezvous for "
-    "everyone after its own agent's failure",
+    "everyone after its own agent's failure, a SIGINT in the first rendezvous included "
+    "(found/torchelastic sigint_in_first_rendezvous_closes_it_before_a_late_host)",
     "clean_shutdown": "the store host's agent leaves first and takes the store with it: "
-    "the others' exit barrier or rendezvous close fails after a completed job",
+    "the others' exit barrier or rendezvous close fails after a completed job (finding 14)",
     "restart_accounting": "max_restarts is per agent: a newcomer's workers are told "
     "restart 0 next to veterans', and agents that fail in turn absorb more failures "
-    "than max_restarts",
+    "than max_restarts (finding 30)",
     "no_restart_loop": "rounds whose workers never initialise (a stale master) restart "
     "until the budget is spent",
-    "progress_after_faults": "the same loops, or a job failed at once, make no progress "
-    "after the fault",
+    "progress_after_faults": "survivors of a dead participant re-rendezvous only once "
+    "their collective times out (found/torchelastic "
+    "survivors_wait_out_the_group_timeout_after_a_crash); the same loops, or a job failed "
+    "at once, make no progress after the fault",
     "terminates": "a spare left on the wait list keeps the others restarting "
     "(found/torchelastic hot_spare_wait_list_livelock)",
     "eventual_incorporation": "a host swept out of a round while its store was frozen is "

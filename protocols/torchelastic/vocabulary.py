@@ -44,23 +44,50 @@ EVENTS: dict[str, tuple[str, Callable[[str, Fields], dict[str, Any] | None]]] = 
 KNOB = "max_restarts"
 """A knob only torchelastic's knobs have."""
 
+SYNC_DELAY = 1.0
+"""Seconds upstream's rendezvous waits after deciding to poll (``_delay(1)``, fixed)."""
+STATE_CACHE = 1.0
+"""Seconds a node answers from its cached rendezvous state (``cache_duration``, fixed)."""
+FIRST_CALL_JITTER = 0.3
+"""The most a ``next_rendezvous`` waits first while its state's round is 0
+(``uniform(0, 0.3)``)."""
+
 
 def limits(knobs: Fields) -> dict[str, Any]:
     """What the knobs promise: ``min_nodes`` .. ``max_nodes`` hosts, ``max_restarts`` per
-    agent, and the time a round takes to form (its polling, last-call and keep-alive
-    periods, twice, plus the heartbeat expiry and the process-group timeout a host back
-    from a fault waits out first) and to detect a failure (the longest of the
-    process-group, read and join timeouts, plus the grace a stopping worker gets)."""
+    agent, and the times of a recovery. A round forms within its polling, last-call and
+    keep-alive periods, twice, plus the heartbeat expiry and the process-group timeout a
+    host back from a fault waits out first (the settle time). A job progresses or ends
+    within each phase of a recovery once: the failure seen (the process-group or store
+    read timeout), the workers stopped, a round formed or the join deadline passed. And
+    once a member's host has died, the survivors can see it when its heartbeat expires:
+    they re-form within that expiry, the last call and their polls."""
 
     def num(name: str) -> float:
         v = knobs.get(name)
         return float(v) if isinstance(v, (int, float)) else 0.0
 
-    periods = (num("monitor_interval") + num("last_call_timeout")
-               + num("keep_alive_interval") * max(num("keep_alive_max_attempt"), 1.0))
+    def s(x: float) -> str:
+        return f"{x:g} s"
+
+    expiry = num("keep_alive_interval") * max(num("keep_alive_max_attempt"), 1.0)
+    periods = num("monitor_interval") + num("last_call_timeout") + expiry
     settle = 2 * periods + num("heartbeat_timeout") + num("pg_timeout")
-    detect = max(num("pg_timeout"), num("read_timeout"), num("join_timeout"))
+    detect = max(num("pg_timeout"), num("read_timeout"))
+    forming = 2 * periods + num("heartbeat_timeout")
+    wait = max(num("join_timeout"), forming)
+    polls = 2 * (num("monitor_interval") + SYNC_DELAY + STATE_CACHE) + FIRST_CALL_JITTER
+    rejoin = expiry + num("last_call_timeout") + polls
     return {"min_hosts": int(knobs.get("min_nodes", 1)),
             "max_hosts": int(knobs.get("max_nodes", 1)),
             "restart_budget": int(knobs["max_restarts"]), "budget_per_host": True,
-            "settle_s": settle, "progress_s": detect + settle + num("stop_timeout")}
+            "settle_s": settle, "progress_s": detect + num("stop_timeout") + wait,
+            "wait_s": num("join_timeout"),
+            "progress_by": f"max(pg_timeout {s(num('pg_timeout'))}, read_timeout "
+                           f"{s(num('read_timeout'))}) + stop_timeout "
+                           f"{s(num('stop_timeout'))} + max(join_timeout "
+                           f"{s(num('join_timeout'))}, a round's periods {s(forming)})",
+            "rejoin_s": rejoin,
+            "rejoin_by": f"the heartbeat expiry keep_alive_interval x keep_alive_max_attempt "
+                         f"{s(expiry)} + last_call_timeout {s(num('last_call_timeout'))} + "
+                         f"polls {s(polls)}"}

@@ -38,6 +38,9 @@ PROC = "coordinator"
 """The ``proc`` of the coordinator's own trace events."""
 HELLO_TIMEOUT = 300.0
 """Seconds every node gets to connect (a cluster scheduler may start them slowly)."""
+FIRST_FRAME_TIMEOUT = 10.0
+"""Seconds a connection gets, once accepted, to open the channel and send its HELLO: one
+that trickles bytes holds the coordinator no longer."""
 READY_TIMEOUT = 300.0
 """Seconds every node gets to start its processes (each imports torch)."""
 ANSWER_TIMEOUT = 30.0
@@ -144,12 +147,13 @@ class Coordinator:
                 raise ClusterError(
                     f"{len(seen)} of {self.expected} nodes connected within "
                     f"{HELLO_TIMEOUT:.0f}s") from None
-            chan = wire.Channel(sock, self.secret, "coordinator")
-            sock.settimeout(10)
+            sock.settimeout(None)  # blocking: every read has its own deadline
+            by = time.monotonic() + FIRST_FRAME_TIMEOUT
             try:
-                hello = chan.recv()
+                chan = wire.open_channel(sock, self.secret, "coordinator", FIRST_FRAME_TIMEOUT)
+                hello = chan.recv(timeout=max(0.0, by - time.monotonic()))
             except (OSError, wire.AuthError) as exc:
-                self._refuse(chan, f"{peer[0]}:{peer[1]}", f"{type(exc).__name__}: {exc}")
+                self._refuse_socket(sock, f"{peer[0]}:{peer[1]}", f"{type(exc).__name__}: {exc}")
                 continue
             why = self._check_hello(hello, seen)
             if why:
@@ -159,7 +163,6 @@ class Coordinator:
                     pass
                 self._refuse(chan, f"{peer[0]}:{peer[1]}", why)
                 continue
-            sock.settimeout(None)
             index = int(hello["index"])
             seen[index] = Node(index, chan, str(hello["address"]), str(hello.get("machine", "")))
         self.nodes = [seen[i] for i in range(self.expected)]
@@ -179,7 +182,14 @@ class Coordinator:
         return ""
 
     def _refuse(self, chan: wire.Channel, peer: str, why: str) -> None:
-        chan.close()
+        self._refuse_socket(chan.sock, peer, why)
+
+    def _refuse_socket(self, sock: socket.socket, peer: str, why: str) -> None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        sock.close()
         self.log(f"coordinator: refused control connection from {peer}: {why}")
         self._trace.event(0.0, "*", PROC, "control_refused", {"peer": peer, "why": why})
 

@@ -21,6 +21,7 @@ from elastic_sim.faults.model import Fault
 from elastic_sim.real.cluster import wire
 from elastic_sim.real.cluster.bridge import Bridge, node_address
 from elastic_sim.real.cluster.coordinator import Coordinator
+from elastic_sim.real.supervisor import warden
 from elastic_sim.real.supervisor.supervise import interrupts_raise
 from elastic_sim.trace import TraceEvent
 from elastic_sim.world import RunResult, World
@@ -145,6 +146,10 @@ def _run_netns(world: World, faults: Sequence[Fault], seed: int, workdir: Path,
     bridge = Bridge(nodes, "c")
     secret = wire.new_secret()
     procs: list[subprocess.Popen[bytes]] = []
+    # The warden that backs up the local launcher backs up this one too: if this process
+    # is SIGKILLed, it kills the nodes (their command lines carry the run directory) and
+    # deletes the namespaces, which nothing else would until a later run swept them.
+    ward = warden.start(str(workdir.resolve()), [bridge.hub, *bridge.nodes])
     try:
         bridge.create()
         listener = bridge.listen(opts.port)
@@ -165,6 +170,7 @@ def _run_netns(world: World, faults: Sequence[Fault], seed: int, workdir: Path,
     finally:
         _stop(procs, NODE_EXIT_GRACE)
         bridge.delete()
+        warden.dismiss(ward)
 
 
 def sbatch_script(world: World, opts: LaunchOptions) -> str:

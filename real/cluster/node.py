@@ -43,6 +43,11 @@ from elastic_sim.world import World
 
 CONNECT_TIMEOUT = 120.0
 """Seconds a node keeps trying to reach its coordinator (pods and tasks start in any order)."""
+OPEN_TIMEOUT = 30.0
+"""Seconds the coordinator gets to open the control channel once connected."""
+ASSIGN_TIMEOUT = 360.0
+"""Seconds a node waits for its ASSIGN (the coordinator waits for every node first, up to
+its HELLO_TIMEOUT)."""
 GO_TIMEOUT = 300.0
 """Seconds a ready node waits for the coordinator's GO (every other node must get ready)."""
 END_TIMEOUT = 60.0
@@ -268,12 +273,17 @@ def connect(place: Placement, secret: str, timeout: float = CONNECT_TIMEOUT) -> 
         try:
             sock = socket.create_connection(place.coordinator, timeout=10)
             sock.settimeout(None)
-            return wire.Channel(sock, secret, "node")
         except OSError as exc:
             if time.monotonic() > deadline:
                 raise ConnectionError(f"coordinator {place.coordinator[0]}:"
                                       f"{place.coordinator[1]} unreachable: {exc}") from None
             time.sleep(0.5)
+            continue
+        try:
+            return wire.open_channel(sock, secret, "node", OPEN_TIMEOUT)
+        except BaseException:
+            sock.close()
+            raise
 
 
 def run_node(place: Placement, secret: str, workdir: Path | None, address: str | None,
@@ -285,7 +295,7 @@ def run_node(place: Placement, secret: str, workdir: Path | None, address: str |
     coord.send({"op": "hello", "index": place.index, "count": place.count,
                 "machine": socket.gethostname(), "address": own, "pid": os.getpid(),
                 "source": place.source})
-    assign = chan.recv()
+    assign = chan.recv(timeout=ASSIGN_TIMEOUT)
     if assign.get("op") != "assign":
         log(f"node {place.index}: coordinator refused: {assign.get('why', assign)}")
         return 2

@@ -141,7 +141,7 @@ class GlooGroup(Group):
             raise collective_error(error)
 
     @boundary
-    async def _allreduce(self, values: list[float]) -> list[float]:
+    async def _allreduce(self, values: list[float], name: str = "") -> list[float]:
         import torch
 
         t = torch.tensor(values, dtype=torch.float64)
@@ -149,7 +149,7 @@ class GlooGroup(Group):
         return [float(v) for v in t.tolist()]
 
     @boundary
-    async def _broadcast(self, data: bytes, root: int) -> Received:
+    async def _broadcast(self, data: bytes, root: int, name: str = "") -> Received:
         """The root's bytes go out of its own buffer, read only (returned as they are); a
         receiver gets the one buffer Gloo filled (no copy into bytes)."""
         dist = torch_distributed()
@@ -162,7 +162,7 @@ class GlooGroup(Group):
         return out
 
     @boundary
-    async def _barrier(self) -> None:
+    async def _barrier(self, name: str = "") -> None:
         await self._run(self._pg.barrier)
 
     @boundary

@@ -62,7 +62,7 @@ class NcclGroup(GlooGroup):
         self.device = device
 
     @boundary
-    async def _allreduce(self, values: list[float]) -> list[float]:
+    async def _allreduce(self, values: list[float], name: str = "") -> list[float]:
         import torch
 
         t = torch.tensor(values, dtype=torch.float64, device=self.device)
@@ -70,7 +70,7 @@ class NcclGroup(GlooGroup):
         return [float(v) for v in t.cpu().tolist()]
 
     @boundary
-    async def _broadcast(self, data: bytes, root: int) -> bytes:
+    async def _broadcast(self, data: bytes, root: int, name: str = "") -> bytes:
         dist = torch_distributed()
         t = self._on_gpu(data)
         opts = dist.BroadcastOptions()

@@ -146,8 +146,12 @@ class RealRuntime(api.Runtime):
 
     @boundary
     async def _new_group(
-        self, store: Store, name: str, rank: int, size: int, timeout: float
+        self, store: Store, name: str, rank: int, size: int, timeout: float,
+        negotiation: api.Negotiation | None = None,
     ) -> api.Group:
+        # Gloo and NCCL match collectives by order, not by name: a negotiation is not
+        # modelled here (a mismatch fails or times out as in any other group)
+        del negotiation
         if self.spec.device == "cuda":
             from elastic_sim.real.runtime import nccl
 

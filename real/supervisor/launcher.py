@@ -150,10 +150,14 @@ class Launcher(Supervisor):
                                 + ", ".join(h.name for h in late))
 
     def _died_early(self, host: Leader) -> str:
+        """Why ``host`` could not start, in one line: its exit code and the last line its
+        log holds (the error it died of). The log itself goes with the run directory."""
         code = host.proc.wait()
         log = self.run_dir.log(host.name)
         tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
-        return f"{host.name} exited with code {code} before it was ready; {log}:\n{tail}"
+        last = next((line.strip() for line in reversed(tail.splitlines()) if line.strip()),
+                    "its log is empty")
+        return f"{host.name} exited with code {code} before it was ready: {last}"
 
     # -- supervise -------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from typing import IO
 
 from elastic_sim.real.supervisor import reaper
@@ -29,17 +30,19 @@ ROUNDS = 50
 """Scans (SETTLE apart) before it gives up on a process that will not die."""
 
 
-def start(marker: str, namespace: str | None,
+def start(marker: str, namespace: str | Sequence[str] | None,
           env_mark: str | None = None) -> subprocess.Popen[bytes]:
     """Start a warden for the run marked ``marker`` on command lines (and ``env_mark``, a
-    ``NAME=value`` prefix, in environments; and its namespace); the caller keeps the
-    returned process's stdin open for as long as the run lasts."""
+    ``NAME=value`` prefix, in environments; and its namespace, or namespaces: the
+    cluster's netns launcher makes a hub and one per node); the caller keeps the returned
+    process's stdin open for as long as the run lasts."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "elastic_sim.real.warden"], stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
     assert proc.stdin is not None
-    proc.stdin.write((json.dumps({"marker": marker, "netns": namespace,
+    names = [namespace] if isinstance(namespace, str) else list(namespace or ())
+    proc.stdin.write((json.dumps({"marker": marker, "netns": names,
                                   "env_mark": env_mark}) + "\n").encode())
     proc.stdin.flush()
     return proc
@@ -55,10 +58,11 @@ def dismiss(guard: subprocess.Popen[bytes]) -> None:
         pass  # it exits on its own; subprocess reaps it later
 
 
-def clean(marker: str, namespace: str | None,
+def clean(marker: str, namespace: str | Sequence[str] | None,
           env_mark: str | None = None) -> tuple[int, bool]:
     """Kill what carries ``marker`` (or ``env_mark`` in its environment), delete
-    ``namespace``; (processes killed, whether the namespace was there)."""
+    ``namespace`` (or each of several); (processes killed, whether a namespace was
+    there)."""
     killed = 0
     for _ in range(ROUNDS):
         left = [e.pid for e in reaper.scan(marker)]
@@ -71,10 +75,10 @@ def clean(marker: str, namespace: str | None,
             killed += 1
         time.sleep(SETTLE)
     deleted = False
-    if namespace:
-        done = subprocess.run(["ip", "netns", "del", namespace], capture_output=True,
+    for name in [namespace] if isinstance(namespace, str) else list(namespace or ()):
+        done = subprocess.run(["ip", "netns", "del", name], capture_output=True,
                               timeout=30, check=False)
-        deleted = done.returncode == 0
+        deleted = deleted or done.returncode == 0
     return killed, deleted
 
 

@@ -98,3 +98,65 @@ def test_the_watchdog_stops_a_step_that_never_returns(tmp_path: Path) -> None:
     assert report.result.stopped == "wall_limit"
     kinds = _kinds(tmp_path)
     assert "block_start" in kinds and kinds[-2:] == ["run_stopped", "run_end"]
+
+
+# -- a stop that always leaves the trace and summary (issue 34, item 4) -------------------
+
+def test_a_watchdog_that_would_interrupt_again_stops_the_run_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second interrupt landing while the first is handled ended the command with exit
+    130 and nothing written; the watchdog interrupts once, however often it looks."""
+    import time
+
+    import elastic_sim.guards as guards
+
+    class SlowToAnswer(RunGuard):
+        """Answers slowly once tripped, as a loaded machine does: the kernel asks it while
+        it handles the first interrupt."""
+
+        def __call__(self) -> tuple[str, str] | None:
+            found = super().__call__()
+            if found is not None:
+                time.sleep(0.02)
+            return found
+
+    monkeypatch.setattr(guards, "WATCH_PERIOD", 0.001)
+    for i in range(3):
+        out = tmp_path / f"r{i}"
+        report = execute(compile_spec(_variant("block"), seed=0), out,
+                         guard=SlowToAnswer(wall_limit=0.3))
+        assert report.result.stopped == "wall_limit"
+        assert _summary(out)["stopped"] == "wall_limit"
+        assert _kinds(out)[-2:] == ["run_stopped", "run_end"]
+
+
+BUSY = ROOT / "tests" / "data" / "busy.yaml"
+
+
+@pytest.mark.slow
+def test_a_run_past_its_wall_limit_ends_within_10_percent_of_it_with_trace_and_summary(
+        tmp_path: Path) -> None:
+    """A run that traces as fast as the sim goes, for longer than the limit: the command
+    ends within 10 % of the limit (it overshot 2.2 times), its trace and summary written
+    and its reports left for ``elastic-sim report``."""
+    import subprocess
+    import sys
+    import time
+
+    path = BUSY
+    limit = 20.0
+    for i in range(2):
+        out = tmp_path / f"out{i}"
+        started = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "elastic_sim", "run", str(path), "--out",
+                               str(out), "--wall-limit", str(limit), "--quiet"],
+                              capture_output=True, text=True, timeout=120)
+        took = time.monotonic() - started
+        assert proc.returncode == 1, proc.stderr
+        assert took <= limit * 1.1, took
+        summary = _summary(out)
+        assert summary["verdict"] == "stopped" and summary["stopped"] == "wall_limit"
+        assert _kinds(out)[-2:] == ["run_stopped", "run_end"]
+        guard = next(c for c in summary["checks"] if c["name"] == "within_run_guards")
+        assert guard["status"] == "fail"
+        assert "reports not written" in proc.stderr

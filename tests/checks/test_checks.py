@@ -78,6 +78,8 @@ def good_history() -> list[TraceEvent]:
     h += [ev(2.9, x, "rdzv_join", round=1) for x in "ab"]
     h += formed(1, ["a", "b"], 3.0)
     h += [ev(3.05, x, "workers_started", round=1, restart_count=1) for x in "ab"]
+    h += [ev(3.08, x, "reset_callback", round=1, rank=i, size=2, epoch=1, step=10,
+             digest="d10") for i, x in enumerate("ab")]
     h += [ev(3.1, x, "sync", round=1, rank=i, root="a", step=10, digest="d10")
           for i, x in enumerate("ab")]
     h += [ev(3.2 + seq, x, "coll_enter", group="round1", seq=seq, op="allreduce", nbytes=8)

@@ -106,6 +106,10 @@ def test_an_id_bumped_for_nothing_and_a_rank_going_back_are_caught() -> None:
     back = [*good(), ev(7.3, "g0/rank0", "ft_quorum", quorum_id=1)]
     back.insert(-2, ev(7.05, "g0/rank0", "ft_quorum", quorum_id=2))
     assert "its quorum id went back" in ft_quorum_ids(back).violations[0].message
+    # ... unless the Lighthouse started again in between: its ids start over
+    again = [*back[:-1], ev(7.2, "lh/main", "lh_start", min_replicas=1, join_timeout=60.0,
+                            heartbeat_timeout=5.0), back[-1]]
+    assert ft_quorum_ids(again).ok
 
 
 def test_a_quorum_without_a_majority_of_heartbeating_replicas_is_caught() -> None:

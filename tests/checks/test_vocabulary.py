@@ -6,7 +6,7 @@ protocol ``run_start`` names; a witness is still the recorded event."""
 from __future__ import annotations
 
 import re
-from dataclasses import fields
+from dataclasses import fields, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -233,15 +233,28 @@ STATIC = {"min_hosts": 2, "max_hosts": 3, "last_call": 1.0, "group_timeout": 30.
 
 
 def test_each_protocol_reads_its_own_knobs_as_limits() -> None:
+    def numbers(limits: Limits | None) -> Limits:
+        assert limits is not None
+        return replace(limits, progress_by="", rejoin_by="")
+
     settle = 2 * (0.1 + 1.0 + 5.0 * 3) + 30.0 + 60.0
-    assert limits_of(TE, "torchelastic") == Limits(2, 4, 3, True, settle,
-                                                   600.0 + settle + 30.0)
+    # progress: each phase of a recovery once (the longer of the group and store read
+    # timeouts, the stop, the join timeout or a round's periods); a death is seen when its
+    # heartbeat expires (5 s x 3), plus the last call and the polls
+    assert numbers(limits_of(TE, "torchelastic")) == Limits(
+        2, 4, 3, True, settle, 60.0 + 30.0 + 600.0, 600.0, "",
+        5.0 * 3 + 1.0 + 2 * (0.1 + 1.0 + 1.0) + 0.3)
     settle = 2 * 1.0 + 3.0 + 0.2 + 30.0 + 5.0
-    assert limits_of(HVD, "horovod") == Limits(2, 4, 2, False, settle, 600.0 + settle)
-    assert limits_of({**HVD, "reset_limit": None, "max_np": None}, "horovod") == Limits(
-        2, None, None, False, settle, 600.0 + settle)
+    assert numbers(limits_of(HVD, "horovod")) == Limits(2, 4, 2, False, settle,
+                                                        600.0 + settle, 600.0)
+    assert numbers(limits_of({**HVD, "reset_limit": None, "max_np": None}, "horovod")) == \
+        Limits(2, None, None, False, settle, 600.0 + settle, 600.0)
     settle = 2 * 1.0 + 30.0 + 60.0
-    assert limits_of(STATIC, "static") == Limits(2, 3, None, False, settle, 600.0 + settle)
+    assert numbers(limits_of(STATIC, "static")) == Limits(2, 3, None, False, settle,
+                                                          600.0 + settle, 600.0)
+    te = limits_of(TE, "torchelastic")
+    assert te is not None and "pg_timeout 60 s" in te.progress_by
+    assert "keep_alive_max_attempt 15 s" in te.rejoin_by
     for knobs, name in ((TE, "torchelastic"), (HVD, "horovod"), (STATIC, "static")):
         assert limits_of(knobs) == limits_of(knobs, name)  # a nameless trace: told by its knobs
         assert protocol_of([start(None, **knobs)]) == name

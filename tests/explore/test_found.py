@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from elastic_sim.checks import CHECKS
+from elastic_sim.checks import CHECKS, run_checks
 from elastic_sim.cli import main
+from elastic_sim.mechanisms import known, signatures_of
 from elastic_sim.scenario import load_scenario
+from elastic_sim.trace import read_trace
 
 FOUND = Path(__file__).resolve().parent.parent.parent / "scenarios" / "found"
 NAMES = sorted(p.name for p in FOUND.glob("*.yaml"))
@@ -51,6 +53,12 @@ def test_a_campaign_reproducer_shows_exactly_its_documented_violation(
     unmet = [e["name"] for e in summary["expectations"] if not e["ok"]]
     assert failed == sorted(documented)
     assert (rc, unmet) == (0, [])
+    # ... and mechanisms.json records its mechanisms, as explore names them
+    events = read_trace(out / "trace.jsonl")
+    sigs = signatures_of(run_checks(events, documented), (), events)
+    protocol = load_scenario(FOUND / rel).protocol.name or "static"
+    recorded = known().records.get(protocol, {})
+    assert sorted(str(s) for s in sigs if str(s) not in recorded) == []
 
 
 def test_the_readme_lists_every_campaign_reproducer() -> None:

@@ -84,7 +84,7 @@ def synced(events: list[TraceEvent], rnd: int) -> float:
 STATIC = """
 protocol: {name: static, knobs: {min_hosts: 2, max_hosts: 4, last_call: 1.0,
                                  group_timeout: %s}}
-cluster: {hosts: 4, store_host: h0, latency: 0, bandwidth: 1.0e15}
+cluster: {hosts: 4, store_host: h0, latency: 0, bandwidth: 1.0e+15}
 workload: {steps: 60, step_time: 0.1, commit_every: 10, state_bytes: 1024}
 faults:
 %s
@@ -233,7 +233,7 @@ protocol:
           keep_alive_interval: 1, keep_alive_max_attempt: 3, heartbeat_timeout: 1,
           last_call_timeout: 1, join_timeout: 60, close_timeout: 10, shutdown_timeout: 5,
           exit_barrier_timeout: 30, pg_timeout: 5}
-cluster: {hosts: 3, store_host: h0, latency: 0, bandwidth: 1.0e15}
+cluster: {hosts: 3, store_host: h0, latency: 0, bandwidth: 1.0e+15}
 workload: {steps: 120, step_time: 0.1, commit_every: 10, state_bytes: 1024}
 faults:
   - {id: kill-h1-worker, type: crash_process, proc: h1/w0, at: 9.05}

@@ -1,4 +1,5 @@
-"""The sim store: c10d TCPStore semantics, costs, a dead server, a frozen server, a cut."""
+"""The sim store: c10d TCPStore semantics, costs, a dead server, a frozen server, a powered-off
+server, a cut."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from elastic_sim.faults.model import CrashHost, HangHost, Partition
+from elastic_sim.faults.model import CrashHost, HangHost, Partition, PowerOff
 from elastic_sim.protocols.api import Runtime, Store, StoreError
+from elastic_sim.sim.store import RETRANSMISSION_TIMEOUT
 from tests.sim.simutil import L, make_world, of, one, simulate
 
 M = "tests.sim.test_sim_store"
@@ -103,6 +105,19 @@ async def frozen_main(rt: Runtime, args: Mapping[str, Any]) -> int:
     return 0
 
 
+async def silent_main(rt: Runtime, args: Mapping[str, Any]) -> int:
+    if rt.host == "h0":
+        return await server_main(rt, {"server_life": 10_000.0})
+    s = await _client(rt, {"timeout": 60.0})
+    if rt.host == "h1":
+        await _op(rt, "get_parked", s.get("never"))  # at the server when it goes off
+    else:
+        await rt.sleep(2.0 - rt.monotonic())
+        await _op(rt, "cas_off", s.compare_set("k", b"", b"v"))
+        await _op(rt, "get_off", s.get("k"))
+    return 0
+
+
 async def cut_main(rt: Runtime, args: Mapping[str, Any]) -> int:
     if rt.host == "h0":
         return await server_main(rt, args)
@@ -192,6 +207,24 @@ def test_frozen_server_holds_requests_until_resume() -> None:
     assert s.t == pytest.approx(4.0 + 2 * S + 2 * L, abs=1e-9)
     a = one(ev, "add_frozen")
     assert a.data["value"] == 1 and a.t == pytest.approx(s.t + RTT + S, abs=1e-9)
+
+
+def test_calls_to_a_powered_off_server_end_on_the_clients_own_timeouts() -> None:
+    """No FIN or RST leaves a powered-off host: a call with a deadline raises StoreTimeout
+    at it (the client's timeout), one without fails once the client's kernel stops
+    retransmitting it, and that connection's later calls at once, where calls to a merely
+    frozen server wait for it."""
+    world = make_world(f"{M}:silent_main", ["h0", "h1", "h2"], time_limit=2000.0)
+    res, ev = simulate(world, [PowerOff(id="off", at=1.0, host="h0")])
+    parked = one(ev, "get_parked")
+    assert parked.data["error"] == "StoreTimeout"
+    assert parked.t == pytest.approx(parked.data["start"] + 60.0, abs=1e-9)
+    cas = one(ev, "cas_off")
+    assert cas.data["error"] == "StoreConnectionError"
+    assert cas.t == pytest.approx(cas.data["start"] + RETRANSMISSION_TIMEOUT, abs=1e-9)
+    get = one(ev, "get_off")  # the kernel dropped that connection: it fails at once
+    assert get.data["error"] == "StoreConnectionError" and get.t == cas.t
+    assert res.exit_codes["h0/main"] == -9
 
 
 def test_partitioned_client_is_held_until_heal() -> None:

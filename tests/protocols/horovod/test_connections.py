@@ -12,7 +12,7 @@ from typing import Any
 from elastic_sim.protocols.horovod.conn import SYN_RTO
 from elastic_sim.scenario import parse_scenario
 from elastic_sim.world import WAKE_LATENCY
-from tests.protocols.horovod.util import Run, load, raw, simulate_run
+from tests.protocols.horovod.util import Run, load, load_found, raw, simulate_run
 
 DRIVER = "localhost/main"
 
@@ -83,7 +83,8 @@ def test_a_rank_and_size_request_cut_off_by_a_partition_gets_through_after_the_h
 
 def test_a_request_whose_answer_never_comes_aborts_after_three_failed_connects() -> None:
     # 127.0.0.1 is cut off from the driver for 90 s just before its slot 1 asks for its new
-    # rank: 3 connects of connect_timeout each, 0.5 s apart, fail; then the worker aborts
+    # rank: 3 connects of connect_timeout each fail, each followed by 0.5 s (PerformHTTP
+    # sleeps after every failed try, the last one too); then the worker aborts
     data = raw("single_rank_failure")
     data["protocol"]["knobs"]["connect_timeout"] = 10.0
     data.update(expect={}, time_limit=100,
@@ -92,11 +93,11 @@ def test_a_request_whose_answer_never_comes_aborts_after_three_failed_connects()
     run = simulate_run(parse_scenario(data))
     aborts = [e for e in run.of("hvd_abort") if e.host == "127.0.0.1"]
     assert [e.get("error") for e in aborts] == [
-        "RemovedFromJob: rank_and_size: connect timed out after 10.0s"]
+        "RemovedFromJob: rank_and_size: HTTP request failed (connect timed out after 10.0s)"]
     # it asks once its collective failed on rank 0's exit (after the cut began)
     (failed,) = [e for e in run.of("coll_fail") if e.proc == aborts[0].proc]
     assert 2.6 < failed.t
-    assert failed.t + 3 * 10.0 + 2 * 0.5 <= aborts[0].t < failed.t + 3 * 10.0 + 2 * 0.5 + 0.1
+    assert failed.t + 3 * 10.0 + 3 * 0.5 <= aborts[0].t < failed.t + 3 * 10.0 + 3 * 0.5 + 0.1
 
 
 def test_duplicate_rank_and_size_requests_are_recorded_once() -> None:
@@ -181,3 +182,59 @@ def test_a_request_reaches_its_server_only_once_the_handshake_completes() -> Non
     syn = _first_syn_after(notify.t, 2.9 + 30.0)
     assert syn < notified.t < syn + 0.01
     assert run.metrics.outcome == "completed"
+
+
+def test_a_preempted_worker_hosts_sessions_close_at_once_and_the_job_goes_on() -> None:
+    # the host's kernel lives through the preemption's grace: the ssh sessions to it close
+    # when its processes die, so each spawner's ssh exits 255 at once (was: keepalive, 2 h)
+    run = simulate_run(load("preempted_worker_host_seen_at_once"))
+    (fault,) = run.of("fault")
+    failed = run.of("hvd_ssh_failed")
+    assert [e.get("error") for e in failed] == ["connection closed"] * 2
+    assert all(e.t - fault.t < 0.001 for e in failed)
+    trip = run.of("hvd_trip")[0]
+    assert trip.t - fault.t < 0.2 and trip.get("blacklist") == ["127.0.0.1"]
+    assert run.metrics.outcome == "completed" and not run.result.hung
+
+
+def test_the_driver_host_restarted_runs_no_second_driver() -> None:
+    # horovodrun dies with its host: the host's first process comes back as sshd only, and
+    # the other host's workers, left without a driver, abort once their requests are refused
+    sc = load_found("driver_host_restart_leaves_no_launcher")
+    run = simulate_run(sc, sc.seed)
+    (gone,) = run.of("hvd_launcher_gone")
+    assert gone.get("incarnation") == 1
+    assert [e for e in run.of("hvd_assign") if e.t > gone.t] == []
+    aborts = run.of("hvd_abort")
+    assert aborts and all("connection refused" in e.get("error") for e in aborts)
+    assert not run.result.hung
+
+
+def test_a_lossy_link_at_the_jobs_end_delays_the_shutdown_but_does_not_lose_it() -> None:
+    # the driver's end-of-job shutdown of a task service travels over a connection
+    data = raw("single_rank_failure")
+    data.update(expect={}, faults=[{"type": "link", "a": "localhost", "b": "127.0.0.1",
+                                    "at": 4.0, "duration": 20.0, "loss": 0.5}])
+    run = simulate_run(parse_scenario(data))
+    assert run.metrics.outcome == "completed" and not run.result.hung
+    assert "127.0.0.1/main" in run.result.exit_codes
+
+
+def test_a_task_service_cut_off_at_the_jobs_end_stops_after_the_heal() -> None:
+    data = raw("single_rank_failure")
+    data.update(expect={}, faults=[{"type": "isolate", "host": "127.0.0.1", "at": 4.7,
+                                    "duration": 30.0}])
+    run = simulate_run(parse_scenario(data))
+    (stop,) = [e for e in run.of("proc_exit") if e.proc == "127.0.0.1/main"]
+    assert 4.7 + 30.0 < stop.t < 4.7 + 127.0
+    assert run.metrics.outcome == "completed" and not run.result.hung
+
+
+def test_a_conn_reset_of_the_drivers_connections_fails_every_ssh_session() -> None:
+    run = simulate_run(load("conn_reset_of_driver_connections_fails_job"))
+    (fault,) = run.of("fault")
+    failed = run.of("hvd_ssh_failed")
+    assert len(failed) == 3 and {e.get("error") for e in failed} == {"connection closed"}
+    assert all(e.t == fault.t for e in failed)
+    (trip,) = run.of("hvd_trip")
+    assert trip.get("decision") == "all_failed" and run.metrics.outcome == "failed"

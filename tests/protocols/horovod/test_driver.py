@@ -11,6 +11,7 @@ import pytest
 
 from elastic_sim.scenario import parse_scenario
 from elastic_sim.trace import TraceEvent
+from elastic_sim.world import WAKE_LATENCY
 from tests.protocols.horovod.util import Run, load, raw, simulate_run
 
 BOTH = ["localhost:2", "127.0.0.1:2"]
@@ -200,9 +201,10 @@ def test_random_discovery_keeps_every_world_within_its_bounds() -> None:
 
 
 def hung_rank0(*faults: dict[str, Any]) -> Run:
-    """single_rank_failure with rank 0 (on 127.0.0.1, sorted order) hanging at (1, 0)."""
+    """single_rank_failure with rank 0 (on 127.0.0.1, sorted order) stopped at (1, 0)
+    (exit mode ``silent``: peers see it at the Gloo timeout)."""
     data = raw("single_rank_failure")
-    data["protocol"]["knobs"].update(exit_mode="hang", new_host_order="sorted")
+    data["protocol"]["knobs"].update(exit_mode="silent", new_host_order="sorted")
     data.update(expect={}, faults=list(faults), time_limit=200)
     return simulate_run(parse_scenario(data))
 
@@ -317,3 +319,38 @@ def test_fixed_hosts_need_two_hosts_or_the_launch_refuses() -> None:
     assert failed.get("error") == "Cannot run in fault tolerance mode with fewer than 2 hosts."
     assert not any("/w" in e.proc for e in run.of("proc_start"))
     assert run.of("hvd_discovery") == [] and run.metrics.outcome == "failed"
+
+
+def test_a_failure_recorded_as_the_barrier_action_starts_deadlocks_the_driver() -> None:
+    # with its tie seed, the killed slot's record_failure passes _action_event.wait() before
+    # the last READY's action clears it: it then holds the registry lock in barrier.reset()
+    # (needing the barrier's condition) while the action holds the condition and wants the
+    # registry lock: no new assignment, no stop, ever
+    sc = load("failure_during_barrier_action_deadlocks_driver")
+    run = simulate_run(sc, sc.seed)
+    (trip,) = run.of("hvd_trip")
+    assert trip.get("decision") == "reset"
+    assert [e for e in run.of("hvd_assign") if e.t >= trip.t] == []
+    assert run.of("hvd_stop") == [] and run.result.hung
+
+
+def test_in_arrival_order_the_failure_overrides_the_ready_and_the_job_fails() -> None:
+    data = raw("failure_during_barrier_action_deadlocks_driver")
+    del data["tie_seed"]
+    run = simulate_run(parse_scenario(data), data["seed"])
+    (err,) = run.of("hvd_rank_and_size_error")
+    assert err.get("error") == "State READY overridden by FAILURE"
+    (trip,) = run.of("hvd_trip")
+    assert trip.get("decision") == "all_blacklisted" and run.metrics.outcome == "failed"
+
+
+def test_a_notification_to_a_gone_rank_zero_host_holds_the_discovery_lock_and_the_reset() -> None:
+    run = simulate_run(load("notification_to_dead_coordinator_holds_reset"))
+    (note,) = run.of("hvd_notify")
+    (failed,) = run.of("hvd_notify_failed")
+    assert note.get("to") == "127.0.0.1/w0.1" and failed.get("error") == "timeout"
+    assert abs(failed.t - note.t - 3 * (127.0 + WAKE_LATENCY)) < 1e-6
+    held = [e for e in run.of("hvd_lock_held") if e.get("held_s") > 300]
+    assert held and held[0].get("owner") == "discovery"
+    second = run.of("hvd_assign")[1]
+    assert second.t >= failed.t and "h3:0" in second.get("ranks")

@@ -4,6 +4,7 @@ peers see only through the Gloo timeout."""
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 from elastic_sim.scenario import ClusterModel, parse_scenario
@@ -73,13 +74,43 @@ def test_the_test_script_zeroes_the_timestamp_so_a_same_second_change_still_acts
     assert run.metrics.outcome == "completed"
 
 
-def test_a_hung_worker_is_seen_only_at_the_gloo_timeout_and_the_barrier_never_trips() -> None:
-    run = simulate_run(load("single_rank_failure", exit_mode="hang"))
+def test_a_stopped_worker_is_seen_only_at_the_gloo_timeout_and_the_barrier_never_trips() -> None:
+    run = simulate_run(load("single_rank_failure", exit_mode="silent"))
     (leave,) = run.of("hvd_scheduled_exit")
     fails = run.of("coll_fail")
     assert len(fails) == 3 and {e.get("error") for e in fails} == {"CollectiveTimeout"}
     assert all(30.0 <= e.t - leave.t < 31.0 for e in fails)
     assert run.of("hvd_trip") == [] and run.result.hung
+
+
+def test_a_hung_training_script_stalls_its_peers_without_a_timeout() -> None:
+    # Its background thread goes on negotiating: the others wait in their allreduce for
+    # good, and rank 0's stall inspector warns at the first cycle past each 60 s
+    run = simulate_run(load("single_rank_failure", exit_mode="hang"))
+    (leave,) = run.of("hvd_scheduled_exit")
+    assert run.of("coll_fail") == [] and run.of("hvd_trip") == [] and run.result.hung
+    stalls = run.of("coll_stall")
+    assert stalls and all(not e.get("shutdown") for e in stalls)
+    assert stalls[0].get("missing") == {"0": ["allreduce"]}
+    assert 60.0 < stalls[0].get("waited_s") < 120.0 and stalls[0].t - leave.t < 120.0
+    assert [round(b.t - a.t, 6) for a, b in pairwise(stalls)] == [60.001] * (len(stalls) - 1)
+
+
+def test_a_stall_shutdown_time_fails_every_rank_and_the_job_resets() -> None:
+    # HOROVOD_STALL_SHUTDOWN_TIME_SECONDS: the first check past it shuts Horovod down on
+    # every rank; the survivors restore and reset without the hung one, which is blacklisted
+    # once it is killed (it never exits on its own: the reset waits for it)
+    run = simulate_run(load("single_rank_failure", exit_mode="hang", stall_shutdown_time=90))
+    (stall,) = [e for e in run.of("coll_stall") if e.get("shutdown")]
+    assert 90.0 < stall.get("waited_s") < 150.0
+    assert {e.get("reason") for e in run.of("restore")} == {"CollectiveFailed"}
+    assert all(e.t == stall.t for e in run.of("restore"))
+
+
+def test_a_stall_shutdown_time_below_the_check_time_is_ignored() -> None:
+    run = simulate_run(load("single_rank_failure", exit_mode="hang", stall_shutdown_time=30))
+    assert run.of("coll_stall") and not any(e.get("shutdown") for e in run.of("coll_stall"))
+    assert run.of("restore") == []
 
 
 def test_a_silent_rank_zero_holds_the_discovery_lock_through_every_notification_try() -> None:
@@ -150,14 +181,14 @@ def test_an_internal_error_between_commits_rolls_back_to_the_last_commit() -> No
 
 
 def test_a_notification_queued_before_a_failure_is_discarded_by_the_reset() -> None:
-    # Rank 0 is told at 10 s that h3 was added, but its peers are stuck on a hung worker
+    # Rank 0 is told at 10 s that h3 was added, but its peers are stuck on a stopped worker
     # (start rank 3) until the Gloo timeout; the reset that follows its kill at 40 s takes
     # h3 in, and on_reset drops the queued message: no interrupt, no extra reset.
     hosts = ["localhost:2", "127.0.0.1:2"]
     data = raw("single_rank_failure")
     data["protocol"]["knobs"].update(
         new_host_order="sorted", max_np=None,
-        exit_schedule=[{"epoch": 1, "batch": 0, "ranks": [3], "mode": "hang"}],
+        exit_schedule=[{"epoch": 1, "batch": 0, "ranks": [3], "mode": "silent"}],
         discovery={"schedule": [{"until_s": 10.0, "hosts": hosts},
                                 {"hosts": [*hosts, "h3:1"]}]})
     data["cluster"]["hosts"] = ["localhost", "127.0.0.1", "h3"]
@@ -171,3 +202,36 @@ def test_a_notification_queued_before_a_failure_is_discarded_by_the_reset() -> N
     assert 40.0 <= second.t < 40.1 and "h3:0" in second.get("ranks")
     assert run.of("hvd_interrupt") == [] and run.metrics.world_sizes == [4, 3]
     assert run.metrics.outcome == "completed"
+
+
+def test_a_gloo_error_in_reinit_aborts_the_survivor_with_134_by_default() -> None:
+    run = simulate_run(load("survivors_abort_in_reinit_after_peer_died"))
+    (abort,) = run.of("hvd_abort")
+    assert abort.proc == "h2/w0.2" and "init timed out" in abort.get("error")
+    (code,) = [e.get("code") for e in run.of("proc_exit") if e.proc == "h2/w0.2"]
+    assert code == 134 and run.metrics.outcome == "failed"
+
+
+def test_with_reinit_error_reset_the_survivor_resets_again_and_finishes() -> None:
+    run = simulate_run(load("survivors_abort_in_reinit_after_peer_died", reinit_error="reset"))
+    (again,) = run.of("hvd_reinit_failed")
+    assert again.proc == "h2/w0.2" and run.of("hvd_abort") == []
+    assert [t.get("decision") for t in run.of("hvd_trip")] == ["reset", "reset", "success"]
+    assert run.metrics.outcome == "completed" and run.failed_checks == []
+
+
+def test_reset_callbacks_run_after_the_new_world_formed_and_before_the_sync() -> None:
+    run = simulate_run(load("reset_callback_after_failure"))
+    (cb,) = run.of("reset_callback")
+    (sync,) = [e for e in run.of("sync") if e.proc == cb.proc and e.t >= cb.t]
+    (ready,) = [e for e in run.of("rdzv_done") if e.proc == cb.proc and e.get("round") == 2]
+    assert ready.t <= cb.t <= sync.t and cb.get("size") == 2 and cb.get("round") == 2
+    assert (cb.get("step"), cb.get("digest")) == (sync.get("step"), sync.get("digest"))
+
+
+def test_a_fresh_ranks_reset_callback_reads_its_own_restored_model() -> None:
+    sc = load("reset_callback_sees_pre_sync_state")
+    run = simulate_run(sc, sc.seed)
+    stale = [e for e in run.of("reset_callback") if e.get("step") == 0]
+    assert [e.host for e in stale] == ["127.0.0.1"]
+    assert "reset_callback_state" in run.failed_checks

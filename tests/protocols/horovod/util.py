@@ -28,6 +28,12 @@ def raw(name: str) -> dict[str, Any]:
     return out
 
 
+def load_found(name: str) -> Scenario:
+    """A reproducer of scenarios/found/horovod as it is."""
+    path = ROOT / "scenarios" / "found" / "horovod" / f"{name}.yaml"
+    return parse_scenario(yaml.safe_load(path.read_text()), path.name)
+
+
 def load(name: str, **knobs: Any) -> Scenario:
     """A shipped scenario with some knobs overridden (None removes a knob)."""
     data = raw(name)

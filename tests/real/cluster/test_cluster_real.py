@@ -80,18 +80,24 @@ def test_a_partition_cuts_between_the_namespaces(tmp_path: Path) -> None:
     assert inside == [] and any(t > heal["t"] for t in steps)
 
 
+def _netns_run_under_way(out: Path) -> subprocess.Popen[str]:
+    """A netns run of the scale-down into ``out``, its clocks synced and running."""
+    proc = subprocess.Popen([*CLI, "run", str(SCALE_DOWN), "--mode", "real", "--launcher",
+                             "netns", "--out", str(out), "--no-report"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not _clocks_synced(out):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.2)
+    time.sleep(2)  # the run is under way
+    return proc
+
+
 @needs_netns
 def test_ctrl_c_and_a_lost_node_leave_nothing_behind(tmp_path: Path) -> None:
     for case in ("ctrl-c", "node-killed"):
         out = tmp_path / case
-        proc = subprocess.Popen([*CLI, "run", str(SCALE_DOWN), "--mode", "real", "--launcher",
-                                 "netns", "--out", str(out), "--no-report"], cwd=ROOT,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 300
-        while not _clocks_synced(out):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.2)
-        time.sleep(2)  # the run is under way
+        proc = _netns_run_under_way(out)
         if case == "ctrl-c":
             proc.send_signal(signal.SIGINT)
         else:
@@ -106,6 +112,22 @@ def test_ctrl_c_and_a_lost_node_leave_nothing_behind(tmp_path: Path) -> None:
         assert _left(out, proc.pid) == ([], []), case
 
 
+@needs_netns
+def test_a_sigkilled_netns_launcher_leaves_no_namespace_and_no_process(
+        tmp_path: Path) -> None:
+    """The launcher has no chance to clean up; its warden deletes the hub's and the nodes'
+    namespaces and kills the nodes' processes, with no later run to sweep them."""
+    out = tmp_path / "killed"
+    proc = _netns_run_under_way(out)
+    assert len(namespaces_of(proc.pid)) == 4  # the hub and three nodes
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    deadline = time.monotonic() + 30
+    while _left(out, proc.pid) != ([], []) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _left(out, proc.pid) == ([], [])
+
+
 def _clocks_synced(out: Path) -> bool:
     """Whether the coordinator of the run writing ``out`` has synced the clocks (a run
     works in a staging directory beside ``out`` until it is complete)."""
@@ -115,7 +137,7 @@ def _clocks_synced(out: Path) -> bool:
 
 def _rogue_hello(port: int) -> None:
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-    wire.Channel(sock, "not-the-secret-0123456789", "node").send(
+    wire.open_channel(sock, "not-the-secret-0123456789", "node", 10).send(
         {"op": "hello", "index": 0, "count": 2, "address": "127.0.0.1"})
     sock.settimeout(10)
     assert sock.recv(1) == b""  # refused: the coordinator closed it

@@ -1,0 +1,152 @@
+"""progress_after_faults' bounds: each phase of a recovery counted once (torchelastic's
+process-group timeout entered both the detection and the settle time: 3,725 s with
+upstream's defaults), a member's death judged by what the protocol could see of it (its
+heartbeat expiry, polls and last call), not by the timeout its survivors waited out, and no
+fault judged once the job had failed; and the time a run gets follows that bound (a run
+cut short within it is not called a hang)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from elastic_sim.checks.facts import limits_of
+from elastic_sim.checks.liveness import progress_after_faults, terminates
+from elastic_sim.protocols.torchelastic.knobs import TorchElasticKnobs
+from elastic_sim.scenario import parse_scenario
+from elastic_sim.trace import TraceEvent
+
+ROOT = Path(__file__).resolve().parents[2]
+
+KNOBS = {"min_nodes": 2, "max_nodes": 3, "max_restarts": 3, "keep_alive_interval": 5.0,
+         "keep_alive_max_attempt": 3, "last_call_timeout": 30.0, "monitor_interval": 0.1,
+         "pg_timeout": 1800.0, "read_timeout": 60.0, "join_timeout": 600.0,
+         "stop_timeout": 30.0, "heartbeat_timeout": 5.0}
+
+
+def ev(t: float, host: str, kind: str, proc: str = "", **data: Any) -> TraceEvent:
+    return TraceEvent(t, host, proc or f"{host}/main", kind, data)
+
+
+def fault(t: float, type_: str, target: Any, phase: str = "start") -> TraceEvent:
+    return TraceEvent(t, "*", "fault-injector", "fault",
+                      {"id": f"x-{type_}", "type": type_, "target": target, "phase": phase})
+
+
+def died_at_one(type_: str, resumed: float, outcome: str = "completed") -> list[TraceEvent]:
+    """Three hosts form round 0 at 1 s; ``type_`` takes h2 down at 1.1 s; h0 and h1 form
+    round 1 at ``resumed`` and step once right after."""
+    hosts = ("h0", "h1", "h2")
+    return [ev(0.0, "*", "run_start", "elastic-sim", coordinator="h0",
+               protocol="torchelastic", knobs=KNOBS),
+            *(ev(0.0, h, "proc_start") for h in hosts),
+            *(ev(1.0, h, "rdzv_done", round=0, members=list(hosts), rank=i, world_size=3)
+              for i, h in enumerate(hosts)),
+            fault(1.1, type_, "h2"), ev(1.1, "h2", "proc_exit", code=-9, reason="host crashed"),
+            ev(resumed, "h0", "rdzv_complete", round=1, members=["h0", "h1"]),
+            *(ev(resumed, h, "rdzv_done", round=1, members=["h0", "h1"], rank=i,
+                 world_size=2) for i, h in enumerate(("h0", "h1"))),
+            ev(resumed + 2, "h0", "step", round=1, step=1),
+            ev(resumed + 3, "h0", "job_done", step=1),
+            ev(resumed + 3, "*", "run_end", "elastic-sim", outcome=outcome)]
+
+
+def test_the_group_timeout_counts_once_in_torchelastics_progress_bound() -> None:
+    defaults = {k: getattr(TorchElasticKnobs(), k) for k in KNOBS}
+    limits = limits_of(defaults, "torchelastic")
+    assert limits is not None
+    # 1,800 s (group timeout) + 30 s (stop) + 600 s (join timeout): it was 3,725 s
+    assert limits.progress_s == 1800.0 + 30.0 + 600.0
+    assert limits.rejoin_s == 15.0 + 30.0 + 2 * (0.1 + 1.0 + 1.0) + 0.3
+
+
+def test_survivors_that_wait_out_the_group_timeout_after_a_death_are_caught() -> None:
+    for type_ in ("crash", "power_off"):
+        res = progress_after_faults(died_at_one(type_, resumed=1831.0))
+        assert not res.ok, type_
+        (v,) = res.violations
+        assert v.message.startswith(f"h2 (x-{type_}, {type_}) died at 1.1 s with 2 hosts able")
+        assert "no new world formed and no step came within 49.5 s" in v.message
+        assert "keep_alive_interval x keep_alive_max_attempt 15 s" in v.message
+        assert "last_call_timeout 30 s" in v.message
+        assert "(next: rdzv_complete at 1831 s)" in v.message
+        assert [(e.host, e.kind) for e in v.witness] == [
+            ("*", "fault"), ("h2", "proc_exit"), ("h0", "rdzv_complete")]
+
+
+def test_survivors_that_re_form_once_the_heartbeat_expired_pass() -> None:
+    res = progress_after_faults(died_at_one("crash", resumed=47.0))
+    assert res.ok and res.checked == 2  # the death, and the fault's start
+
+
+def test_a_death_that_leaves_too_few_hosts_is_judged_by_the_progress_bound_only() -> None:
+    h = [e for e in died_at_one("crash", resumed=1831.0)]
+    h[0] = ev(0.0, "*", "run_start", "elastic-sim", coordinator="h0",
+              protocol="torchelastic", knobs={**KNOBS, "min_nodes": 3})
+    res = progress_after_faults(h)
+    assert res.ok and res.checked == 1
+
+
+def test_a_fault_after_the_job_failed_is_not_judged() -> None:
+    hosts = ("h0", "h1")
+    h = [ev(0.0, "*", "run_start", "elastic-sim", coordinator="h0",
+            protocol="torchelastic", knobs=KNOBS),
+         *(ev(0.0, x, "proc_start") for x in hosts),
+         fault(1.0, "clock_skew", "h1"), ev(2.0, "h0", "step", round=0, step=1),
+         ev(3.0, "h0", "job_failed", error="StoreTimeout"),
+         fault(3.5, "clock_jump", "h1"),
+         ev(4.0, "*", "run_end", "elastic-sim", outcome="failed")]
+    res = progress_after_faults(h)
+    assert res.ok and res.checked == 1
+    h[-2] = fault(2.5, "clock_jump", "h1")  # before the failure: judged, and the failure
+    res = progress_after_faults(sorted(h, key=lambda e: e.t))  # was avoidable
+    assert not res.ok and "x-clock_jump started at 2.5 s" in res.violations[0].message
+    assert "the bound: max(pg_timeout 1800 s, read_timeout 60 s)" in res.violations[0].message
+
+
+def test_a_run_cut_short_within_the_progress_bound_says_so_instead_of_hanging() -> None:
+    """Two process-group timeouts in a row (torchrun's defaults) outlast a 3,600 s limit
+    on a job that would have finished: its hang is not judged, and the check says why."""
+    h = [e for e in died_at_one("power_off", resumed=1831.0) if e.t < 1000]
+    cut = [*h, ev(1000.0, "*", "run_end", "elastic-sim", outcome="hung")]
+    res = terminates(cut)
+    assert res.status == "n/a" and res.checked == 0
+    assert res.not_judged.startswith("the time limit (1000 s) came 998.9 s after x-power_off "
+                                     "started, within the 2430 s the knobs allow a recovery")
+    late = [*h, ev(2500.0, "*", "run_end", "elastic-sim", outcome="hung")]
+    assert not terminates(late).ok  # past the bound: a hang
+    gone = [*h, fault(2.0, "crash", "h0"), ev(2.0, "h0", "proc_exit", code=-9),
+            ev(1000.0, "*", "run_end", "elastic-sim", outcome="hung")]
+    assert not terminates(gone).ok  # the coordinator is gone: nothing recovers the job
+
+
+def test_the_default_time_limit_follows_the_progress_bound() -> None:
+    raw = yaml.safe_load((ROOT / "scenarios" / "torchelastic" /
+                          "two_group_timeouts_in_a_row.yaml").read_text(encoding="utf-8"))
+    assert "time_limit" not in raw
+    sc = parse_scenario(raw, "<two timeouts>")
+    assert sc.time_limit is None and sc.run_time_limit() == 2 * 2430.0
+    assert parse_scenario({**raw, "faults": []}, "<none>").run_time_limit() == 3600.0
+    assert parse_scenario({**raw, "time_limit": 60}, "<set>").run_time_limit() == 60.0
+
+
+def test_a_death_once_the_survivors_workers_are_done_needs_no_new_world() -> None:
+    """h2 dies as the workers exit 0 at the job's end (the agents have yet to say
+    job_done): nothing is left to train, so nobody needs to re-form."""
+    h = died_at_one("crash", resumed=1831.0)
+    h = [e for e in h if e.t <= 1.1 or e.kind == "run_end"]
+    workers = [ev(1.05, x, "proc_exit", f"{x}/w0", code=0) for x in ("h0", "h1", "h2")]
+    h = sorted([*h, *workers], key=lambda e: e.t)
+    res = progress_after_faults(h)
+    assert res.ok and res.checked == 1  # only the fault's start: no death to judge
+
+
+def test_a_host_restarted_after_the_job_completed_may_wait_out_its_join_timeout() -> None:
+    h = [e for e in died_at_one("crash", resumed=47.0) if e.kind != "run_end"]
+    h += [ev(60.0, "h2", "proc_start"), ev(60.1, "h2", "rdzv_join", round=0),
+          ev(300.0, "*", "run_end", "elastic-sim", outcome="hung")]
+    res = terminates(h)
+    assert res.status == "n/a" and "after h2's first process started again after the job " \
+        "completed" in res.not_judged
