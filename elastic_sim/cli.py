@@ -1,5 +1,5 @@
-"""The command line: ``elastic-sim run | sweep | explore | report | validate | scenarios |
-schema``.
+"""The command line: ``elastic-sim run | sweep | explore | study | report | validate |
+scenarios | schema``.
 
 Exit codes: 0 every check and expectation holds; 1 a violation or an unmet expectation;
 2 bad input (named file, field and what was expected) or a run that cannot start here (a
@@ -80,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
             from elastic_sim.sweep import cmd_sweep
 
             return cmd_sweep(args, console)
+        if args.command == "study":
+            from elastic_sim.study.cli import cmd_study
+
+            return cmd_study(args, console)
         if args.command == "schema":
             from elastic_sim.schema import fault_reference, schema_text
 

@@ -69,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
                                                 "summary.json), or a directory of runs")
     _add_explore(sub)
     _add_sweep(sub)
+    _add_study(sub)
     from elastic_sim.compare.cli import add_compare
 
     add_compare(sub)
@@ -133,6 +134,28 @@ def _add_sweep(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                          "runs/sweep-<scenario>)")
     _add_ray(sw)
     _add_junit(sw)
+
+
+def _add_study(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    st = sub.add_parser("study", help="goodput of a job over weeks of failures, per setting: "
+                                      "direct simulation, or sampled recoveries composed")
+    st.add_argument("spec", help="study YAML file")
+    st.add_argument("--method", choices=["auto", "direct", "composed"], default=None,
+                    help="direct: simulate the whole horizon; composed: recoveries sampled "
+                         "in the simulator, composed over the failure arrivals (default: "
+                         "the study's, auto)")
+    st.add_argument("--replications", type=_pos_int, default=None,
+                    help="replications per setting (default: the study's)")
+    st.add_argument("--workers", type=_pos_int, default=1,
+                    help="worker processes for the sampled recoveries")
+    st.add_argument("--out", type=Path, default=None,
+                    help="where study.json, goodput.png and study.html go (default: "
+                         "runs/study-<name>)")
+    st.add_argument("--cache", type=Path, default=None, metavar="DIR",
+                    help="sampled recoveries kept here across studies (default: "
+                         "~/.cache/elastic-sim/study)")
+    st.add_argument("--no-cache", action="store_true", help="sample every recovery afresh")
+    _add_ray(st)
 
 
 def _add_explore(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
