@@ -100,3 +100,15 @@ def test_the_readme_s_fast_lane_count_is_what_pytest_collects() -> None:
     proc = subprocess.run([sys.executable, "scripts/fast_lane_figures.py", "--check"],
                           cwd=ROOT, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_ci_runs_exactly_the_readme_s_test_command() -> None:
+    """The README opens with two commands; ``.ci/run`` calls the second, the test
+    command, exactly (so a new user's command is what CI proves)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```\n(.*?)\n```", readme, flags=re.S)
+    run_main, run_tests = blocks[0], blocks[1]
+    assert "elastic-sim run scenarios/scale_down.yaml" in run_main
+    ci = [ln for ln in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+          if ln.startswith("python3 -m venv")]
+    assert ci == [run_tests]
