@@ -26,6 +26,7 @@ from elastic_sim.faults.model import ENDS_A_HOST, Fault
 from elastic_sim.faults.schedule import FaultSpace, RandomChooser, draw_one
 from elastic_sim.faults.triggers import EventTrigger, Triggered, unwrap
 from elastic_sim.variation import shaped
+from elastic_sim.weighted import pick_weighted
 
 BATCH = 8
 """Cases drawn from one state of the corpus."""
@@ -145,13 +146,7 @@ class Fixed:
 
 def _pick(rng: random.Random, entries: Sequence[Entry]) -> Entry:
     """An entry, with odds by how much it reached first."""
-    total = sum(e.new for e in entries)
-    x = rng.random() * total
-    for e in entries:
-        x -= e.new
-        if x < 0:
-            return e
-    return entries[-1]
+    return pick_weighted(rng, entries, lambda e: e.new)
 
 
 OPS = ("add", "remove", "shift", "stretch", "retarget", "trigger", "move", "ties", "seed")

@@ -39,7 +39,7 @@ from elastic_sim.scenario_model import (
     WorkloadModel,
 )
 from elastic_sim.strict_numbers import coerced_number, path_text, written_as
-from elastic_sim.strict_yaml import load_yaml
+from elastic_sim.strict_yaml import read_yaml_file
 from elastic_sim.world import World, collective_model, host_name_problem
 
 __all__ = [
@@ -72,11 +72,7 @@ def load_scenario(path: str | Path) -> Scenario:
     """Read, parse and validate a scenario file; :class:`ScenarioError` on any problem."""
     file = str(path)
     p = Path(path)
-    if not p.exists():
-        raise ScenarioError(file, "", "no such file")
-    if p.is_dir():
-        raise ScenarioError(file, "", "is a directory, expected a scenario YAML file")
-    raw = load_yaml(p, file)
+    raw = read_yaml_file(path, "scenario")
     if raw is None:
         raise ScenarioError(
             file, "", "empty scenario; expected a mapping with keys protocol, cluster, workload"

@@ -77,6 +77,18 @@ _StrictLoader.add_implicit_resolver(_FLOAT, _FLOAT_RE, list("-+.0123456789"))
 _StrictLoader.add_constructor(_INT, _StrictLoader.construct_decimal)
 
 
+def read_yaml_file(path: str | Path, what: str) -> Any:
+    """The document in the file ``path`` names; :class:`ScenarioError` naming it when it
+    does not exist, is a directory (``what``: the kind of file expected, e.g. "scenario")
+    or is not YAML."""
+    p = Path(path)
+    if not p.exists():
+        raise ScenarioError(str(path), "", "no such file")
+    if p.is_dir():
+        raise ScenarioError(str(path), "", f"is a directory, expected a {what} YAML file")
+    return load_yaml(p, str(path))
+
+
 def load_yaml(path: Path, file: str) -> Any:
     """The document in ``path``; :class:`ScenarioError` naming ``file`` and the line."""
     try:

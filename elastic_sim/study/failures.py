@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from elastic_sim.weighted import pick_weighted
+
 EffectKind = Literal["host", "process", "hang"]
 """``host``: the machine dies (its processes end, a store it hosts is gone) and, after its
 downtime, a fresh one takes its place (a new incarnation); ``process``: one worker process
@@ -149,13 +151,7 @@ Process = NodeRenewal | JobInterval | Replay
 
 def pick(causes: Sequence[Cause], rng: random.Random) -> Cause:
     """A cause drawn by share."""
-    total = sum(c.share for c in causes)
-    x = rng.random() * total
-    for c in causes:
-        x -= c.share
-        if x < 0:
-            return c
-    return causes[-1]
+    return pick_weighted(rng, causes, lambda c: c.share)
 
 
 def node_mtbf_from_count(interruptions: float, days: float, gpus: int,

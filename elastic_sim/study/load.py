@@ -18,7 +18,7 @@ from elastic_sim.errors import ScenarioError
 from elastic_sim.fault_schema import read_text_bounded
 from elastic_sim.registry import find_protocol, suggest, validate_knobs
 from elastic_sim.scenario_errors import _first_model, _loc_path
-from elastic_sim.strict_yaml import load_yaml
+from elastic_sim.strict_yaml import load_yaml, read_yaml_file
 from elastic_sim.study.failures import (
     Cause,
     Effect,
@@ -125,11 +125,7 @@ def load_study(path: str | Path) -> Study:
     """Read, validate and resolve a study file; :class:`ScenarioError` on any problem."""
     file = str(path)
     p = Path(path)
-    if not p.exists():
-        raise ScenarioError(file, "", "no such file")
-    if p.is_dir():
-        raise ScenarioError(file, "", "is a directory, expected a study YAML file")
-    raw = load_yaml(p, file)
+    raw = read_yaml_file(path, "study")
     if not isinstance(raw, dict):
         raise ScenarioError(file, "", "expected a mapping with keys cluster, workload, "
                             "failures, horizon_days")
