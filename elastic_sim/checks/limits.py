@@ -35,7 +35,10 @@ def limits(events: Sequence[TraceEvent]) -> CheckResult:
     max_restarts = knobs.get("max_restarts", knobs.get("replica_restarts"))
     reset_limit = knobs.get("reset_limit")
     restarts: dict[str, list[TraceEvent]] = {}
-    for ev in hist.of("epoch_assigned", "rdzv_done", "restart"):
+    for ev in hist.of("proc_start", "epoch_assigned", "rdzv_done", "restart"):
+        if ev.kind == "proc_start":  # an agent started again (its host restarted): a new
+            restarts.pop(ev.proc, None)  # agent with its own budget
+            continue
         if ev.kind == "epoch_assigned" and isinstance(reset_limit, int):
             res.checked += 1
             resets = ev.get("resets")

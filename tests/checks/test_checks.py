@@ -275,6 +275,9 @@ def test_a_torchft_replica_launcher_restarting_beyond_replica_restarts_is_caught
     res = limits([*h, start(2)])
     assert "g1/main restarted its workers 2 times, max_restarts is 1" in (
         res.violations[0].message)
+    # A launcher started again (its host restarted) has a budget of its own
+    again = ev(1.5, "g1", "proc_start", entry="launcher")
+    assert limits([first, start(0), start(1), again, start(0), start(1)]).ok
 
 
 def test_closing_the_rendezvous_before_the_job_ended_is_caught() -> None:
