@@ -81,9 +81,9 @@ class Pool:
 
     size: int
     nodes: int
-    up_at: list[float] = field(default_factory=list)
+    up_at: list[float] = field(init=False)
     """When each host is up again (0: up; inf: gone)."""
-    active: list[int] = field(default_factory=list)
+    active: list[int] = field(init=False)
 
     def __post_init__(self) -> None:
         self.up_at = [0.0] * self.size
