@@ -143,6 +143,9 @@ def _check_references(sc: Scenario, file: str) -> None:
     found = problem() if callable(problem) else None
     if found is not None:
         raise ScenarioError(file, f"protocol.knobs.{found[0]}", found[1])
+    if sc.cluster.start_over and not isinstance(sc.cluster.hosts, int):
+        raise ScenarioError(file, "cluster.start_over", "applies to hosts given as a count; "
+                            "give each listed host its own start_at instead")
     hosts = [h.name for h in sc.cluster.host_specs()]
     seen: set[str] = set()
     for i, h in enumerate(hosts):

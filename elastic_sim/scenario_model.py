@@ -99,6 +99,10 @@ class ClusterModel(_Strict):
     process_exit: NonNeg = PROCESS_EXIT
     """Sim only: seconds a process takes to exit after its main returns (interpreter
     teardown; what it hosts, a store, answers until then). Real processes pay their own."""
+    start_over: NonNeg = 0.0
+    """Hosts given as a count start evenly over this many seconds (host i of N at
+    i x start_over / N), as a launcher brings a large job's nodes up; 0: all at once.
+    Listed hosts start at their own ``start_at``."""
     device: Literal["cpu", "cuda"] = "cpu"
     """Where training tensors live: ``cpu`` (Gloo groups) or ``cuda`` (NCCL groups, one
     GPU per worker; the sim then uses its NCCL failure model)."""
@@ -106,7 +110,8 @@ class ClusterModel(_Strict):
     def host_specs(self) -> list[HostSpec]:
         """Host specs in order (a count N gives h0..h{N-1})."""
         if isinstance(self.hosts, int):
-            return [HostSpec(f"h{i}") for i in range(self.hosts)]
+            n = self.hosts
+            return [HostSpec(f"h{i}", i * self.start_over / n) for i in range(n)]
         out = []
         for h in self.hosts:
             if isinstance(h, str):

@@ -129,3 +129,30 @@ def test_an_error_line_quotes_at_most_200_characters_of_the_input(
                    if old != "HOST" else BASE.replace(old, new))
     assert "A" * 150 in line and "A" * 201 not in line, len(line)
     assert len(line) < 2500
+
+
+# -- hosts that come up over a while (cluster.start_over) --------------------------------
+
+def test_hosts_given_as_a_count_start_evenly_over_start_over() -> None:
+    from elastic_sim.scenario import parse_scenario
+
+    def starts(cluster: dict[str, float]) -> list[float]:
+        raw = {"protocol": {"name": "static", "knobs": {"min_hosts": 1, "max_hosts": 4}},
+               "cluster": cluster, "workload": {"steps": 5}}
+        return [h.start_at for h in parse_scenario(raw, "<s>").cluster.host_specs()]
+
+    assert starts({"hosts": 4, "start_over": 10}) == [0.0, 2.5, 5.0, 7.5]
+    assert starts({"hosts": 4}) == [0.0] * 4
+
+
+def test_start_over_with_listed_hosts_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    line = refused(tmp_path, capsys, BASE.replace("HOST", "h2").replace(
+        "cluster: {", "cluster: {start_over: 5, "))
+    assert "cluster.start_over" in line and "start_at" in line
+
+
+def test_a_negative_start_over_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = BASE.replace("HOST", "h2").replace("hosts: [h0, h1, h2]", "hosts: 3, start_over: -1")
+    assert "cluster.start_over" in refused(tmp_path, capsys, text)
