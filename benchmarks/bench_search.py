@@ -185,9 +185,14 @@ def run_new(site: Path, scenario: Path, seed: int, time_s: float, out: Path) -> 
 
 def read_new(out: Path) -> dict[str, Any]:
     """What the new search reported in ``out``."""
+    from elastic_sim.mechanisms import anonymous, parse
+
     found = json.loads((out / "explore.json").read_text())
     wall = _wall(out, found["wall_s"])
-    firsts = {v["mechanism"]: v["found_s"] for v in found["violations"]}
+    firsts: dict[str, float] = {}
+    for v in found["violations"]:  # named as this checkout names mechanisms (idempotent)
+        m = str(anonymous(parse(v["mechanism"])))
+        firsts[m] = min(firsts.get(m, v["found_s"]), v["found_s"])
     cov = found["coverage"]
     return {"wall_s": wall, "cases": found["cases"], "signatures": len(found["violations"]),
             "firsts": firsts, "states": cov["states"], "fired": sorted(cov["faults_fired"]),

@@ -9,8 +9,14 @@ A host's role at a witness event's time: ``coord`` (the host the others must rea
 store's or the driver's), then ``rank0``, ``member`` (its rank in the last round it
 learned) or ``spare`` (in no round yet). Whether a fault had hit it is left out: an
 unrelated fault on the same host would make another mechanism of the same one (and stop
-a shrink from dropping it). A fault witness names the class of fault (``lost``, ``cut``,
-``frozen``...) in place of its type.
+a shrink from dropping it). A fault witness is anonymous: ``fault``, not which fault or
+whose. A liveness check's witnesses are the fault that opened its window and the event
+that ended it; what the job did (how it ended, which error, on whom) is the mechanism,
+the fault before it is context, counted under the finding by type (a Horovod campaign of
+ten minutes met the same "job failed: horovod detected that one or more processes
+failed" after thirteen classes of fault on five roles: 141 mechanisms where there is
+one per ending). Recorded mechanisms written with a fault's class and role are read the
+same way (:func:`anonymous`).
 
 :func:`signatures_of` reads the mechanisms of one run; :class:`Known` is the registry of
 the mechanisms recorded in ``scenarios/found/`` (``mechanisms.json`` there), by
@@ -176,6 +182,7 @@ def signatures_of(checks: Sequence[CheckResult], ignore: Collection[str] = (),
             if roles is None:
                 roles = Roles(history(events))
             who = "|".join(
+                "" if ev.kind == "fault" else
                 ":".join(x for x in (roles.of(ev.host, ev.t, ev.kind, ev.data),
                                      detail(ev.kind, ev.data)) if x)
                 for ev in v.witness)
@@ -192,6 +199,15 @@ def parse(text: str) -> Signature:
         kinds.append(kind)
         whos.append(who[:-1] if who.endswith(")") else who)
     return Signature(check, ",".join(kinds), "|".join(whos) if any(whos) else "")
+
+
+def anonymous(sig: Signature) -> Signature:
+    """``sig`` with its fault witnesses anonymous (no class, no role), as
+    :func:`signatures_of` names mechanisms: how a mechanism recorded with them is read."""
+    kinds = sig.where.split(",")
+    whos = sig.who.split("|") if sig.who else [""] * len(kinds)
+    kept = ["" if k == "fault" else w for k, w in zip(kinds, whos, strict=False)]
+    return Signature(sig.check, sig.where, "|".join(kept) if any(kept) else "")
 
 
 def _split_witnesses(text: str) -> list[str]:
@@ -237,11 +253,15 @@ class Known:
     """The mechanisms recorded in ``scenarios/found/``, by protocol."""
 
     def __init__(self, records: Mapping[str, Sequence[Record]]) -> None:
-        self.records = {p: {r.mechanism: r for r in rs} for p, rs in records.items()}
+        self.records: dict[str, dict[str, Record]] = {}
+        for p, rs in records.items():
+            for r in rs:
+                self.records.setdefault(p, {}).setdefault(
+                    str(anonymous(parse(r.mechanism))), r)
         self.loose: dict[str, dict[str, Record]] = {}
         for p, rs in records.items():
             for r in rs:
-                what = parse(r.mechanism).what
+                what = anonymous(parse(r.mechanism)).what
                 self.loose.setdefault(p, {}).setdefault(what, Record(r.mechanism, r.source,
                                                                       exact=False))
 
@@ -273,6 +293,7 @@ __all__ = [
     "Record",
     "Roles",
     "Signature",
+    "anonymous",
     "detail",
     "error_class",
     "found_dir",

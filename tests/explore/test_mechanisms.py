@@ -7,7 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 from elastic_sim.checks import CheckResult, Violation
-from elastic_sim.mechanisms import Known, Record, Signature, error_class, parse, signatures_of
+from elastic_sim.mechanisms import (
+    Known,
+    Record,
+    Signature,
+    anonymous,
+    error_class,
+    parse,
+    signatures_of,
+)
 from elastic_sim.trace import TraceEvent
 
 
@@ -43,6 +51,35 @@ def test_the_faults_around_a_mechanism_do_not_make_another_one() -> None:
     (sig,) = signatures_of(failed(bare), (), bare)
     assert str(sig) == ("avoidable_job_failure@job_failed(member:StoreTimeout MASTER_ADDR),"
                         "run_end(-:failed)")
+
+
+def test_one_ending_after_different_faults_is_one_mechanism() -> None:
+    """A liveness check's window opens at a fault: which fault, on whom, is context (the
+    finding counts its types); the mechanism is how the job ended."""
+    def stalled(fault: TraceEvent) -> tuple[Signature, ...]:
+        events = run([fault])
+        fail = next(e for e in events if e.kind == "job_failed")
+        checks = [CheckResult("progress_after_faults", "", [Violation("no step", [fault, fail])])]
+        return tuple(signatures_of(checks, (), events))
+
+    crash = stalled(ev(2.0, "h0", "fault", id="a", type="crash", target="h0", phase="start"))
+    cut = stalled(ev(2.0, "h2", "fault", id="b", type="partition",
+                     target=[["h2"], ["h0", "h1"]], phase="start"))
+    assert crash == cut
+    assert [str(s) for s in crash] == [
+        "progress_after_faults@fault,job_failed(member:StoreTimeout MASTER_ADDR)"]
+
+
+def test_a_mechanism_recorded_with_its_faults_class_and_role_is_known() -> None:
+    written = "progress_after_faults@fault(coord+spare:frozen),job_failed(member:X)"
+    known = Known({"horovod": [Record(written, "found.yaml")]})
+    met = parse("progress_after_faults@fault,job_failed(member:X)")
+    assert anonymous(parse(written)) == met
+    hit = known.match("horovod", met)
+    assert hit is not None and hit.exact and hit.source == "found.yaml"
+    moved = known.match("horovod", parse("progress_after_faults@fault,job_failed(rank0:X)"))
+    assert moved is not None and not moved.exact
+    assert known.match("horovod", parse("progress_after_faults@fault,run_end(-:hung)")) is None
 
 
 def test_roles_say_who_the_host_was() -> None:
