@@ -115,6 +115,7 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
 
     from elastic_sim.explore import explore, protocol_fault_types, space_for
     from elastic_sim.faults.around import SCALE, SHIFT, Around
+    from elastic_sim.faults.model import FAULT_TYPES
     from elastic_sim.faults.schedule import GENERATORS
     from elastic_sim.findings import listing
     from elastic_sim.spec import load
@@ -130,6 +131,10 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
         if t not in GENERATORS:
             raise ScenarioError("--faults", "", f"cannot generate fault type {t!r}; expected "
                                 f"some of: {', '.join(sorted(GENERATORS))}")
+        need = FAULT_TYPES[t].device
+        if need and need != sc.cluster.device:
+            raise ScenarioError("--faults", "", f"a {t} fault needs cluster.device: {need}; "
+                                f"{args.scenario} runs on {sc.cluster.device}")
     spare = tuple(h for h in args.spare.split(",") if h)
     for h in spare:
         if h not in hosts:

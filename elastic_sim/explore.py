@@ -143,10 +143,12 @@ def known_violations(sc: Scenario) -> tuple[str, ...]:
 
 def protocol_fault_types(sc: Scenario) -> tuple[str, ...]:
     """Every fault type the scenario's protocol can meet: all of them, less the
-    discovery-source faults where it has no discovery source."""
+    discovery-source faults where it has no discovery source and those that need another
+    ``cluster.device`` (GPU faults on CPUs)."""
     discovery = {c.scenario_type for c in DISCOVERY_FAULTS}
     has_source = sc.protocol_info().discovery
-    return tuple(t for t in FAULT_TYPES if has_source or t not in discovery)
+    return tuple(t for t, c in FAULT_TYPES.items()
+                 if (has_source or t not in discovery) and c.device in ("", sc.cluster.device))
 
 
 def timescales(sc: Scenario) -> tuple[float, ...]:

@@ -217,9 +217,12 @@ _HOST_FIELDS = ("host", "a", "b")
 _HOST_LISTS = ("bridge", "src", "dst")
 
 
-def check_fault(m: Any, base: str, file: str, need_host: Callable[[str, str], None]) -> None:
+def check_fault(m: Any, base: str, file: str, need_host: Callable[[str, str], None],
+                device: str) -> None:
     """Cross-field checks of one fault entry: a time or a trigger, the hosts it names
-    exist, and its type's own rules (:meth:`elastic_sim.faults.model.Fault.problem`)."""
+    exist, the cluster's ``device`` is the one its type needs
+    (:attr:`elastic_sim.faults.model.Fault.device`), and its type's own rules
+    (:meth:`elastic_sim.faults.model.Fault.problem`)."""
     if isinstance(m, MtbfModel):
         for j, h in enumerate(m.hosts or []):
             need_host(f"{base}.hosts[{j}]", h)
@@ -240,6 +243,9 @@ def check_fault(m: Any, base: str, file: str, need_host: Callable[[str, str], No
         if isinstance(value, str) and value and not (key in ("a", "b") and value == "*"):
             need_host(f"{base}.{key}", value)
     cls = FAULT_TYPES[m.type]
+    if cls.device and device != cls.device:
+        raise ScenarioError(file, f"{base}.type", f"a {m.type} fault needs cluster.device: "
+                            f"{cls.device}, got {device}")
     given = {f.name: getattr(m, f.name) for f in scenario_fields(cls)}
     fault = cls(id="", at=0.0, **given)
     problem = fault.problem()

@@ -71,7 +71,8 @@ class Signature:
 FAULT_CLASS: dict[str, str] = {
     "crash": "lost", "power_off": "lost", "crash_process": "process_lost",
     "crash_restart": "restarted", "hang": "frozen", "store_freeze": "frozen",
-    "wedge": "wedged", "straggler": "slow", "slow_start": "slow_start",
+    "wedge": "wedged", "gpu_wedge": "gpu_wedged", "straggler": "slow",
+    "slow_start": "slow_start",
     "crash_loop": "crash_loop", "preempt": "told_to_leave", "signal": "told_to_leave",
     "scale_down": "told_to_leave", "scale_up": "joined", "partition": "cut",
     "isolate": "cut", "isolate_store": "cut", "bridge": "cut", "one_way_partition": "cut",

@@ -180,7 +180,7 @@ def _check_references(sc: Scenario, file: str) -> None:
     ids: set[str] = set()
     for i, f in enumerate(sc.faults):
         base = f"faults[{i}]"
-        check_fault(f, base, file, need_host)
+        check_fault(f, base, file, need_host, sc.cluster.device)
         fid = f.id or f"f{i}-{f.type}"
         if fid in ids:
             raise ScenarioError(file, base + ".id", f"duplicate fault id {clip(fid)}")

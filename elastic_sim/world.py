@@ -98,6 +98,14 @@ class CollectiveModel:
     """Whether the backend's watchdog ends a process whose collective failed or timed out,
     instead of the error reaching the caller, in a process whose environment asks for it
     (:data:`ASYNC_ERROR_HANDLING`): NCCL's does, Gloo raises in the caller."""
+    heartbeat_timeout: float = 0.0
+    """Seconds between two checks of the backend's heartbeat monitor, the thread that
+    watches its watchdog thread's beat (0: no monitor, Gloo's). A process's checks run from
+    its first group's creation on; the first check at which the beat has not moved since
+    the check before finds the watchdog stuck (:mod:`elastic_sim.sim.heartbeat`)."""
+    monitoring: bool = False
+    """Whether the heartbeat monitor then aborts the process (SIGABRT), after waiting one
+    more ``heartbeat_timeout``; off, it only logs what it found."""
 
 
 ASYNC_ERROR_HANDLING = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
@@ -127,19 +135,31 @@ caught, so the C++ runtime aborts (SIGABRT; an exit code reads as -6, as waitpid
 # - teardown on error: torchrun's agent gives every worker TORCH_NCCL_ASYNC_ERROR_HANDLING=1
 #   unless set (torch/distributed/elastic/agent/server/local_elastic_agent.py), and mode 1
 #   is TearDown ("tear down process upon error", ErrorHandlingMode in ProcessGroupNCCL.hpp);
-# - the heartbeat monitor (TORCH_NCCL_ENABLE_MONITORING, TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC in
-#   ProcessGroupNCCL.hpp) aborts a process whose watchdog thread stopped beating, i.e. is
-#   stuck inside a CUDA/NCCL call; its default (480 s) is set in ProcessGroupNCCL.cpp, which
-#   the wheel does not ship (read in upstream's source, not pinned to 2.13). A collective
-#   waiting on a dead peer does not stop the watchdog's beat, and no fault here wedges the
-#   watchdog thread, so the monitor is not modelled.
+# - the heartbeat monitor (class HeartbeatMonitor in ProcessGroupNCCL.hpp): monitoring on,
+#   TORCH_NCCL_ENABLE_MONITORING (ProcessGroupNCCL.hpp; its default, true, is read in the
+#   HeartbeatMonitor constructor in ProcessGroupNCCL.cpp, which the wheel does not ship:
+#   upstream's source, not pinned to 2.13), and heartbeat_timeout 480 s,
+#   TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC (ProcessGroupNCCL.hpp; default 60 * 8 s in the same
+#   constructor). The monitor compares the watchdog's beat each time that long has passed
+#   since its last check; finding it unchanged, it waits one more heartbeat_timeout (its
+#   confirmation sleep, in its run loop, same file) and aborts the process. A collective
+#   waiting on a dead peer does not stop the beat: only a watchdog stuck inside a CUDA or
+#   NCCL call does, which a gpu_wedge fault causes (:mod:`elastic_sim.sim.heartbeat`).
+#   Not modelled: the monitor wakes each second (TORCH_NCCL_COORD_CHECK_MILSEC), so its
+#   checks drift past the multiples of 480 s by under a second each; between finding the
+#   watchdog stuck and its sleep it tries a flight-recorder dump (twice, up to
+#   TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC, 15 s, each), a 300 ms GIL check and a C++ stack
+#   dump; and it takes the same way out on the dump signal (kStoreDumpKey) that a peer's
+#   watchdog writes to the store when that peer's collective times out.
 NCCL = CollectiveModel(alpha=0.00002, detect_fast_max=0.0, detect_slow_prob=1.0,
-                       default_timeout=600.0, tears_down=True)
+                       default_timeout=600.0, tears_down=True, heartbeat_timeout=480.0,
+                       monitoring=True)
 """NCCL's profile, ESTIMATED (no GPU measurement on these machines yet): a dead or
 powered-off peer is not seen by a pending collective, which waits for the group's timeout
 (by default NCCL's 10 min, not Gloo's 30: see the comment above); the watchdog then tears
 the process down (:data:`ASYNC_ERROR_HANDLING`) as it sees the timeout (upstream's C++
-may first wait for a debug dump, a delay not modelled); the software cost of a step is
+may first wait for a debug dump, a delay not modelled); a process whose watchdog is stuck
+(a wedged GPU) is aborted by the heartbeat monitor instead; the software cost of a step is
 below Gloo's. Replace with measurements from a GPU machine."""
 
 GLOO = CollectiveModel()

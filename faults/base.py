@@ -86,6 +86,9 @@ class Fault:
     """Whether it tells its host's processes to end (a signal, a notice of preemption or
     scale-down) where other faults end them unannounced: what the host does next is its
     leaving, not a failure of the job."""
+    device: ClassVar[str] = ""
+    """The ``cluster.device`` it needs ("": any): a scenario on another device is refused
+    (a GPU fault on a CPU cluster), and a search there does not draw it."""
 
     def __init_subclass__(cls, tag: str = "", **kw: Any) -> None:
         super().__init_subclass__(**kw)

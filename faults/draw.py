@@ -18,6 +18,7 @@ from elastic_sim.faults.model import (
     ENDS_A_HOST,
     Bridge,
     Fault,
+    GpuWedge,
     LinkFault,
     OneWayPartition,
     Partition,
@@ -108,7 +109,7 @@ def _value(c: Chooser, s: FaultSpace, cls: type[Fault], name: str, annotation: A
         return _pick(c, ("*", *s.aimable))
     if name == "proc":
         procs = [p for p in s.procs if p.partition("/")[0] == host] or [f"{host}/{s.proc_name}"]
-        if issubclass(cls, Wedge):  # the simplest: every process of the host
+        if issubclass(cls, Wedge | GpuWedge):  # the simplest: every process of the host
             return "" if c.integer(0, 1) == 0 else _pick(c, procs)
         return _pick(c, procs)
     if name == "activity":

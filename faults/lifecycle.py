@@ -1,5 +1,6 @@
 """Fault types on a host's processes over their life: crash_restart, straggler, preempt,
-signal, power_off, wedge, crash_loop (with :class:`CrashAtStart`) and slow_start.
+signal, power_off, wedge, gpu_wedge, crash_loop (with :class:`CrashAtStart`) and
+slow_start.
 """
 
 from __future__ import annotations
@@ -85,10 +86,34 @@ class Wedge(OnHost, Healing, Fault, tag="wedge"):
     proc: str = ""
 
     def problem(self) -> tuple[str, str] | None:
-        if self.proc and self.proc.partition("/")[0] != self.host:
-            return "proc", f"expected a process of {self.host} ('{self.host}/name'), got " \
-                f"{self.proc!r}"
-        return None
+        return proc_of_host_problem(self.host, self.proc)
+
+
+@dataclass(frozen=True)
+class GpuWedge(OnHost, Fault, tag="gpu_wedge"):
+    """The host's GPU work wedges for good (a kernel that never ends, a CUDA call that
+    never returns): every CUDA and NCCL call of its processes that have a process group on
+    the GPUs (``cluster.device: cuda``) blocks, their NCCL watchdog thread's included. Such
+    a process makes no progress, its peers' collectives time out, and its own watchdog,
+    stuck too, never tears it down: NCCL's heartbeat monitor aborts it (SIGABRT) once it
+    finds the watchdog's beat stopped, or a signal ends it. ``proc`` (``host/name``) picks
+    one process, default every such process of the host; processes started on the host
+    afterwards get a GPU that works (the wedge holds the processes it caught)."""
+
+    host: HostName
+    proc: str = ""
+    device: ClassVar[str] = "cuda"
+
+    def problem(self) -> tuple[str, str] | None:
+        return proc_of_host_problem(self.host, self.proc)
+
+
+def proc_of_host_problem(host: str, proc: str) -> tuple[str, str] | None:
+    """A fault's ``proc`` that is given but not a process of its ``host``: (field, what was
+    expected), else None."""
+    if proc and proc.partition("/")[0] != host:
+        return "proc", f"expected a process of {host} ('{host}/name'), got {proc!r}"
+    return None
 
 
 class CrashAtStart(Exception):

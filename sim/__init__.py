@@ -5,7 +5,8 @@
 Modules (each ``elastic_sim.sim.<name>``): ``kernel`` (virtual time, scheduled callbacks
 on simpy, the trace), ``tasks`` (the coroutine driver, futures, waitables), ``clock``,
 ``network``, ``mailbox``, ``host`` (hosts, processes, signals), ``store``, ``collectives``
-(matching, cost, failure of group operations), ``group`` (a member's Group face),
+(matching, cost, failure of group operations), ``heartbeat`` (NCCL's heartbeat monitor,
+wedged GPUs), ``group`` (a member's Group face),
 ``faults`` (the injector), ``runtime`` (SimRuntime), ``run`` (wiring and :func:`run`).
 """
 

@@ -47,8 +47,12 @@ class CollectiveFailures:
         seen by it (its trace records the failure, as the watchdog logs it) and then the
         process aborts at once, whatever it does with the error. A group's creation is not
         the watchdog's (it waits on the store and raises), nor is a frozen process's error
-        (its watchdog thread is frozen too: it sees the error raised when it runs again)."""
+        (its watchdog thread is frozen too: it sees the error raised when it runs again).
+        A process whose GPU wedged sees nothing: it is stuck inside the call, and so is its
+        watchdog (:mod:`elastic_sim.sim.heartbeat`)."""
         proc = e.member.proc
+        if proc.gpu_wedged:
+            return
         mode = proc.env.get(ASYNC_ERROR_HANDLING)
         if (self.kill is None or not self.model.tears_down or e.kind == "init"
                 or mode not in TEAR_DOWN_MODES or not proc.alive or not proc.runnable):

@@ -15,6 +15,8 @@ failed by a member's death and timed out by hangs, cuts and mismatches.
   names the first dead member's rank (``peer``).
 - Every entry times out with CollectiveTimeout at ``entry + timeout`` unless it completed or
   failed before; ops that do not match (op, root, length) never complete.
+- A member whose GPU wedged (:mod:`elastic_sim.sim.heartbeat`) never takes part again: its
+  groups' collectives wait for it, and time out, as for a hung peer.
 - A negotiated group (:class:`~elastic_sim.protocols.api.Negotiation`, Horovod's controller)
   matches names too, and a collective that does not match, or that a member has not
   entered yet, stalls instead of timing out while every member runs and can be reached
@@ -28,7 +30,9 @@ members' hosts): ring allreduce ``2(W-1)(alpha+lat) + 2(W-1)/W * n/bw``; flat br
 The groups' state (:class:`Member`, :class:`Entry`, :class:`GroupState`) is
 :mod:`elastic_sim.sim.collective_state`; failing, timing out and aborting calls is
 :class:`~elastic_sim.sim.collective_failures.CollectiveFailures`, a mixin of
-:class:`CollectiveEngine`.
+:class:`CollectiveEngine`, as are the stall inspector
+(:mod:`elastic_sim.sim.collective_stalls`) and NCCL's heartbeat monitor
+(:mod:`elastic_sim.sim.heartbeat`).
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from elastic_sim.sim.collective_state import (
     _Op,
 )
 from elastic_sim.sim.group import SimGroup, op_results, same_op
+from elastic_sim.sim.heartbeat import HeartbeatMonitors
 from elastic_sim.sim.host import SimProcess
 from elastic_sim.sim.kernel import Kernel
 from elastic_sim.sim.network import Network
@@ -66,7 +71,7 @@ __all__ = ["CollectiveEngine", "Entry", "GroupState", "Member", "broadcast_secon
 :mod:`elastic_sim.sim.collective_state`)."""
 
 
-class CollectiveEngine(CollectiveFailures, CollectiveStalls):
+class CollectiveEngine(CollectiveFailures, CollectiveStalls, HeartbeatMonitors):
     """Matches, prices, completes and fails the collectives of every group of a run."""
 
     def __init__(self, kernel: Kernel, network: Network, model: CollectiveModel, seed: int):
@@ -84,7 +89,11 @@ class CollectiveEngine(CollectiveFailures, CollectiveStalls):
         """Collective faults waiting for the next collective entered on a host."""
         self.kill: Callable[[SimProcess, int, str], None] | None = None
         """Ends a process at once (the cluster's): how a watchdog that tears its process
-        down acts (:attr:`CollectiveModel.tears_down`); None: errors are raised instead."""
+        down acts (:attr:`CollectiveModel.tears_down`), and NCCL's heartbeat monitor
+        (:mod:`elastic_sim.sim.heartbeat`); None: errors are raised instead."""
+        self.on_gpus = False
+        """Whether the groups are on GPUs (``cluster.device: cuda``): their processes run
+        NCCL's heartbeat monitor, and their GPU can wedge."""
 
     def inject(self, host: str, mode: str) -> None:
         """The next collective a member on ``host`` enters fails there ("fail": it aborts,
@@ -270,7 +279,7 @@ class CollectiveEngine(CollectiveFailures, CollectiveStalls):
     def _ready(self, op: _Op) -> bool:
         hosts = []
         for m in op.members:
-            if m.dead or m.aborted or not m.proc.runnable:
+            if m.dead or m.aborted or not m.proc.runnable or m.proc.gpu_wedged:
                 return False
             hosts.append(m.proc.host.name)
         if op is op.group.init:
@@ -310,6 +319,7 @@ class CollectiveEngine(CollectiveFailures, CollectiveStalls):
         if op is g.init:
             g.formed = True
             self._formed(g)
+            self._monitors_start(g)
         elif op.seq >= 0:
             g.ops.pop(op.seq, None)
         else:

@@ -1,6 +1,6 @@
 """The sim's per-fault handlers: how each fault type of :mod:`elastic_sim.faults.model` acts on the
-simulated cluster, network, stores and collectives (crash, hang, wedge, preempt, partition,
-link, clock, store and collective faults).
+simulated cluster, network, stores and collectives (crash, hang, wedge, gpu_wedge, preempt,
+partition, link, clock, store and collective faults).
 
 They are the methods of :class:`FaultHandlers`, a mixin of
 :class:`~elastic_sim.sim.faults.FaultInjector`, which schedules and fires them, traces them and
@@ -23,6 +23,7 @@ from elastic_sim.faults.model import (
     CrashProcess,
     CrashRestart,
     Fault,
+    GpuWedge,
     HangHost,
     LinkFault,
     OneWayPartition,
@@ -39,6 +40,7 @@ from elastic_sim.faults.model import (
     Wedge,
 )
 from elastic_sim.protocols.api import SIGNAL_NUMBERS
+from elastic_sim.sim.heartbeat import GPU_ACTIVITY
 
 if TYPE_CHECKING:
     from elastic_sim.sim.collectives import CollectiveEngine
@@ -143,10 +145,26 @@ class FaultHandlers:
 
         def unwedge() -> None:
             for p in stuck:
+                if p.gpu_wedged and f.activity == GPU_ACTIVITY:
+                    continue  # its GPU holds it still
                 held = p.wedged.pop(f.activity, [])
                 for task, gen, value, exc in held:
                     self.k.soon(task._resume, gen, value, exc)
         self._heal_later(f, f.duration, unwedge)
+
+    def _gpu_wedge(self, f: GpuWedge) -> None:
+        host = self._host(f, f.host)
+        if host is None or self.collectives is None:
+            return
+        procs = [p for name, p in host.procs.items()
+                 if (not f.proc or name == f.proc) and p.nccl_since is not None]
+        if not procs:
+            self._skip(f, f"no process of {f.proc or host.name} has a process group on GPUs "
+                       "(cluster.device: cuda) yet")
+            return
+        self._fired(f)
+        for p in procs:
+            self.collectives.wedge_gpu(p)
 
     def _straggler(self, f: Straggler) -> None:
         host = self._host(f, f.host)

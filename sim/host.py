@@ -125,6 +125,11 @@ class SimProcess:
         self.torn_down: tuple[int, str] | None = None
         """Set by a backend's watchdog that ends the process (exit code, reason): if its
         main ends on the error first, it exits with these at once, not with its own."""
+        self.nccl_since: float | None = None
+        """When its first process group on GPUs was created: its NCCL heartbeat monitor
+        checks from then on (None: it has none; :mod:`elastic_sim.sim.heartbeat`)."""
+        self.gpu_wedged = False
+        """Its GPU work is wedged for good (a ``gpu_wedge`` fault)."""
 
     def defer(self, fn: Callable[..., object], *args: Any) -> None:
         """Hold a continuation until this process runs again."""

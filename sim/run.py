@@ -55,6 +55,7 @@ class Simulation:
         self.cluster = Cluster(self.kernel, world, self._make_runtime)
         self.stores = StoreRegistry(self.kernel, self.network, store_service_time)
         self.collectives = CollectiveEngine(self.kernel, self.network, world.collectives, seed)
+        self.collectives.on_gpus = world.device == "cuda"
         self.injector = FaultInjector(self.kernel, self.cluster, self.network, self.stores,
                                       self.collectives, seed)
         self.cluster.resume_listeners += [self.stores.retry_all, self.collectives.recheck]

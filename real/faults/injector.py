@@ -38,6 +38,7 @@ from elastic_sim.faults.model import (
     DiscoveryScriptError,
     DiscoveryScriptHang,
     Fault,
+    GpuWedge,
     HangHost,
     LinkFault,
     OneWayPartition,
@@ -312,6 +313,10 @@ REAL_HANDLERS: dict[type[Fault], RealHandler | Refusal] = {
                    "injector could suspend a single task of a running process (a signal "
                    "stops the whole process: that is a 'hang'), and torchrun mode runs "
                    "upstream's threads, which cannot be paused one at a time"),
+    GpuWedge: Refusal("a gpu_wedge leaves a process's CUDA and NCCL calls blocked inside the "
+                      "GPU driver for good; real mode has no way to make a GPU or its driver "
+                      "hang on purpose (a SIGSTOP freezes the whole process, watchdog and "
+                      "heartbeat monitor included: that is a 'hang')"),
     ConnReset: Injector._conn_reset,
     ClockSkew: _NO_CLOCK,
     ClockJump: _NO_CLOCK,

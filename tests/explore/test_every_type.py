@@ -6,20 +6,32 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from elastic_sim.cli import main
 from elastic_sim.explore import event_triggers, protocol_fault_types, space_for
 from elastic_sim.faults.model import FAULT_TYPES
 from elastic_sim.faults.schedule import FaultSpace, random_schedule
 from elastic_sim.faults.triggers import Triggered, unwrap
-from elastic_sim.scenario import load_scenario, with_faults
+from elastic_sim.scenario import Scenario, load_scenario, with_faults
 from elastic_sim.trace import TraceEvent
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
+ON_GPUS = tuple(t for t, c in FAULT_TYPES.items() if c.device == "cuda")
+"""Fault types that need ``cluster.device: cuda``."""
+
+
+def on_gpus(sc: Scenario) -> Scenario:
+    """``sc`` on ``cluster.device: cuda``."""
+    return sc.model_copy(update={"cluster": sc.cluster.model_copy(update={"device": "cuda"})})
 
 
 def test_every_fault_type_is_drawn_and_reads_back_as_scenario_data() -> None:
     horovod = load_scenario(SCENARIOS / "horovod" / "hosts_added_and_removed.yaml")
-    assert set(protocol_fault_types(horovod)) == set(FAULT_TYPES)  # it has a discovery source
+    # it has a discovery source, and runs on CPUs
+    assert set(protocol_fault_types(horovod)) == set(FAULT_TYPES) - set(ON_GPUS)
     sc = load_scenario(SCENARIOS / "torchelastic" / "scale_down.yaml")  # 3 hosts: a bridge fits
+    sc = on_gpus(sc)  # GPU faults fit too
     types = tuple(FAULT_TYPES)
     space = FaultSpace(hosts=tuple(h.name for h in sc.cluster.host_specs()), horizon=20.0,
                        types=types, max_faults=3, max_duration=10.0)
@@ -38,6 +50,23 @@ def test_a_protocol_without_a_discovery_source_is_not_searched_with_discovery_fa
     types = protocol_fault_types(sc)
     assert "signal" in types and "power_off" in types
     assert not [t for t in types if t.startswith("discovery")]
+
+
+def test_a_cluster_on_cpus_is_not_searched_with_gpu_faults() -> None:
+    sc = load_scenario(SCENARIOS / "torchelastic" / "scale_down.yaml")
+    assert ON_GPUS and not set(ON_GPUS) & set(protocol_fault_types(sc))
+    assert set(ON_GPUS) <= set(protocol_fault_types(on_gpus(sc)))
+
+
+def test_a_search_for_gpu_faults_on_cpus_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = SCENARIOS / "torchelastic" / "scale_down.yaml"
+    rc = main(["explore", str(path), "--faults", f"crash,{ON_GPUS[0]}", "--budget", "1",
+               "--out", str(tmp_path / "found")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1
+    assert f"--faults: a {ON_GPUS[0]} fault needs cluster.device: cuda" in err
+    assert not (tmp_path / "found").exists()
 
 
 def test_triggers_come_from_the_protocol_events_of_a_fault_free_run() -> None:

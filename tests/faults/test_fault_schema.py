@@ -9,6 +9,7 @@ import pytest
 
 from elastic_sim.cli import main
 from elastic_sim.fault_schema import SINGLE, fault_dict
+from elastic_sim.faults.model import FAULT_TYPES
 from elastic_sim.scenario import parse_scenario, with_faults
 
 HEAD = """\
@@ -16,6 +17,13 @@ protocol: {name: static, knobs: {min_hosts: 2, max_hosts: 4}}
 cluster: {hosts: 4}
 faults:
 """
+GPU_HEAD = HEAD.replace("cluster: {hosts: 4}", "cluster: {hosts: 4, device: cuda}")
+
+
+def head_for(kind: str) -> str:
+    """:data:`HEAD` on the device a fault type needs (a GPU fault's: cuda)."""
+    return GPU_HEAD if FAULT_TYPES[kind].device == "cuda" else HEAD
+
 
 EXAMPLES: dict[str, str] = {
     "crash": "{type: crash, host: h3, at: 1}",
@@ -38,6 +46,7 @@ EXAMPLES: dict[str, str] = {
     "collective": "{type: collective, host: h2, mode: hang, at: 1}",
     "scale_up": "{type: scale_up, host: h3, at: 1}",
     "wedge": "{type: wedge, host: h3, activity: main, proc: h3/main, at: 1, duration: 2}",
+    "gpu_wedge": "{type: gpu_wedge, host: h3, proc: h3/main, at: 1}",
     "slow_start": "{type: slow_start, host: h3, delay: 2.5, at: 0}",
     "conn_reset": "{type: conn_reset, a: h0, b: h2, at: 1}",
     "power_off": "{type: power_off, host: h3, at: 1}",
@@ -59,7 +68,7 @@ def test_every_fault_type_has_an_example() -> None:
 def test_a_fault_reads_back_as_the_same_data(kind: str) -> None:
     import yaml
 
-    sc = parse_scenario(yaml.safe_load(HEAD + f"  - {EXAMPLES[kind]}\n"))
+    sc = parse_scenario(yaml.safe_load(head_for(kind) + f"  - {EXAMPLES[kind]}\n"))
     (fault,) = sc.fault_objects()
     assert fault.type == kind and fault.id == f"f0-{kind}"
     again = with_faults(sc, [fault], seed=0, name="again")
@@ -124,6 +133,8 @@ CASES = [
      ["faults[0].groups[1]", "at least 1"]),
     ("discovery_hang_field", "{type: discovery_hang, host: h1, at: 1, duration: 1}",
      ["faults[0].host", "unknown field"]),
+    ("gpu_wedge_on_cpus", "{type: gpu_wedge, host: h1, at: 1}",
+     ["faults[0].type", "a gpu_wedge fault needs cluster.device: cuda, got cpu"]),
 ]
 
 

@@ -17,7 +17,7 @@ from elastic_sim.real.faults.injector import Injector, real_handler
 from elastic_sim.real.supervisor.tracefile import TraceFile
 from elastic_sim.scenario import parse_scenario
 from elastic_sim.sim.faults import sim_handler
-from tests.faults.test_fault_schema import EXAMPLES, HEAD
+from tests.faults.test_fault_schema import EXAMPLES, head_for
 
 ALL = sorted(FAULT_TYPES)
 
@@ -40,14 +40,14 @@ def test_each_backend_has_a_handler_or_a_reason_for_every_type(kind: str) -> Non
 
 
 def _example(kind: str) -> Fault:
-    sc = parse_scenario(yaml.safe_load(HEAD + f"  - {EXAMPLES[kind]}\n"))
+    sc = parse_scenario(yaml.safe_load(head_for(kind) + f"  - {EXAMPLES[kind]}\n"))
     (fault,) = sc.fault_objects()
     return fault
 
 
 @pytest.mark.parametrize("kind", ALL)
 def test_the_sim_injects_every_type_or_says_why_not_in_the_trace(kind: str) -> None:
-    sc = parse_scenario(yaml.safe_load(HEAD + f"  - {EXAMPLES[kind]}\n"))
+    sc = parse_scenario(yaml.safe_load(head_for(kind) + f"  - {EXAMPLES[kind]}\n"))
     events, _, result = simulate(sc, 0)
     mine = [e for e in events if e.kind == "fault" and e.get("id") == f"f0-{kind}"]
     assert mine, f"{kind}: no fault event"

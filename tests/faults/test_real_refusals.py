@@ -10,7 +10,7 @@ import pytest
 from elastic_sim.cli import main
 from elastic_sim.faults.model import FAULT_TYPES, Refusal
 from elastic_sim.real.faults.injector import real_handler
-from tests.faults.test_fault_schema import EXAMPLES, HEAD
+from tests.faults.test_fault_schema import EXAMPLES, HEAD, head_for
 
 REAL = {"crash", "crash_process", "hang", "preempt", "scale_down", "straggler", "signal",
         "crash_loop", "slow_start", "link", "conn_reset"}
@@ -28,7 +28,8 @@ def test_a_fault_real_mode_cannot_inject_is_refused_with_a_clear_message(
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no ip/nft: partitions cannot be cut either
     path = tmp_path / "s.yaml"
-    path.write_text(HEAD + "  - {type: crash, host: h1, at: 5}\n" + f"  - {EXAMPLES[kind]}\n")
+    path.write_text(head_for(kind) + "  - {type: crash, host: h1, at: 5}\n"
+                    + f"  - {EXAMPLES[kind]}\n")
     out = tmp_path / "out"
     rc = main(["run", str(path), "--mode", "real", "--out", str(out), "--quiet"])
     err = capsys.readouterr().err.strip()
