@@ -12,17 +12,25 @@ from tests.conftest import ROOT
 
 
 def test_every_agent_gets_its_ranks_and_the_figure_is_deterministic() -> None:
-    def run() -> str:
+    def run(*extra: str) -> str:
         proc = subprocess.run([sys.executable, "scripts/rendezvous_at_scale.py", "--hosts", "16",
-                               "32"], cwd=ROOT, capture_output=True, text=True, check=False)
+                               "32", *extra], cwd=ROOT, capture_output=True, text=True,
+                              check=False)
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
 
+    line = (r"(\d+) hosts \(started over ([\d.]+) s\): rendezvous done ([\d.]+)-([\d.]+) s, "
+            r"every agent's ranks at ([\d.]+) s \(virtual; ([\d.]+) s after")
     out = run()
-    got = re.findall(r"(\d+) hosts: rendezvous done ([\d.]+)-([\d.]+) s, every agent's ranks "
-                     r"at ([\d.]+) s", out)
+    got = re.findall(line, out)
     assert [g[0] for g in got] == ["16", "32"], out
-    for _, first, last, ranks in got:
+    for _, over, first, last, ranks, after in got:
+        assert float(over) == 0 and float(after) == float(ranks)
         assert 0 < float(first) <= float(last) <= float(ranks) < 10.0
     strip = re.sub(r"; [\d.]+ CPU s", "", out)
     assert re.sub(r"; [\d.]+ CPU s", "", run()) == strip
+    # hosts coming up over 8 s: the last host's start (i x 8 / N) bounds the round from below
+    for n, over, first, _, ranks, after in re.findall(line, run("--start-over", "8")):
+        assert abs(float(over) - 8 * (int(n) - 1) / int(n)) <= 0.05  # printed to 0.1 s
+        assert float(over) < float(first)
+        assert abs(float(ranks) - float(over) - float(after)) <= 0.06
