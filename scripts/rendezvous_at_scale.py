@@ -43,14 +43,23 @@ def measure(raw: dict[str, Any], hosts: int, seed: int, start_over: float | None
     """One size's figures."""
     sc = parse_scenario(at_size(raw, hosts, start_over), str(SCENARIO))
     c0 = time.process_time()
-    hist, _metrics, _result = simulate(sc, seed)
+    hist, _metrics, result = simulate(sc, seed)
     cpu = time.process_time() - c0
     done = [ev.t for ev in hist.of("rdzv_done")]
     ranks = [ev.t for ev in hist.of("ranks_assigned")]
+    last_start = max(h.start_at for h in sc.cluster.host_specs())
     if len(ranks) != hosts:
-        raise SystemExit(f"{hosts} hosts: only {len(ranks)} agents got their ranks")
+        why = result.stopped or ("its time limit" if result.hung else "its processes ended")
+        raise Incomplete(
+            f"{hosts:>6,} hosts (started over {last_start:.1f} s): NO figure: {len(done):,} "
+            f"agents finished the rendezvous and {len(ranks):,} got their ranks by "
+            f"{result.end_time:.1f} s (virtual), when the run ended ({why}); {cpu:.1f} CPU s")
     return {"first_rdzv": min(done), "last_rdzv": max(done), "ranks": max(ranks), "cpu": cpu,
-            "last_start": max(h.start_at for h in sc.cluster.host_specs())}
+            "last_start": last_start}
+
+
+class Incomplete(Exception):
+    """A size at which not every agent got its ranks (the message says how far it got)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,13 +72,19 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     raw = load_yaml(SCENARIO, str(SCENARIO))
     assert isinstance(raw, dict)
+    failed = False
     for n in args.hosts or [int(raw["cluster"]["hosts"])]:
-        f = measure(raw, n, args.seed, args.start_over)
+        try:
+            f = measure(raw, n, args.seed, args.start_over)
+        except Incomplete as exc:
+            print(exc, flush=True)
+            failed = True
+            continue
         print(f"{n:>6,} hosts (started over {f['last_start']:.1f} s): rendezvous done "
               f"{f['first_rdzv']:.2f}-{f['last_rdzv']:.2f} s, every agent's ranks at "
               f"{f['ranks']:.2f} s (virtual; {f['ranks'] - f['last_start']:.2f} s after the "
               f"last host started); {f['cpu']:.1f} CPU s", flush=True)
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
