@@ -4,6 +4,7 @@ cleanly (no process ends with an error, the barrier ending the epoch completes).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from elastic_sim.checks.capacity import WORLD, Capacity, job_failure, replay
@@ -200,9 +201,12 @@ def _fault_did(cap: Capacity, hist: History, host: str, done_at: float) -> bool:
 
 def _at_end(hist: History, t: float, done_at: float) -> bool:
     """Whether ``t`` is at the job's end: from its completion (its first ``job_done``) on,
-    or after its last step or commit (the workers done, their hosts not yet saying so)."""
+    or after its last step or commit (the workers done, their hosts not yet saying so). A
+    step or commit at ``t`` itself is before it: a fault triggered by the last commit fires
+    at that commit's instant."""
 
     def worked(a: float, b: float) -> bool:
         return hist.occurs("step", a, b) or hist.occurs("commit", a, b)
 
-    return t >= done_at or (worked(0.0, t) and not worked(t, done_at))
+    return t >= done_at or (worked(0.0, t) and not worked(math.nextafter(t, math.inf),
+                                                              done_at))

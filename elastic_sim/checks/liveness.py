@@ -43,8 +43,11 @@ def terminates(events: Sequence[TraceEvent]) -> CheckResult:
 
 def _cut_short(hist: History, end: TraceEvent) -> str:
     """Why a run that hung at its time limit cannot be judged: the limit came before the
-    knobs' progress bound after the last fault started or healed, while the job could
-    still recover, or, once the job completed, after a host's first process started anew
+    knobs' progress bound after the last fault started or healed, or after an agent's last
+    restart for a failure with restarts left (each failed world may take the bound again:
+    survivors waiting out a collective's timeout, restarting, waiting again, until the
+    budget ends the job with a clear error), while the job could still recover, or, once
+    the job completed, after a host's first process started anew
     (a host restarted after the completion waits for a world as a new one would); ""
     when it did not (once the job completed, what is left is its shutdown; once its
     coordinator is gone, nothing recovers it)."""
@@ -64,6 +67,12 @@ def _cut_short(hist: History, end: TraceEvent) -> str:
                 "completed"
     if last is None:
         return ""
+    if done is None:  # a recovery still under way: a failure restart with restarts left
+        again = next((e for e in reversed(hist.of("restart")) if e.get("failure")
+                      and e.get("spent") and (e.get("left") or 0) > 0), None)
+        if again is not None and again.t > last.t:
+            last, since = again, (f"{again.host}'s agent restarted for a failure with "
+                                  f"{again.get('left')} restart(s) left")
     if end.t >= last.t + limits.progress_s:
         return ""
     *_, (_, cap) = replay(hist)

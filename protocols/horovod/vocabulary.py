@@ -46,7 +46,9 @@ KNOB = "reset_limit"
 
 
 def limits(knobs: Fields) -> dict[str, Any]:
-    """What the knobs promise: ``min_np`` .. ``max_np`` slots as hosts, ``reset_limit``
+    """What the knobs promise: ``min_np`` .. ``max_np`` slots as hosts (the fewest hosts
+    that hold ``min_np`` slots, the most that ``max_np`` slots can use, by the slots
+    discovery offers per host), ``reset_limit``
     resets for the job, and the time a new world takes to form (discovery's period, twice,
     its wait, a worker's start, the Gloo timeout and the kill grace) and to detect a
     failure (the longest of the Gloo, elastic and connect timeouts). A host up within the
@@ -57,18 +59,37 @@ def limits(knobs: Fields) -> dict[str, Any]:
         v = knobs.get(name)
         return float(v) if isinstance(v, (int, float)) else 0.0
 
-    slots = max(int(knobs.get("slots_per_host", 1)), 1)
+    offered = _slots_offered(knobs)
     min_np = knobs.get("min_np") or knobs.get("np", 1)
     max_np = knobs.get("max_np")
     reset_limit = knobs.get("reset_limit")
     settle = (2 * num("discovery_period") + num("discovery_wait")
               + num("process_start_latency") + num("gloo_timeout") + num("kill_grace"))
     detect = max(num("gloo_timeout"), num("elastic_timeout"), num("connect_timeout"))
-    return {"min_hosts": math.ceil(int(min_np) / slots),
-            "max_hosts": None if max_np is None else max(int(max_np) // slots, 1),
+    return {"min_hosts": math.ceil(int(min_np) / max(offered)),
+            "max_hosts": None if max_np is None else max(int(max_np) // min(offered), 1),
             "restart_budget": reset_limit if isinstance(reset_limit, int) else None,
             "budget_per_host": False, "settle_s": settle, "progress_s": detect + settle,
             "wait_s": num("elastic_timeout"),
             "progress_by": f"max(gloo_timeout, elastic_timeout, connect_timeout) {detect:g} s"
                            f" + a new world's discovery, start and Gloo periods {settle:g} s",
             "rejoin_s": None, "rejoin_by": ""}
+
+
+def _slots_offered(knobs: Fields) -> list[int]:
+    """The slot counts discovery can offer a host (``host:slots`` lines of its fixed list,
+    its schedule and its random source; a bare name has ``slots_per_host``)."""
+    default = max(int(knobs.get("slots_per_host", 1) or 1), 1)
+    spec = knobs.get("discovery")
+    lines: list[str] = []
+    if isinstance(spec, Mapping):
+        lines += [str(h) for h in spec.get("hosts") or ()]
+        for step in spec.get("schedule") or ():
+            if isinstance(step, Mapping):
+                lines += [str(h) for h in step.get("hosts") or ()]
+        random = spec.get("random")
+        if isinstance(random, Mapping):
+            lines += [str(h) for h in random.get("hosts") or ()]
+    slots = [int(n) if sep and n.strip().isdigit() else default
+             for _, sep, n in (line.strip().partition(":") for line in lines if line.strip())]
+    return [max(n, 1) for n in slots] or [default]

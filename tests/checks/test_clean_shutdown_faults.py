@@ -103,3 +103,22 @@ def test_the_others_errors_once_a_fault_hit_the_coordinator_at_the_end_are_its_d
                               "10 s, at its end: the shutdown is its doing")
     mid = [fault(5.0, "store_crash", "h0") if e.kind == "fault" else e for e in h]
     assert not clean_shutdown(sorted(mid, key=lambda e: e.t)).ok  # before the last step
+
+
+def test_a_fault_triggered_by_the_last_commit_is_at_the_jobs_end() -> None:
+    """A crash_process of h1's agent fired by the last commit (at its instant, 9 s): h0 and
+    h2 then wait out the exit barrier, the fault's doing; the same fault a step earlier is
+    before the end, and the others' barrier timeouts are the protocol's."""
+    def run(at: float) -> list[TraceEvent]:
+        h = without(without(without(job(), "exit_barrier_done", "h1"), "proc_exit", "h1"),
+                    "job_done", "h1")
+        h = [e for e in h if not (e.kind == "exit_barrier_done")]
+        return sorted([*h, ev(9.0, "h0", "commit", round=0, step=10),
+                       fault(at, "crash_process", "h1/main"),
+                       ev(at, "h1", "proc_exit", code=-9, reason="killed by SIGKILL"),
+                       *(ev(310.1, x, "exit_barrier_failed", error="StoreTimeout: barrier")
+                         for x in ("h0", "h2"))], key=lambda e: e.t)
+
+    assert clean_shutdown(run(9.0)).ok
+    early = [*run(8.0), ev(8.5, "h0", "step", round=0, step=9)]
+    assert not clean_shutdown(sorted(early, key=lambda e: e.t)).ok

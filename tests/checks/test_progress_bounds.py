@@ -153,3 +153,26 @@ def test_a_host_restarted_after_the_job_completed_may_wait_out_its_join_timeout(
     res = terminates(h)
     assert res.status == "n/a" and "after h2's first process started again after the job " \
         "completed" in res.not_judged
+
+
+def test_a_run_cut_short_while_failures_still_spend_restarts_says_so() -> None:
+    """The survivors wait out a 1,800 s group timeout, restart for the failure (restarts
+    left) and wait again, until the budget ends the job (about 5,400 s): a 3,600 s limit
+    cuts that short, more than the bound after the fault but within it after the last
+    failure restart. With no restart left, or a restart for a waiting node (spending
+    none), the hang is judged."""
+    base = [e for e in died_at_one("crash", resumed=1831.0) if e.t < 1000]
+
+    def cut(**restart: Any) -> list[TraceEvent]:
+        return sorted([*base, ev(1802.0, "h0", "agent_restart", **restart),
+                       ev(3600.0, "*", "run_end", "elastic-sim", outcome="hung")],
+                      key=lambda e: e.t)
+
+    res = terminates(cut(reason="FAILED", remaining_restarts=2))
+    assert res.status == "n/a" and res.not_judged.startswith(
+        "the time limit (3600 s) came 1798 s after h0's agent restarted for a failure with "
+        "2 restart(s) left, within the 2430 s")
+    assert not terminates(cut(reason="FAILED", remaining_restarts=0)).ok
+    assert not terminates(cut(reason="nodes_waiting", remaining_restarts=2)).ok
+    assert not terminates([*base, ev(3600.0, "*", "run_end", "elastic-sim",
+                                     outcome="hung")]).ok  # no restart: judged as before

@@ -269,3 +269,20 @@ def test_each_protocol_reads_its_own_knobs_as_limits() -> None:
 def test_every_translated_kind_is_documented_with_its_fields() -> None:
     for k in TRANSLATED_KINDS:
         assert k.meaning and all(d for _, d in k.fields), k.kind
+
+
+def test_horovods_host_limits_count_the_slots_discovery_offers_per_host() -> None:
+    """-np 4 --min-np 2 --max-np 4 over hosts of two slots: one host holds min_np and
+    two use max_np (the checks once took a host for a slot: 2 and 4)."""
+    from elastic_sim.protocols.horovod.vocabulary import limits
+
+    two = {"np": 4, "min_np": 2, "max_np": 4,
+           "discovery": {"hosts": ["h1:2", "h2:2", "h3:2"]}}
+    assert (limits(two)["min_hosts"], limits(two)["max_hosts"]) == (1, 2)
+    mixed = {"min_np": 3, "max_np": 8, "slots_per_host": 2,  # bare names: slots_per_host
+             "discovery": {"schedule": [{"at": 0, "hosts": ["a:4", "b"]}],
+                           "random": {"hosts": ["c:1"]}}}
+    assert (limits(mixed)["min_hosts"], limits(mixed)["max_hosts"]) == (1, 8)
+    bare = {"np": 2, "min_np": 2, "max_np": 4, "slots_per_host": 1,
+            "discovery": {"hosts": ["h1", "h2"]}}
+    assert (limits(bare)["min_hosts"], limits(bare)["max_hosts"]) == (2, 4)
