@@ -85,6 +85,28 @@ def test_real_mode_refuses_partitions_before_starting_where_it_cannot_cut(
     assert not (tmp_path / "out").exists()
 
 
+def test_real_mode_refuses_cuda_where_torch_sees_no_gpu(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Started anyway, its workers' NCCL groups fail and restart until the time limit."""
+    pytest.importorskip("torch", reason="real mode needs torch")
+    import elastic_sim.backends.real as real
+
+    monkeypatch.setattr(real, "_gpus", lambda: 0)
+    path = tmp_path / "g.yaml"
+    path.write_text(GOOD.replace("cluster: {", "cluster: {device: cuda, "))
+    rc = main(["run", str(path), "--mode", "real", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.splitlines()
+    assert rc == 2 and len(err) == 1
+    assert "cluster.device" in err[0] and "no CUDA GPU" in err[0]
+    assert not (tmp_path / "out").exists()
+    monkeypatch.setattr(real, "_gpus", lambda: 1)  # with one: it would start
+    refused = real.RealBackend().rules
+    from elastic_sim.spec import compile_spec
+
+    assert refused(compile_spec(path, mode="sim")) is None
+
+
 def test_console_script_prints_no_traceback(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text(GOOD.replace("at: 0.5", "at: -3"))

@@ -38,6 +38,13 @@ def log_line(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def _gpus() -> int:
+    """CUDA GPUs torch sees on this machine (0 without CUDA)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
 class RealBackend(Backend):
     """Real processes, real TCP, a real TCPStore and Gloo: the protocols as the sim runs
     them, on this machine (each host at its own loopback address) or on a cluster's
@@ -69,6 +76,12 @@ class RealBackend(Backend):
             return Refused(f"--mode {self.name}", "",
                            f"{self.name} mode runs torch in its processes, and torch is not "
                            f"installed: {TORCH_INSTALL}")
+        on_this_machine = spec.launch is None or spec.launch.launcher in ("local", "netns")
+        if on_this_machine and spec.scenario.cluster.device == "cuda" and not _gpus():
+            return Refused(spec.file, "cluster.device",
+                           "cuda runs NCCL groups on this machine's GPUs, and torch sees no "
+                           "CUDA GPU here; use device cpu (Gloo), --mode sim, or a launcher "
+                           "that places the hosts on GPU nodes")
         if spec.launch is not None and spec.launch.launcher != "local":
             for i, h in enumerate(spec.scenario.cluster.host_specs()):
                 if h.start_delay > 0:
