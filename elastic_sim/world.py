@@ -151,6 +151,12 @@ caught, so the C++ runtime aborts (SIGABRT; an exit code reads as -6, as waitpid
 #   TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC, 15 s, each), a 300 ms GIL check and a C++ stack
 #   dump; and it takes the same way out on the dump signal (kStoreDumpKey) that a peer's
 #   watchdog writes to the store when that peer's collective times out.
+# Measured on one H200 (torch 2.11.0+cu130, NCCL 2.28.9; benchmarks/results/README.md, "NCCL
+# on a GPU"): the 600 s default and the watchdog seeing a timeout within 0.1 s agree with
+# this profile; a teardown waits while a kernel still runs on the GPU, and the heartbeat
+# monitor then ends the process TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC after the timeout's
+# debug-dump signal (4.4-6.5 s after the timeout), a path the gpu_wedge model does not
+# take yet. A peer's death (two GPUs) is not measured.
 NCCL = CollectiveModel(alpha=0.00002, detect_fast_max=0.0, detect_slow_prob=1.0,
                        default_timeout=600.0, tears_down=True, heartbeat_timeout=480.0,
                        monitoring=True)

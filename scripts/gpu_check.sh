@@ -14,9 +14,13 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
     --target /tmp/site .whl/*.whl || exit 3
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
-python3 benchmarks/calibrate_nccl.py --timeout 10 --out "$OUT" 2>&1 | tee "$OUT/calibrate.log"
-python3 -m elastic_sim run benchmarks/nccl_one_gpu.yaml --mode real --out /tmp/g1 2>&1 \
-    | tee "$OUT/real_one_gpu.log"
+ROOT=$PWD
+cd /tmp  # not the checkout: its elastic_sim/ folder is not the installed package
+python3 -m elastic_sim run "$ROOT/benchmarks/nccl_one_gpu.yaml" --mode real --out /tmp/g1 \
+    2>&1 | tee "$OUT/real_one_gpu.log"
 cp /tmp/g1/summary.json "$OUT/real_one_gpu_summary.json" 2>/dev/null
-python3 -m elastic_sim run benchmarks/nccl_one_gpu.yaml --out /tmp/g1s --no-report 2>&1 \
-    | tail -4 | tee -a "$OUT/real_one_gpu.log"
+python3 -m elastic_sim run "$ROOT/benchmarks/nccl_one_gpu.yaml" --out /tmp/g1s --no-report \
+    2>&1 | tail -4 | tee -a "$OUT/real_one_gpu.log"
+cd "$ROOT"
+python3 benchmarks/calibrate_nccl.py --timeout 10 --linger 60 --out "$OUT" 2>&1 \
+    | tee "$OUT/calibrate.log"
