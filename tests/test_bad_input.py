@@ -101,10 +101,10 @@ def test_real_mode_refuses_cuda_where_torch_sees_no_gpu(
     assert "cluster.device" in err[0] and "no CUDA GPU" in err[0]
     assert not (tmp_path / "out").exists()
     monkeypatch.setattr(real, "_gpus", lambda: 1)  # with one: it would start
-    refused = real.RealBackend().rules
+    lacks = real.RealBackend().lacks
     from elastic_sim.spec import compile_spec
 
-    assert refused(compile_spec(path, mode="sim")) is None
+    assert lacks(compile_spec(path, mode="sim")) is None
 
 
 def test_console_script_prints_no_traceback(tmp_path: Path) -> None:

@@ -72,8 +72,8 @@ class Backend:
 
     def refusal(self, spec: RunSpec) -> Refused | None:
         """The first thing of ``spec`` it cannot run, naming the scenario's field (None:
-        it runs it): its mode's rules, then each fault against its handler table. Asked
-        once, when the spec is compiled."""
+        it runs it): its mode's rules, then each fault against its handler table, then what
+        this machine lacks for it. Asked once, when the spec is compiled."""
         refused = self.rules(spec)
         if refused is not None:
             return refused
@@ -82,6 +82,11 @@ class Backend:
             if why:
                 return Refused(spec.file, spec.fault_entry(fault),
                                f"fault {fault.id!r} ({fault.type}): {why}; run with --mode sim")
+        return self.lacks(spec)
+
+    def lacks(self, spec: RunSpec) -> Refused | None:
+        """What this machine lacks to run ``spec`` (asked after the rules and the faults:
+        a scenario no machine could run says so first); None: nothing."""
         return None
 
     def world(self, sc: Scenario, seed: int) -> World:

@@ -76,18 +76,23 @@ class RealBackend(Backend):
             return Refused(f"--mode {self.name}", "",
                            f"{self.name} mode runs torch in its processes, and torch is not "
                            f"installed: {TORCH_INSTALL}")
-        on_this_machine = spec.launch is None or spec.launch.launcher in ("local", "netns")
-        if on_this_machine and spec.scenario.cluster.device == "cuda" and not _gpus():
-            return Refused(spec.file, "cluster.device",
-                           "cuda runs NCCL groups on this machine's GPUs, and torch sees no "
-                           "CUDA GPU here; use device cpu (Gloo), --mode sim, or a launcher "
-                           "that places the hosts on GPU nodes")
         if spec.launch is not None and spec.launch.launcher != "local":
             for i, h in enumerate(spec.scenario.cluster.host_specs()):
                 if h.start_delay > 0:
                     return Refused(spec.file, f"cluster.hosts[{i}].start_delay",
                                    "start_delay is not forwarded to cluster nodes yet; run "
                                    "with the local launcher or --mode sim")
+        return None
+
+    def lacks(self, spec: RunSpec) -> Refused | None:
+        """A GPU, for ``cluster.device: cuda`` with hosts on this machine (started
+        without one, its workers' NCCL groups fail and restart until the time limit)."""
+        on_this_machine = spec.launch is None or spec.launch.launcher in ("local", "netns")
+        if on_this_machine and spec.scenario.cluster.device == "cuda" and not _gpus():
+            return Refused(spec.file, "cluster.device",
+                           "cuda runs NCCL groups on this machine's GPUs, and torch sees no "
+                           "CUDA GPU here; use device cpu (Gloo), --mode sim, or a launcher "
+                           "that places the hosts on GPU nodes")
         return None
 
     def world(self, sc: Scenario, seed: int) -> World:
