@@ -183,11 +183,10 @@ def signatures_of(checks: Sequence[CheckResult], ignore: Collection[str] = (),
             if roles is None:
                 roles = Roles(history(events))
             who = "|".join(
-                "" if ev.kind == "fault" else
                 ":".join(x for x in (roles.of(ev.host, ev.t, ev.kind, ev.data),
                                      detail(ev.kind, ev.data)) if x)
                 for ev in v.witness)
-            out.setdefault(Signature(c.name, where, who), v.message)
+            out.setdefault(anonymous(Signature(c.name, where, who)), v.message)
     return out
 
 
@@ -255,16 +254,13 @@ class Known:
 
     def __init__(self, records: Mapping[str, Sequence[Record]]) -> None:
         self.records: dict[str, dict[str, Record]] = {}
-        for p, rs in records.items():
-            for r in rs:
-                self.records.setdefault(p, {}).setdefault(
-                    str(anonymous(parse(r.mechanism))), r)
         self.loose: dict[str, dict[str, Record]] = {}
         for p, rs in records.items():
             for r in rs:
-                what = anonymous(parse(r.mechanism)).what
-                self.loose.setdefault(p, {}).setdefault(what, Record(r.mechanism, r.source,
-                                                                      exact=False))
+                sig = anonymous(parse(r.mechanism))
+                self.records.setdefault(p, {}).setdefault(str(sig), r)
+                self.loose.setdefault(p, {}).setdefault(
+                    sig.what, Record(r.mechanism, r.source, exact=False))
 
     def match(self, protocol: str, sig: Signature) -> Record | None:
         """The record of this mechanism in this protocol: the same one, else one that

@@ -11,6 +11,8 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from elastic_sim.protocols.horovod.hosts import parse_host_slots
+
 Fields = Mapping[str, Any]
 
 
@@ -90,6 +92,4 @@ def _slots_offered(knobs: Fields) -> list[int]:
         random = spec.get("random")
         if isinstance(random, Mapping):
             lines += [str(h) for h in random.get("hosts") or ()]
-    slots = [int(n) if sep and n.strip().isdigit() else default
-             for _, sep, n in (line.strip().partition(":") for line in lines if line.strip())]
-    return [max(n, 1) for n in slots] or [default]
+    return [max(n, 1) for n in parse_host_slots(lines, default).values()] or [default]
