@@ -23,9 +23,7 @@ from elastic_sim.protocols.api import (
 from elastic_sim.protocols.horovod.conn import (
     Client,
     ConnectFailed,
-    ConnectionDead,
     ConnectRefused,
-    Keepalive,
     Server,
 )
 from elastic_sim.protocols.horovod.discovery import DiscoveryError, DiscoverySource, Probe
@@ -45,6 +43,7 @@ from elastic_sim.protocols.horovod.hosts import (
 )
 from elastic_sim.protocols.horovod.registry import WorkerState, WorkerStateRegistry
 from elastic_sim.protocols.horovod.settings import HorovodKnobs
+from elastic_sim.protocols.horovod.ssh import SshHop
 from elastic_sim.protocols.sync import Condition, Event, Lock
 
 NON_ZERO_EXIT_MESSAGE = "Horovod detected that one or more processes exited with non-zero status"
@@ -55,16 +54,13 @@ LONG_HOLD = 1.0
 """A hold of ``wait_hosts_cond`` at least this long is traced (``hvd_lock_held``)."""
 FOREVER = 1e12
 """A hang without an end (the run's time limit ends it first)."""
-SSH_ERROR = 255
-"""ssh's exit status when the connection fails or dies."""
-SIGKILL = 9
 
 
 class SlotsTimeout(TimeoutError):
     """``wait_for_available_slots`` ran past the elastic timeout."""
 
 
-class ElasticDriver:
+class ElasticDriver(SshHop):
     """The driver of one job (see the module docstring)."""
 
     def __init__(self, rt: Runtime, knobs: HorovodKnobs, service_of: Mapping[str, str],
@@ -338,50 +334,6 @@ class ElasticDriver:
             return self.host_assignments[host][local_rank]
         return INVALID_SLOT
 
-    def _start_worker_process(self, slot: SlotInfo, rid: int) -> None:
-        sid = self._id()
-        fut: Future[tuple[int, float]] = self.rt.future()
-        self._exits[sid] = (slot.hostname, fut)
-        dst = self.service_of[slot.hostname]
-        cid = self.client.open(dst, {"kind": "spawn", "sid": sid, "slot": slot.to_json(),
-                                     "rendezvous": rid, "members": self.members()})
-        self.rt.spawn(self._ssh(dst, cid, fut), f"ssh{sid}")
-        self.spawners.append(self.rt.spawn(self._spawner(slot, sid, fut), f"spawner{sid}"))
-
-    async def _ssh(self, dst: str, cid: int, fut: Future[tuple[int, float]]) -> None:
-        """The local ssh client: connect (exit 255 when that is refused or times out), then
-        wait for the remote command's exit status, or exit 255 when the session's TCP
-        connection is reset or closed (the remote end died while its host lives: ssh
-        learns at once) or TCP keepalive declares it dead (a host that died)."""
-        ka = Keepalive(self.k.keepalive_time, self.k.keepalive_interval,
-                       self.k.keepalive_probes)
-        try:
-            await self.client.connect(cid)
-        except ConnectRefused:
-            error: str | None = "connection refused"
-        except ConnectFailed:
-            error = "connect timed out"
-        else:
-            try:
-                reply = await self.client.reply(cid, dst, ka)
-                error = None
-            except ConnectRefused:  # the session's TCP connection was reset or closed
-                error = "connection closed"
-            except ConnectionDead:
-                error = "keepalive timed out"
-        host = dst.partition("/")[0]
-        if error in ("connect timed out", "keepalive timed out"):
-            self.silent_hosts.add(host)
-        else:  # it answered (its kernel at least)
-            self.silent_hosts.discard(host)
-        if error is None:
-            out = (int(reply["code"]), float(reply["t"]))
-        else:
-            self.rt.record("hvd_ssh_failed", to=dst, error=error)
-            out = (SSH_ERROR, self.wall())
-        if not fut.done():
-            fut.set_result(out)
-
     async def _spawner(self, slot: SlotInfo, sid: int, fut: Future[tuple[int, float]]) -> None:
         code, ts = await fut
         self._exits.pop(sid, None)
@@ -415,23 +367,6 @@ class ElasticDriver:
         self.shutdown.set()
         for host in sorted(self.service_of):
             self._kill(host)
-
-    def _kill(self, host: str) -> None:
-        """Terminate the host's spawners' local shells (each returns within the grace
-        period whatever the remote host's state) and, through them, its workers."""
-        addr = self.service_of.get(host)
-        if addr is not None:
-            self.rt.send(addr, {"op": "kill_workers", "grace": self.k.kill_grace})
-        for sid in sorted(self._exits):
-            where, fut = self._exits[sid]
-            if where == host and not fut.done():
-                self.rt.spawn(self._kill_shell(host, fut), f"kill_shell{sid}")
-
-    async def _kill_shell(self, host: str, fut: Future[tuple[int, float]]) -> None:
-        await self.rt.sleep(self.k.kill_grace)
-        if not fut.done():
-            self.silent_hosts.add(host)
-            fut.set_result((-SIGKILL, self.wall()))
 
     # -- messages ----------------------------------------------------------------------
 
