@@ -156,10 +156,12 @@ class SimProcess:
 class SimProc(Proc):
     """The handle a parent holds on a child process."""
 
-    def __init__(self, cluster: Cluster, proc: SimProcess) -> None:
+    def __init__(self, cluster: Cluster, proc: SimProcess,
+                 parent: SimProcess | None = None) -> None:
         self.name = proc.name
         self._cluster = cluster
         self._proc = proc
+        self._parent = parent
 
     def poll(self) -> int | None:
         """The exit code, or None while it runs."""
@@ -170,7 +172,11 @@ class SimProc(Proc):
         return await self._proc.exited
 
     def signal(self, sig: str) -> None:
-        """Deliver TERM, KILL, STOP, CONT or INT; nothing if it has exited."""
+        """Deliver TERM, KILL, STOP, CONT or INT; nothing if it has exited, or if the
+        parent has (a SIGKILLed parent runs no ``finally``: the sim closes its coroutines,
+        which runs theirs, but what they would signal is not sent)."""
+        if self._parent is not None and not self._parent.alive:
+            return
         self._cluster.signal(self._proc, sig)
 
 

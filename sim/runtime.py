@@ -247,7 +247,7 @@ class SimRuntime(Runtime):
         child_env = {str(k): str(v) for k, v in (env or {}).items()}
         child = self._sim.cluster.start(self._proc.host, name, entry, child_args, child_env,
                                         self._sim.world.process_start)
-        return SimProc(self._sim.cluster, child)
+        return SimProc(self._sim.cluster, child, self._proc)
 
     def on_signal(self, sig: str, handler: Callable[[], None] | None) -> None:
         """Install (or remove) a handler for one of HANDLED_SIGNALS: it runs when the signal
