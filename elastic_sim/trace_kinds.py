@@ -79,12 +79,14 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("missing", "{rank: [names it has not submitted]}"),
        ("waited_s", "the longest wait so far"),
        ("shutdown", "whether it shuts the group down (every member's calls fail)")),
-    _k("nccl_watchdog_stuck", "runtime (sim)", "NCCL's heartbeat monitor of this process "
-       "found its watchdog thread stuck (its GPU wedged): the beat had not moved since the "
-       "check before; with monitoring on it aborts the process (SIGABRT, a proc_exit with "
-       "code -6) one heartbeat timeout later",
-       ("since", "the check before, the last that saw the beat move"),
-       ("abort_at", "when it aborts the process (null: monitoring off, it only logs)")),
+    _k("nccl_dump_signal", "runtime (sim)", "this process's NCCL watchdog saw a collective "
+       "queued behind its wedged GPU kernel time out and signalled the debug dump; it cannot "
+       "tear the process down while the kernel runs, so the heartbeat monitor, with "
+       "monitoring on, ends the process (SIGABRT, a proc_exit with code -6) one heartbeat "
+       "timeout later",
+       ("timed_out_at", "when the collective timed out (the signal follows the profile's "
+        "dump delay later)"),
+       ("abort_at", "when the monitor ends the process (null: monitoring off, it only logs)")),
     _k("group_failed", API, "joining a process group failed", ("group", "name"),
        ("rank", "rank"), ("size", "size"), ("error", "error"),
        ("peer?", "the group rank whose death failed it, where known")),

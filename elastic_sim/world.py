@@ -99,13 +99,14 @@ class CollectiveModel:
     instead of the error reaching the caller, in a process whose environment asks for it
     (:data:`ASYNC_ERROR_HANDLING`): NCCL's does, Gloo raises in the caller."""
     heartbeat_timeout: float = 0.0
-    """Seconds between two checks of the backend's heartbeat monitor, the thread that
-    watches its watchdog thread's beat (0: no monitor, Gloo's). A process's checks run from
-    its first group's creation on; the first check at which the beat has not moved since
-    the check before finds the watchdog stuck (:mod:`elastic_sim.sim.heartbeat`)."""
+    """Seconds the backend's heartbeat monitor waits after a debug-dump signal before it
+    ends a process that is still there (0: no monitor, Gloo's); see
+    :mod:`elastic_sim.sim.heartbeat`."""
     monitoring: bool = False
-    """Whether the heartbeat monitor then aborts the process (SIGABRT), after waiting one
-    more ``heartbeat_timeout``; off, it only logs what it found."""
+    """Whether the heartbeat monitor then aborts the process (SIGABRT); off, it only logs."""
+    dump_delay: float = 0.0
+    """Seconds from the watchdog seeing a collective's timeout to its debug-dump signal (it
+    first collects the failed collective's stack trace)."""
 
 
 ASYNC_ERROR_HANDLING = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
@@ -140,33 +141,31 @@ caught, so the C++ runtime aborts (SIGABRT; an exit code reads as -6, as waitpid
 #   HeartbeatMonitor constructor in ProcessGroupNCCL.cpp, which the wheel does not ship:
 #   upstream's source, not pinned to 2.13), and heartbeat_timeout 480 s,
 #   TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC (ProcessGroupNCCL.hpp; default 60 * 8 s in the same
-#   constructor). The monitor compares the watchdog's beat each time that long has passed
-#   since its last check; finding it unchanged, it waits one more heartbeat_timeout (its
-#   confirmation sleep, in its run loop, same file) and aborts the process. A collective
-#   waiting on a dead peer does not stop the beat: only a watchdog stuck inside a CUDA or
-#   NCCL call does, which a gpu_wedge fault causes (:mod:`elastic_sim.sim.heartbeat`).
-#   Not modelled: the monitor wakes each second (TORCH_NCCL_COORD_CHECK_MILSEC), so its
-#   checks drift past the multiples of 480 s by under a second each; between finding the
-#   watchdog stuck and its sleep it tries a flight-recorder dump (twice, up to
-#   TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC, 15 s, each), a 300 ms GIL check and a C++ stack
-#   dump; and it takes the same way out on the dump signal (kStoreDumpKey) that a peer's
-#   watchdog writes to the store when that peer's collective times out.
+#   constructor). On a debug-dump signal (a collective's timeout) it dumps, waits that long
+#   and ends the process if it is still there.
 # Measured on one H200 (torch 2.11.0+cu130, NCCL 2.28.9; benchmarks/results/README.md, "NCCL
 # on a GPU"): the 600 s default and the watchdog seeing a timeout within 0.1 s agree with
-# this profile; a teardown waits while a kernel still runs on the GPU, and the heartbeat
-# monitor then ends the process TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC after the timeout's
-# debug-dump signal (4.4-6.5 s after the timeout), a path the gpu_wedge model does not
-# take yet. A peer's death (two GPUs) is not measured.
+# this profile; behind a kernel that never ends the watchdog still sees its collective's
+# timeout, signals the dump 4.4-6.5 s later (dump_delay 5 s: it collects the failed
+# collective's stack trace first; public logs of runs without the flight recorder show
+# 0-0.3 s), cannot tear the process down while the kernel runs, and the heartbeat monitor
+# ends the process (SIGABRT) TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC (5 s there) after the signal:
+# the gpu_wedge path (elastic_sim.sim.heartbeat). Not modelled: the monitor's periodic
+# check of the watchdog's beat (a watchdog stuck in the blocked teardown fails it only
+# after the dump path has ended the process), the dump signal a peer writes to the store,
+# and the wait for the dump before an ordinary teardown (0.9 s to about 60 s in public
+# logs). A peer's death (two GPUs) is not measured.
 NCCL = CollectiveModel(alpha=0.00002, detect_fast_max=0.0, detect_slow_prob=1.0,
                        default_timeout=600.0, tears_down=True, heartbeat_timeout=480.0,
-                       monitoring=True)
-"""NCCL's profile, ESTIMATED (no GPU measurement on these machines yet): a dead or
+                       monitoring=True, dump_delay=5.0)
+"""NCCL's profile, partly measured (one GPU; the comment above): a dead or
 powered-off peer is not seen by a pending collective, which waits for the group's timeout
 (by default NCCL's 10 min, not Gloo's 30: see the comment above); the watchdog then tears
 the process down (:data:`ASYNC_ERROR_HANDLING`) as it sees the timeout (upstream's C++
-may first wait for a debug dump, a delay not modelled); a process whose watchdog is stuck
-(a wedged GPU) is aborted by the heartbeat monitor instead; the software cost of a step is
-below Gloo's. Replace with measurements from a GPU machine."""
+may first wait for a debug dump, a delay not modelled); a process whose teardown is
+blocked (a wedged GPU) is ended by the heartbeat monitor instead, after the dump signal;
+the software cost of a step is below Gloo's. The timeout and the wedged path are measured
+on one GPU (the comment above); a peer's death needs two."""
 
 GLOO = CollectiveModel()
 """Gloo's profile (measured: shared/calibration.md)."""

@@ -1,23 +1,34 @@
 """NCCL's heartbeat monitor, and GPUs that wedge.
 
 torch's ProcessGroupNCCL runs two threads beside the training: a watchdog that polls the
-queued collectives, beating a counter on each pass, and a heartbeat monitor that reads
-that counter (the profile's ``heartbeat_timeout`` and ``monitoring``,
+queued collectives and a heartbeat monitor that watches the watchdog (the profile's
+``heartbeat_timeout``, ``monitoring`` and ``dump_delay``,
 :class:`~elastic_sim.world.CollectiveModel`; upstream's sources: the comment above
-:data:`elastic_sim.world.NCCL`). In the sim a process's monitor starts when its first group
-on GPUs is created, at ``since``, and checks the beat at ``since + k * heartbeat_timeout``,
-k >= 1.
+:data:`elastic_sim.world.NCCL`). In the sim a process's monitor exists once its first
+group on GPUs is created (``nccl_since``).
 
 A ``gpu_wedge`` fault (:class:`~elastic_sim.faults.model.GpuWedge`) wedges a process's GPU
-work for good: its main activity (the training loop, which drives the GPU) is held, its
-calls in its groups never return and never take part (its peers time out), and its
-watchdog stops beating, so it sees no timeout and tears nothing down. The check after the
-first check made at or after the wedge finds the beat unchanged (:func:`last_moving_check`):
-the monitor traces ``nccl_watchdog_stuck`` and, with monitoring on, aborts the process one
-``heartbeat_timeout`` later (its confirmation sleep; SIGABRT,
-:data:`~elastic_sim.world.WATCHDOG_ABORT_CODE`). A process that ends before (a signal, its
-host lost) is left alone; a frozen one (hang, SIGSTOP) has its monitor frozen too: what
-fell due happens when it runs again.
+work for good: a kernel that never ends. Its main activity (the training loop, which
+drives the GPU) is held, and its calls in its groups never complete and never take part
+(its peers time out). As measured on an H200 (``benchmarks/results/README.md``, "NCCL on
+a GPU"), its watchdog is not stuck: it only queries the GPU's events, so it keeps beating
+and sees its own collective time out, a group timeout after that collective was queued
+(the call it is inside, else the one its training loop queues behind the stuck kernel as
+the wedge comes: the loop runs ahead of the GPU). It cannot tear the process down (the
+abort waits for the kernel, which never ends), so nothing happens then; the watchdog
+sends the debug-dump signal ``dump_delay`` later (it first collects the failed
+collective's stack trace), and the monitor, on that signal, dumps, waits one
+``heartbeat_timeout`` and, with monitoring on, ends the process (SIGABRT,
+:data:`~elastic_sim.world.WATCHDOG_ABORT_CODE`): about pg_timeout + 5 s + 480 s after the
+wedge at torch's defaults. A process that ends before (a signal, its host lost) is left
+alone; a frozen one (hang, SIGSTOP) has its threads frozen too: what fell due happens when
+it runs again.
+
+Not modelled: the same signal written to the job's store by a peer whose own collective
+timed out (upstream's monitor also takes it, from any rank, within its 1 s poll; the
+wedged process's own timeout comes at about the same time); the monitor's periodic check
+of the watchdog's beat, which a watchdog stuck inside the blocked abort would fail only
+after the dump path has ended the process.
 
 These are the methods of :class:`HeartbeatMonitors`, a mixin of
 :class:`~elastic_sim.sim.collectives.CollectiveEngine`.
@@ -25,14 +36,13 @@ These are the methods of :class:`HeartbeatMonitors`, a mixin of
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from elastic_sim.world import WATCHDOG_ABORT_CODE
 
 if TYPE_CHECKING:
-    from elastic_sim.sim.collective_state import GroupState
+    from elastic_sim.sim.collective_state import GroupState, Member
     from elastic_sim.sim.host import SimProcess
     from elastic_sim.sim.kernel import Kernel
     from elastic_sim.world import CollectiveModel
@@ -42,35 +52,21 @@ GPU_ACTIVITY = "main"
 (the process's other tasks, which touch no GPU, go on)."""
 
 
-def last_moving_check(since: float, stuck_at: float, period: float) -> float:
-    """The last check at which a monitor checking at ``since + k * period`` (k >= 1) sees
-    the beat of a watchdog stuck from ``stuck_at`` moved: its first check made at or after
-    ``stuck_at`` (the first check always sees the beat moved from the monitor's start). The
-    next check, one ``period`` later, finds it stuck: between ``stuck_at + period`` and
-    ``stuck_at + 2 * period``."""
-    k = max(1, math.ceil((stuck_at - since) / period))
-    # the division rounds: settle k on the instants as the checks are computed
-    while k > 1 and since + (k - 1) * period >= stuck_at:
-        k -= 1
-    while since + k * period < stuck_at:
-        k += 1
-    return since + k * period
-
-
 class HeartbeatMonitors:
     """Mixin of :class:`~elastic_sim.sim.collectives.CollectiveEngine`: each process's NCCL
-    heartbeat monitor, and wedging a process's GPU (what the engine provides is declared
-    for the type checker only)."""
+    watchdog and heartbeat monitor as a wedged GPU meets them (what the engine provides is
+    declared for the type checker only)."""
 
     if TYPE_CHECKING:
         k: Kernel
         model: CollectiveModel
         on_gpus: bool
+        groups: dict[tuple[int, str], GroupState]
         kill: Callable[[SimProcess, int, str], None] | None
 
     def _monitors_start(self, g: GroupState) -> None:
-        """Group ``g`` was created: on GPUs, the monitor of each member's process starts
-        now, unless an earlier group of the process started it."""
+        """Group ``g`` was created: on GPUs, each member's process has its NCCL threads from
+        now on, unless an earlier group of the process started them."""
         if not self.on_gpus:
             return
         for m in g.members:
@@ -84,34 +80,50 @@ class HeartbeatMonitors:
             return
         proc.gpu_wedged = True
         proc.wedged.setdefault(GPU_ACTIVITY, [])
-        period = self.model.heartbeat_timeout
-        if proc.nccl_since is None or period <= 0.0:
+        if proc.nccl_since is None or self.model.heartbeat_timeout <= 0.0:
             return  # no group on GPUs yet, or a backend without a monitor
-        moved = last_moving_check(proc.nccl_since, self.k.now, period)
-        self.k.call_at(moved + period, self._watchdog_stuck, proc, moved,
+        mine = self._members_of(proc)
+        deadlines = [max(e.t + m.timeout, self.k.now) for m in mine
+                     for e in m.pending.values()]
+        if deadlines:
+            timed_out = min(deadlines)  # the call it is inside
+        elif mine:
+            timed_out = self.k.now + mine[-1].timeout  # the one queued behind the kernel
+        else:
+            return  # no live group: nothing queued that could time out
+        self.k.call_at(timed_out + self.model.dump_delay, self._dump_signal, proc, timed_out,
                        lane=("monitor", proc.name))
 
-    def _watchdog_stuck(self, proc: SimProcess, moved: float) -> None:
-        """The monitor's check finds the beat where it was at the check at ``moved``."""
+    def _members_of(self, proc: SimProcess) -> list[Member]:
+        """``proc``'s live memberships, oldest group first."""
+        return [m for g in self.groups.values() for m in g.members
+                if m is not None and m.proc is proc and not m.dead and not m.aborted]
+
+    def _dump_signal(self, proc: SimProcess, timed_out: float) -> None:
+        """The watchdog, which saw the collective queued behind the wedged kernel time out
+        at ``timed_out``, signals the dump: the monitor takes it."""
         if not proc.alive:
             return
         if not proc.runnable:
-            proc.defer(self._watchdog_stuck, proc, moved)
+            proc.defer(self._dump_signal, proc, timed_out)
             return
         abort_at = self.k.now + self.model.heartbeat_timeout if self.model.monitoring else None
-        self.k.trace(proc.host.name, proc.name, "nccl_watchdog_stuck",
-                     {"since": moved, "abort_at": abort_at})
+        self.k.trace(proc.host.name, proc.name, "nccl_dump_signal",
+                     {"timed_out_at": timed_out, "abort_at": abort_at})
         if abort_at is not None:
-            self.k.call_at(abort_at, self._monitor_abort, proc, moved,
+            self.k.call_at(abort_at, self._monitor_abort, proc, timed_out,
                            lane=("monitor", proc.name))
 
-    def _monitor_abort(self, proc: SimProcess, moved: float) -> None:
-        """The confirmation sleep is over: the monitor aborts the process."""
+    def _monitor_abort(self, proc: SimProcess, timed_out: float) -> None:
+        """The monitor's wait after the dump is over and the process is still there (its
+        teardown blocked by the wedged kernel): it aborts the process."""
         if not proc.alive or self.kill is None:
             return
         if not proc.runnable:
-            proc.defer(self._monitor_abort, proc, moved)
+            proc.defer(self._monitor_abort, proc, timed_out)
             return
         self.kill(proc, WATCHDOG_ABORT_CODE,
-                  f"the NCCL heartbeat monitor found the watchdog stuck (its beat had not "
-                  f"moved since {moved:.6g} s) and aborted the process (SIGABRT)")
+                  f"the NCCL heartbeat monitor ended the process (SIGABRT) "
+                  f"{self.model.heartbeat_timeout:g} s after the debug-dump signal of a "
+                  f"collective that timed out at {timed_out:.6g} s behind a wedged GPU "
+                  f"kernel (the watchdog's teardown waits for the kernel)")

@@ -1,15 +1,14 @@
-"""``gpu_wedge``: a host's GPU work wedges for good. Its worker makes no progress; its
-peers' collectives see nothing, time out at the group's timeout and NCCL's watchdog tears
-them down; its own watchdog is stuck too, so only NCCL's heartbeat monitor ends it. The
-monitor checks the watchdog's beat every 480 s from the group's creation; the check after
-the first one made since the wedge finds the beat stopped, and the monitor aborts the
-process (SIGABRT) one more 480 s later. torchrun's defaults (scenarios/torchelastic/
+"""``gpu_wedge``: a host's GPU work wedges for good (a kernel that never ends). Its worker
+makes no progress; its peers' collectives see nothing, time out at the group's timeout and
+NCCL's watchdog tears them down. Its own watchdog, as measured on an H200, sees its
+collective queued behind the kernel time out too but cannot tear the process down while
+the kernel runs; it signals the debug dump 5 s later, and NCCL's heartbeat monitor ends the
+process (SIGABRT) 480 s after that signal. torchrun's defaults (scenarios/torchelastic/
 gpu_wedge_heartbeat_monitor.yaml): the store host h0's GPU wedges at 420 s."""
 
 from __future__ import annotations
 
 import dataclasses
-from itertools import count
 from pathlib import Path
 from typing import Any
 
@@ -52,15 +51,8 @@ def run(sc: Scenario, monitoring: bool = True) -> tuple[list[TraceEvent], str, b
 
 
 def created(events: list[TraceEvent], proc: str) -> float:
-    """When ``proc``'s process group was created (its monitor's checks start then)."""
+    """When ``proc``'s process group was created."""
     return next(e.t for e in events if e.kind == "group_ready" and e.proc == proc)
-
-
-def found_stuck_at(since: float, wedge: float) -> float:
-    """The check that finds the beat stopped: the one after the first check made at or
-    after the wedge (checks at since + k * 480 s, k >= 1)."""
-    moved = next(c for c in (since + k * PERIOD for k in count(1)) if c >= wedge)
-    return moved + PERIOD
 
 
 def exits(events: list[TraceEvent], proc: str) -> list[TraceEvent]:
@@ -68,30 +60,43 @@ def exits(events: list[TraceEvent], proc: str) -> list[TraceEvent]:
 
 
 @pytest.mark.parametrize("wedge", [60.0, 420.0, 481.5, 550.0])
-def test_the_monitor_finds_the_watchdog_stuck_at_its_check_and_aborts_a_timeout_later(
+def test_its_own_collective_times_out_and_the_monitor_ends_it_after_the_dump_signal(
         wedge: float) -> None:
     events, outcome, _ = run(shipped(wedge))
-    since = created(events, WEDGED)
-    (stuck,) = [e for e in events if e.kind == "nccl_watchdog_stuck"]
-    assert stuck.proc == WEDGED
-    assert wedge + PERIOD <= stuck.t < wedge + 2 * PERIOD
-    assert stuck.t == pytest.approx(found_stuck_at(since, wedge), abs=1e-9)
-    assert stuck.get("since") == pytest.approx(stuck.t - PERIOD, abs=1e-9)
+    (signal,) = [e for e in events if e.kind == "nccl_dump_signal"]
+    assert signal.proc == WEDGED
+    timeout = NCCL.default_timeout
+    timed_out = signal.get("timed_out_at")
+    # the collective queued as the wedge came (or the one it was inside, queued less than
+    # a step before) times out a group timeout later
+    assert wedge + timeout - 0.1 <= timed_out <= wedge + timeout
+    assert signal.t == pytest.approx(timed_out + NCCL.dump_delay, abs=1e-9)
+    assert NCCL.dump_delay == 5.0  # 4.4-6.5 s measured on an H200
     (end,) = exits(events, WEDGED)
     assert end.get("code") == WATCHDOG_ABORT_CODE == -6
     assert "heartbeat monitor" in end.get("reason") and "SIGABRT" in end.get("reason")
-    assert end.t == pytest.approx(stuck.get("abort_at"), abs=1e-9)
-    assert end.t == pytest.approx(stuck.t + PERIOD, abs=1e-9)  # its confirmation sleep
-    assert wedge + 2 * PERIOD <= end.t < wedge + 3 * PERIOD
+    assert end.t == pytest.approx(signal.get("abort_at"), abs=1e-9)
+    assert end.t == pytest.approx(signal.t + PERIOD, abs=1e-9)  # its wait after the dump
+    # about pg_timeout + 5 s + 480 s after the wedge (1,085 s at torch's defaults)
+    assert end.t - wedge == pytest.approx(timeout + 5.0 + 480.0, abs=0.1)
     assert outcome == "failed"
 
 
-def test_a_wedge_at_a_checks_very_instant_is_found_at_the_next_check() -> None:
-    since = created(run(shipped())[0], WEDGED)  # the wedge comes later: the same instant
-    wedge = since + PERIOD  # the first check's instant, to the float
-    events, _, _ = run(shipped(wedge))
-    (stuck,) = [e for e in events if e.kind == "nccl_watchdog_stuck"]
-    assert stuck.t == pytest.approx(wedge + PERIOD, abs=1e-9)
+def test_the_measured_case_the_monitor_ends_it_its_timeout_after_the_signal() -> None:
+    """The H200 measurement's settings (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC=5, group timeout
+    10 s): SIGABRT 5 s after the dump signal, which follows the timeout; the sim's run of
+    the same settings ends the wedged process there, long before its peers' agents could
+    act."""
+    sc = shipped(420.0, pg_timeout=10.0)
+    world = build_world(sc, 0)
+    world = dataclasses.replace(world, collectives=dataclasses.replace(
+        world.collectives, heartbeat_timeout=5.0))
+    events = list(simulate(sc, 0, world=world)[0])
+    (signal,) = [e for e in events if e.kind == "nccl_dump_signal"]
+    assert 430.0 - 0.1 <= signal.get("timed_out_at") <= 430.0
+    (end,) = exits(events, WEDGED)
+    assert end.t == pytest.approx(signal.get("timed_out_at") + NCCL.dump_delay + 5.0,
+                                  abs=1e-9)
 
 
 def test_the_peers_time_out_and_are_torn_down_while_the_wedged_worker_sees_nothing() -> None:
@@ -106,7 +111,7 @@ def test_the_peers_time_out_and_are_torn_down_while_the_wedged_worker_sees_nothi
         assert wedge + 600.0 <= end.t < wedge + 601.0  # NCCL's default group timeout
     mine = [e for e in events if e.proc == WEDGED and e.t > sc.fault_objects()[0].at]
     # no step, no failed collective, no teardown: it is stuck until the monitor's abort
-    assert [e.kind for e in mine] == ["nccl_watchdog_stuck", "proc_exit"]
+    assert [e.kind for e in mine] == ["nccl_dump_signal", "proc_exit"]
     (abort,) = exits(events, WEDGED)
     assert abort.t > max(e.t for p in PEERS for e in exits(events, p)) + 400.0
     # h0's agent, which hosts the store, waited on its stuck worker until then
@@ -117,7 +122,8 @@ def test_the_peers_time_out_and_are_torn_down_while_the_wedged_worker_sees_nothi
 def test_the_collective_it_is_inside_never_completes_and_its_own_watchdog_sees_nothing(
         ) -> None:
     """Wedged as it enters an allreduce: that allreduce never completes, for anyone; its
-    peers' calls time out, its own does not (its watchdog is stuck): the monitor ends it."""
+    peers' calls time out and they are torn down; its own call times out for its watchdog,
+    which cannot tear it down: the monitor ends it after the dump signal."""
     raw = yaml.safe_load(SHIPPED.read_text())
     raw["faults"][0] = {"id": "wedge-h0", "type": "gpu_wedge", "host": "h0", "at": 0,
                         "when": {"event": "coll_enter", "host": "h0", "match": {"seq": 50}}}
@@ -129,9 +135,15 @@ def test_the_collective_it_is_inside_never_completes_and_its_own_watchdog_sees_n
     assert entered == {WEDGED, *PEERS}
     assert not [e for e in events if e.kind == "coll_done" and e.get("seq", 0) >= 50]
     assert {e.proc for e in events if e.kind == "coll_fail"} == set(PEERS)
+    (signal,) = [e for e in events if e.kind == "nccl_dump_signal"]
+    (enter,) = [e for e in events if e.kind == "coll_enter" and e.get("seq") == 50
+                and e.proc == WEDGED]
+    assert signal.get("timed_out_at") == pytest.approx(enter.t + NCCL.default_timeout,
+                                                       abs=1e-9)
     (end,) = exits(events, WEDGED)
     assert "heartbeat monitor" in end.get("reason")
-    assert end.t > fault.t + 2 * PERIOD
+    assert end.t == pytest.approx(enter.t + NCCL.default_timeout + NCCL.dump_delay + PERIOD,
+                                  abs=1e-9)
     assert outcome == "failed"
 
 
@@ -151,8 +163,8 @@ def test_a_wedge_of_its_main_activity_that_heals_does_not_free_a_wedged_gpu() ->
 
 def test_with_monitoring_off_the_monitor_only_logs_and_the_job_hangs() -> None:
     events, outcome, hung = run(load_scenario(SHIPPED), monitoring=False)
-    (stuck,) = [e for e in events if e.kind == "nccl_watchdog_stuck"]
-    assert stuck.get("abort_at") is None
+    (signal,) = [e for e in events if e.kind == "nccl_dump_signal"]
+    assert signal.get("abort_at") is None
     assert exits(events, WEDGED) == []  # never aborted: alive at the time limit
     assert hung and outcome == "hung"
     assert not next(c for c in run_checks(events) if c.name == "terminates").ok
@@ -160,13 +172,13 @@ def test_with_monitoring_off_the_monitor_only_logs_and_the_job_hangs() -> None:
 
 def test_with_restarts_left_the_agent_stops_the_wedged_worker_before_the_monitor_can() -> None:
     """The peers' agents re-rendezvous after the timeout; h0's agent sees them waiting and
-    stops its workers (SIGTERM ends the stuck process): the monitor, which found the
-    watchdog stuck before, never aborts it, nor the worker started after it."""
+    stops its workers (SIGTERM ends the stuck process): the monitor never aborts it, nor
+    the worker started after it."""
     events, outcome, _ = run(shipped(max_restarts=3))
-    stuck = [e for e in events if e.kind == "nccl_watchdog_stuck"]
-    assert [e.proc for e in stuck] == [WEDGED]
     first, *later = exits(events, WEDGED)
-    assert first.get("code") == -15 and first.t < stuck[0].get("abort_at")
+    assert first.get("code") == -15
+    # stopped before its collective's timeout: no dump signal, no abort
+    assert not [e for e in events if e.kind == "nccl_dump_signal"]
     assert not [e for e in events if e.kind == "proc_exit"
                 and "heartbeat monitor" in str(e.get("reason"))]
     assert [e.get("code") for e in later] == [0]  # a new process, on a GPU that works
@@ -178,7 +190,7 @@ def test_a_gpu_wedge_before_any_group_on_gpus_is_skipped_saying_why() -> None:
     (fault,) = [e for e in events if e.kind == "fault"]
     assert fault.get("phase") == "skipped"
     assert "no process of h0 has a process group on GPUs" in fault.get("reason")
-    assert not [e for e in events if e.kind == "nccl_watchdog_stuck"]
+    assert not [e for e in events if e.kind == "nccl_dump_signal"]
 
 
 def test_a_gpu_wedge_on_a_cluster_on_cpus_is_refused(
