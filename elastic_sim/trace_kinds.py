@@ -46,7 +46,8 @@ EVENT_KINDS: tuple[EventKind, ...] = (
     _k("proc_start", RUNTIME, "a process starts (<host>/main is the host's first)",
        ("entry", "module:function it runs"), ("pid?", "OS pid (a torchrun worker's)"),
        ("restart_count?", "TORCHELASTIC_RESTART_COUNT it was told (a torchrun worker's)")),
-    _k("proc_exit", RUNTIME, "a process ends", ("code", "exit code (negative: signal)"),
+    _k("proc_exit", RUNTIME, "a process ends (a daemon, Runtime.detach, still running when "
+       "the rest of the run is over has none)", ("code", "exit code (negative: signal)"),
        ("reason", "returned, killed by a signal, host crashed, or the exception"),
        ("pid?", "OS pid (real mode)")),
     _k("fault", INJECTOR, "a scheduled fault starts, heals or is skipped", ("id", "fault id"),

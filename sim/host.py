@@ -130,6 +130,9 @@ class SimProcess:
         checks from then on (None: it has none; :mod:`elastic_sim.sim.heartbeat`)."""
         self.gpu_wedged = False
         """Its GPU work is wedged for good (a ``gpu_wedge`` fault)."""
+        self.daemon = False
+        """It stands for a daemon outside the job (:meth:`Runtime.detach`): the run does not
+        wait for it."""
 
     def defer(self, fn: Callable[..., object], *args: Any) -> None:
         """Hold a continuation until this process runs again."""
@@ -222,6 +225,8 @@ class Cluster:
         """Live processes by name."""
         self.exit_codes: dict[str, int] = {}
         self.live = 0
+        self.daemons = 0
+        """Live processes that are daemons (:meth:`detach`): the run does not wait for them."""
         self.next_pid = FIRST_PID
         """Pids are handed out in start order, so they are deterministic."""
         self.pending_starts = 0
@@ -356,11 +361,21 @@ class Cluster:
         for fn in self.exit_listeners:
             fn()
         self.live -= 1
+        if proc.daemon:
+            self.daemons -= 1
         self.check_end()
 
+    def detach(self, proc: SimProcess) -> None:
+        """``proc`` stands for a daemon outside the job (:meth:`Runtime.detach`)."""
+        if proc.alive and not proc.daemon:
+            proc.daemon = True
+            self.daemons += 1
+            self.check_end()
+
     def check_end(self) -> None:
-        """Stop the run once every process has exited and no host is still to start."""
-        if (not self.finished and self.live == 0 and self.pending_starts == 0
+        """Stop the run once every process but the daemons has exited and no host is still
+        to start (a daemon still running is dropped with the run, untraced)."""
+        if (not self.finished and self.live == self.daemons and self.pending_starts == 0
                 and not any(h.restarts_pending for h in self.hosts.values())):
             self.finished = True
             self.kernel.stop_after(0.0)

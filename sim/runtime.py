@@ -261,6 +261,10 @@ class SimRuntime(Runtime):
 
     # -- discovery ---------------------------------------------------------------------
 
+    def detach(self) -> None:
+        """:meth:`Runtime.detach`."""
+        self._sim.cluster.detach(self._proc)
+
     def discovery_overlay(self) -> DiscoveryOverlay:
         """The run's discovery-source faults in effect now (see :mod:`elastic_sim.sim.faults`)."""
         return self._sim.injector.discovery_overlay()

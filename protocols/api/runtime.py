@@ -278,6 +278,14 @@ class Runtime(abc.ABC):
         return None
 
     @abc.abstractmethod
+    def detach(self) -> None:
+        """This process stands for a daemon outside the job (the sshd a protocol's ssh hop
+        goes through, say): the run does not wait for it. Once every other process of the
+        run has ended and no host is still to start, the run ends, and a daemon still
+        running then is stopped without an exit code or a ``proc_exit`` (upstream's daemon
+        simply stays). Its children are the job's: the run waits for them."""
+
+    @abc.abstractmethod
     def on_signal(self, sig: str, handler: Callable[[], None] | None) -> None:
         """Install (or, with None, remove) a handler for one of :data:`HANDLED_SIGNALS`;
         by default they kill."""

@@ -46,15 +46,17 @@ the worker's host: refused at once when the process has exited, unanswered
 host's wall clock. Beyond upstream's exit modes (exception, kill) the scenarios may use hang,
 exit0 and silent.
 
-The task services stand for sshd, a daemon outside the job upstream; the run ends when they
-have ended. The driver holds a connection to each for the whole job and tells each the job
-is over through another, retransmitted like any connection and waited for up to
-``connect_timeout`` (except from hosts whose sessions went silent: likely down), so a lossy
-link or a partition shorter than that delays a task service's end but does not lose it; one
-cut off for longer waits until the run's time limit, although the job is over. A task
-service also ends once its driver's end of a connection is gone (the driver's process
-ended while its host lives, or the host came back without it) and its workers have exited;
-one that never heard from the driver (a driver killed at its very start) waits. horovodrun
+The task services stand for sshd, a daemon outside the job upstream: those of hosts other
+than the driver's detach (:meth:`Runtime.detach`), so the run ends once horovodrun and every
+worker have, whatever the task services still wait for. The driver holds a connection to
+each for the whole job and tells each the job is over through another, retransmitted like
+any connection and waited for up to ``connect_timeout`` (except from hosts whose sessions
+went silent: likely down), so a lossy link or a partition shorter than that delays a task
+service's end but does not lose it; one cut off for longer, or one that never heard from
+the driver (a driver killed at its very start), is still waiting when the job is over and
+is left running, untraced, as an sshd would be. A task service also ends once its driver's
+end of a connection is gone (the driver's process ended while its host lives, or the host
+came back without it) and its workers have exited. horovodrun
 is not restarted: after a crash_restart of the driver's host its first process records
 ``hvd_launcher_gone`` and exits, and the job dies with its launcher.
 

@@ -206,6 +206,11 @@ class Client:
             if hit(_host(call.dst)):
                 call.refuse()
 
+    def reached(self, cid: int) -> bool:
+        """Whether connection ``cid`` (still open) was ever established, not refused."""
+        call = self._calls.get(cid)
+        return call is not None and call.established.done() and not call.refused
+
     def open_calls(self) -> list[tuple[int, str]]:
         """``(cid, dst)`` of every connection still open, in the order opened."""
         return [(cid, self._calls[cid].dst) for cid in sorted(self._calls)]

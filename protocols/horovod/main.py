@@ -5,7 +5,10 @@ and its store (horovodrun itself).
 The task service ends when the driver tells it the job is over (over a connection, so a
 lossy link delays it but does not lose it), or once its driver is gone (a session's peer
 reset: the driver's process ended, or its host came back without it) and none of its
-workers runs any more. horovodrun is not restarted: when the driver's host comes back after
+workers runs any more. On a host other than the driver's it stands for sshd, a daemon
+outside the job (:meth:`Runtime.detach`): the run does not wait for it, so one the driver
+never reached (or could not tell) does not keep a finished job "running" to the time
+limit. horovodrun is not restarted: when the driver's host comes back after
 a crash, its first process is only that host's sshd, and nothing of the job runs there."""
 
 from __future__ import annotations
@@ -175,6 +178,8 @@ async def host_main(rt: Runtime, args: Mapping[str, Any]) -> int:
         # horovodrun died with its host and nothing starts it again
         rt.record("hvd_launcher_gone", incarnation=rt.info.incarnation)
         return 0
+    if driver is None:
+        rt.detach()  # sshd: the run does not wait for it, only for the workers it starts
 
     async def dispatch() -> None:
         while True:
@@ -190,9 +195,8 @@ async def host_main(rt: Runtime, args: Mapping[str, Any]) -> int:
         await service.drain()
         return 0
     await rt.host_store(knobs.store_port)
-    for h in hosts:
-        if h != rt.host:
-            client.open(f"{h}/main", {"kind": "job"})  # never answered: see session_gone
+    jobs = {h: client.open(f"{h}/main", {"kind": "job"})  # never answered: session_gone
+            for h in hosts if h != rt.host}
     error = await driver.run()
     if error is None:
         rt.record("hvd_job_succeeded", results=len(driver.results))
@@ -202,7 +206,9 @@ async def host_main(rt: Runtime, args: Mapping[str, Any]) -> int:
             for h in hosts if h != rt.host}
     await service.drain()
     for h, task in told.items():
-        if h not in driver.silent_hosts:
+        # a harness wait (horovodrun itself just exits): for the task services it reached,
+        # so that they end in the trace; one it never reached is a daemon left running
+        if h not in driver.silent_hosts and client.reached(jobs[h]):
             await task
     return 1 if error is not None else 0
 

@@ -207,6 +207,11 @@ class RealRuntime(api.Runtime):
             {"code": code, "reason": reason, "pid": child.pid},
         )
 
+    def detach(self) -> None:
+        """:meth:`~elastic_sim.protocols.api.Runtime.detach`: a file in the run directory
+        tells the launcher."""
+        write_atomic(self.run_dir.daemon(self.spec.name), "")
+
     def on_signal(self, sig: str, handler: Callable[[], None] | None) -> None:
         if sig not in api.HANDLED_SIGNALS:
             raise ValueError(f"on_signal({sig!r}): only {', '.join(api.HANDLED_SIGNALS)} "

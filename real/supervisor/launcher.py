@@ -33,7 +33,7 @@ from elastic_sim.real.supervisor.spec import ProcSpec
 from elastic_sim.real.supervisor.supervise import Guard, Leader, Supervisor
 from elastic_sim.real.supervisor.tail import TraceTail
 from elastic_sim.real.supervisor.tracefile import TraceFile, merge
-from elastic_sim.real.supervisor.workdir import RunDir, Started
+from elastic_sim.real.supervisor.workdir import RunDir, Started, stem
 from elastic_sim.trace import TraceEvent, encode
 from elastic_sim.world import RunResult, World
 
@@ -170,6 +170,18 @@ class Launcher(Supervisor):
         own = {h.proc.pid for h in self.leaders.values()}
         return [(s.pid, s.start) for s in self.run_dir.started() if s.pid not in own]
 
+    def _job_over(self) -> bool:
+        daemons = self.run_dir.daemons()
+        if not daemons:
+            return False
+        left = [h for h in self.leaders.values() if h.exit_t is None]
+        if not left or any(stem(h.name) not in daemons for h in left):
+            return False
+        own = {h.proc.pid for h in self.leaders.values()}
+        marker = self.run_dir.marker
+        return not any(reaper.is_running(s.pid, marker) for s in self.run_dir.started()
+                       if s.pid not in own)
+
     # -- end -------------------------------------------------------------------------------
 
     def _kill_everything(self) -> None:
@@ -188,11 +200,15 @@ class Launcher(Supervisor):
             ev.get("pid"): ev for ev in merge(self.run_dir.traces()) if ev.kind == "proc_exit"
         }
         leaders = {h.proc.pid: h for h in self.leaders.values()}
+        daemons = self.run_dir.daemons()
         exit_t: dict[int, float] = {}
         codes: dict[str, int] = {}
         for s in self.run_dir.started():
             leader = leaders.get(s.pid)
             ev = recorded.get(s.pid)
+            if (ev is None and leader is not None and leader.exit_t is None and not hung
+                    and stem(s.name) in daemons):
+                continue  # a daemon still running when the job was over: no exit to tell
             if ev is not None:
                 code, t = int(ev.get("code")), ev.t
             else:

@@ -149,6 +149,12 @@ class Supervisor:
         """Whether to end the run before its leaders exit (a cluster node: when told)."""
         return False
 
+    def _job_over(self) -> bool:
+        """Whether the run is over although leaders still run: every one left stands for a
+        daemon outside the job (:meth:`~elastic_sim.protocols.api.Runtime.detach`) and
+        nothing else of the run lives. The run then ends as if they had exited."""
+        return False
+
     # -- the run ---------------------------------------------------------------------------
 
     def _supervised(self, injector: Injector) -> bool:
@@ -181,7 +187,8 @@ class Supervisor:
                     injector.fire_due(now)
                     if self._tail is not None:
                         self._tail.poll()
-                    if all(h.exit_t is not None for h in self.leaders.values()):
+                    if (all(h.exit_t is not None for h in self.leaders.values())
+                            or self._job_over()):
                         return False
                     if now >= self.world.time_limit or self._should_stop():
                         return True

@@ -18,7 +18,7 @@ import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-SUBDIRS = ("specs", "pids", "addr", "trace", "logs")
+SUBDIRS = ("specs", "pids", "addr", "trace", "logs", "daemons")
 
 
 def stem(name: str) -> str:
@@ -102,6 +102,16 @@ class RunDir:
     def log(self, name: str) -> Path:
         """Process ``name``'s stdout/stderr log."""
         return self.root / "logs" / f"{stem(name)}.log"
+
+    def daemon(self, name: str) -> Path:
+        """Where process ``name`` says it stands for a daemon outside the job
+        (:meth:`~elastic_sim.protocols.api.Runtime.detach`)."""
+        return self.root / "daemons" / stem(name)
+
+    def daemons(self) -> set[str]:
+        """The file stems of the processes that said so."""
+        folder = self.root / "daemons"
+        return {p.name for p in folder.iterdir()} if folder.is_dir() else set()
 
     def traces(self) -> list[Path]:
         """Every trace file of the run, in name order."""

@@ -153,3 +153,21 @@ async def collective_errors(rt: Runtime, args: Args) -> int:
     if args["then"] == "hang":
         await rt.sleep(float(args["timeout"]) * 2)  # the store host outlives h1
     return 0
+
+
+async def daemon(rt: Runtime, args: Args) -> int:
+    """h1 stands for a daemon outside the job (:meth:`Runtime.detach`) and never ends on
+    its own; it starts a child that works 1 s (the job's). h0 ends at once."""
+    if rt.host == "h0":
+        await rt.sleep(0.2)
+        return 0
+    rt.detach()
+    await rt.start_process("c", "tests.contract.entries:daemon_child", {})
+    await rt.sleep(1000.0)
+    return 0
+
+
+async def daemon_child(rt: Runtime, args: Args) -> int:
+    """The daemon's child: the job's, so the run waits for it."""
+    await rt.sleep(1.0)
+    return 0

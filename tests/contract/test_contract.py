@@ -99,6 +99,17 @@ def test_mailbox_order_and_receive_timeout(runtime: Any) -> None:
     assert observed(events) == [[{"i": 0}, {"i": 1}, {"i": 2}], "OperationTimeout"]
 
 
+def test_a_daemon_does_not_hold_the_run_but_its_children_do(runtime: Any) -> None:
+    result, events = runtime("daemon", hosts=2)
+    assert not result.hung
+    # the daemon (h1/main) has no exit: it is left running when the rest is over
+    assert result.exit_codes == {"h0/main": 0, "h1/c": 0}
+    assert not [e for e in events if e.kind == "proc_exit" and e.proc == "h1/main"]
+    (child,) = [e for e in events if e.kind == "proc_exit" and e.proc == "h1/c"]
+    assert child.t >= 1.0 and result.end_time == pytest.approx(child.t, abs=0.3)
+    assert result.end_time < 10.0
+
+
 def test_task_cancellation(runtime: Any) -> None:
     _, events = runtime("cancellation")
     assert observed(events, "h0") == ["cleanup", "awaiting it raised Cancelled", True]
