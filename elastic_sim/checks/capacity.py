@@ -51,7 +51,7 @@ class Capacity:
     resets: int = 0
     """Job-wide resets so far (epochs a coordinator assigned after the first)."""
     offered: set[str] | None = None
-    """Hosts the discovery offers now (None: no discovery, every host)."""
+    """Hosts the discovery offers now (None: no discovery yet, every host)."""
     blacklisted: dict[str, float | None] = field(default_factory=dict)
     """Host -> end of its eviction's cooldown (None: for good)."""
     assigned_at: dict[str, float] = field(default_factory=dict)

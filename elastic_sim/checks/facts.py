@@ -121,6 +121,10 @@ class Limits:
     through a timeout (:attr:`progress_s` bounds it then)."""
     rejoin_by: str = ""
     """What :attr:`rejoin_s` is made of, in the knobs' names and values."""
+    discovered: bool = False
+    """Whether hosts are offered to the job by a discovery (Horovod's): none is waiting to
+    be incorporated before its first answer (a job may still fail avoidably then: every
+    host counts as capacity until a discovery says otherwise)."""
 
 
 def limits_of(knobs: Mapping[str, Any], protocol: str | None = None) -> Limits | None:

@@ -25,9 +25,11 @@ AVAILABILITY = ("run_start", "proc_start", "proc_exit", "fault", "offered", "evi
 def eventual_incorporation(events: Sequence[TraceEvent]) -> CheckResult:
     """Every host that is available (alive, reachable, offered by discovery and not
     blacklisted for a failure) from the later of the last fault's start or heal and its own
-    arrival, and stays so, is in the world within the protocol's settle time (its polling
-    and rendezvous periods and its process-group timeout, from the knobs), unless the world
-    is at its maximum then. Each host is judged at that instant, if the job still runs."""
+    arrival (or from when it is available again, if it was not since; with a discovery,
+    from when one first offers it), and stays so, is in the world within the protocol's
+    settle time (its polling and rendezvous periods and its process-group timeout, from the
+    knobs), unless the world is at its maximum then. Each host is judged at that instant, if
+    the job still runs."""
     res = CheckResult("eventual_incorporation",
                       "once quiet, every available host that fits joins the world within the "
                       "settle time the knobs imply", unit="hosts")
@@ -42,6 +44,8 @@ def eventual_incorporation(events: Sequence[TraceEvent]) -> CheckResult:
     due: list[tuple[float, str, float, Key]] = []
     """Heap of (judgement time, host, available since, key of the event that set it)."""
     world: TraceEvent | None = None
+    blocked: dict[str, float] = {}
+    """Host -> when it was last seen not available."""
 
     def judge(cap: Capacity) -> None:
         at, host, start, _ = heapq.heappop(due)
@@ -60,15 +64,22 @@ def eventual_incorporation(events: Sequence[TraceEvent]) -> CheckResult:
         while due and due[0][0] < ev.t:
             judge(cap)
         if ev.kind in AVAILABILITY:  # the quiet point and every arrival are among them
-            able = set(cap.able(ev.t))
+            # with a discovery, a host waits to be taken only once one has offered it
+            unoffered = cap.limits.discovered and cap.offered is None
+            able = set() if unoffered else set(cap.able(ev.t))
             for host in sorted(arrived):
                 begin = max(quiet, arrived[host])
                 if host in able and ev.t >= begin:
                     if host not in since:
-                        since[host] = begin
-                        heapq.heappush(due, (begin + cap.limits.settle_s, host, begin, key))
+                        # available from its begin, or, if it was seen unavailable since
+                        # then (not offered yet, say), from now
+                        start = ev.t if blocked.get(host, -1.0) >= begin else begin
+                        since[host] = start
+                        heapq.heappush(due, (start + cap.limits.settle_s, host, start, key))
                 else:
                     since.pop(host, None)
+                    if host not in able:
+                        blocked[host] = ev.t
         if ev.kind in WORLD:
             if world is not None and _round(world) == _round(ev):
                 united = dict.fromkeys(_members(world))  # in order, one each

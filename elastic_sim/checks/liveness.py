@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from elastic_sim.checks.capacity import WORLD, job_failure, members, replay
+from elastic_sim.checks.capacity import WORLD, Capacity, job_failure, members, replay
 from elastic_sim.checks.facts import PROGRESS, Limits, fault_events, run_end, run_limits
 from elastic_sim.checks.verdict import CheckResult, Violation
 from elastic_sim.history import History, neutral
@@ -120,8 +120,18 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
     done: dict[str, bool] = {}
     """Host -> whether its workers finished their work (their last one exited 0): once
     every survivor's have, a death needs no new world."""
+    coordinator_killed: TraceEvent | None = None
+    """The coordinator's first process ended by a fault (horovodrun killed, say), or the
+    fault that took its host before it ever started."""
+    last: Capacity | None = None
     for ev, cap in replay(hist):
-        limits = cap.limits
+        limits, last = cap.limits, cap
+        code = ev.get("code") if ev.kind == "proc_exit" else None
+        if (isinstance(code, int) and code < 0 and ev.proc == f"{ev.host}/main"
+                and ev.host == cap.cluster.coordinator):  # killed (a signal), not failed
+            hit = cap.cluster.last_hit.get(ev.host)
+            if hit is not None and hit.kind == "fault":
+                coordinator_killed = ev
         if ev.kind in PROGRESS:
             marks.append((ev.t, True))
         elif ev.kind == "job_failed":
@@ -139,6 +149,19 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
     if limits is None:
         return res
     late = _after_failure(hist)
+    if coordinator_killed is None and last is not None and last.cluster.coordinator:
+        coord = last.cluster.coordinator
+        hit = last.cluster.last_hit.get(coord)
+        if coord not in last.cluster.alive and hit is not None and hit.kind == "fault":
+            coordinator_killed = hit  # its host was lost before it ever started
+    if (coordinator_killed is not None and end is not None
+            and end.get("outcome") == "failed"
+            and not hist.occurs("job_failed", coordinator_killed.t, end.t)):
+        # a fault ended the job's coordinator and, with it, the job (nobody is left to
+        # record its failure: horovodrun is the job): an end the job could not avoid, and
+        # faults after it find nothing left to progress
+        marks.append((coordinator_killed.t, True))
+        late |= {id(f) for f in faults if f.t > coordinator_killed.t}
     for fault, death, rnd, able in deaths:
         if id(death) not in late and _rejoined(res, hist, limits, (fault, death, rnd), able,
                                                end):

@@ -55,7 +55,7 @@ def limits(knobs: Fields) -> dict[str, Any]:
     its wait, a worker's start, the Gloo timeout and the kill grace) and to detect a
     failure (the longest of the Gloo, elastic and connect timeouts). A host up within the
     elastic timeout still counts; a dead host is seen only through an exit code or a
-    timeout (no heartbeat)."""
+    timeout (no heartbeat); hosts are offered by discovery."""
 
     def num(name: str) -> float:
         v = knobs.get(name)
@@ -75,7 +75,7 @@ def limits(knobs: Fields) -> dict[str, Any]:
             "wait_s": num("elastic_timeout"),
             "progress_by": f"max(gloo_timeout, elastic_timeout, connect_timeout) {detect:g} s"
                            f" + a new world's discovery, start and Gloo periods {settle:g} s",
-            "rejoin_s": None, "rejoin_by": ""}
+            "rejoin_s": None, "rejoin_by": "", "discovered": True}
 
 
 def _slots_offered(knobs: Fields) -> list[int]:

@@ -12,7 +12,7 @@ from typing import Any
 from elastic_sim.protocols.horovod.conn import SYN_RTO
 from elastic_sim.scenario import parse_scenario
 from elastic_sim.world import WAKE_LATENCY
-from tests.protocols.horovod.util import Run, load, load_found, raw, simulate_run
+from tests.protocols.horovod.util import Run, load, raw, simulate_run
 
 DRIVER = "localhost/main"
 
@@ -200,7 +200,7 @@ def test_a_preempted_worker_hosts_sessions_close_at_once_and_the_job_goes_on() -
 def test_the_driver_host_restarted_runs_no_second_driver() -> None:
     # horovodrun dies with its host: the host's first process comes back as sshd only, and
     # the other host's workers, left without a driver, abort once their requests are refused
-    sc = load_found("driver_host_restart_leaves_no_launcher")
+    sc = load("driver_host_restart_leaves_no_launcher")
     run = simulate_run(sc, sc.seed)
     (gone,) = run.of("hvd_launcher_gone")
     assert gone.get("incarnation") == 1

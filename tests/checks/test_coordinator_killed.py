@@ -1,0 +1,46 @@
+"""A fault that kills the job's coordinator when the coordinator is the job (horovodrun):
+nobody is left to record the job's failure, the workers fail at their next reset, and the
+run ends failed without a ``job_failed``. ``progress_after_faults`` counted that as no
+progress after a later fault (a collective failure half a second on): a false positive
+of the Horovod campaigns (triage: horovodrun SIGKILLed, the workers' exit 1 or 134)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from elastic_sim.checks import run_checks
+from elastic_sim.pipeline import simulate
+from elastic_sim.scenario import parse_scenario
+
+RAW: dict[str, Any] = {
+    "name": "hvd_driver_killed", "seed": 0, "time_limit": 900,
+    "protocol": {"name": "horovod", "knobs": {
+        "np": 2, "min_np": 2, "discovery_period": 0.01, "batches_per_epoch": 10,
+        "batches_per_commit": 1, "epochs": 3,
+        "discovery": {"hosts": ["localhost:2", "127.0.0.1:2"]}}},
+    "cluster": {"hosts": ["localhost", "127.0.0.1"], "store_host": "localhost"},
+    "workload": {"steps": 30, "step_time": 0.1, "commit_every": 1, "state_bytes": 4096},
+    "faults": [{"id": "k", "type": "crash_process", "proc": "localhost/main", "at": 2.0},
+               {"id": "c", "type": "collective", "host": "127.0.0.1", "mode": "fail",
+                "at": 2.5}],
+}
+
+
+def check(raw: dict[str, Any], name: str) -> Any:
+    events, metrics, _ = simulate(parse_scenario(raw, "<coordinator killed>"), 0)
+    return metrics, next(c for c in run_checks(events) if c.name == name)
+
+
+def test_the_coordinators_death_is_the_jobs_unavoidable_end() -> None:
+    metrics, res = check(RAW, "progress_after_faults")
+    assert metrics.outcome == "failed"
+    # the kill is judged (and holds: the job ended with its coordinator); the collective
+    # failure after it finds nothing left to progress
+    assert res.ok and res.checked == 1
+
+
+def test_without_the_kill_the_collective_failure_is_judged_and_recovered_from() -> None:
+    raw = {**RAW, "faults": RAW["faults"][1:]}
+    metrics, res = check(raw, "progress_after_faults")
+    assert res.ok and res.checked == 1
+    assert metrics.outcome == "completed"
