@@ -11,19 +11,13 @@ from typing import Any
 from elastic_sim.checks import run_checks
 from elastic_sim.pipeline import simulate
 from elastic_sim.scenario import parse_scenario
+from tests.protocols.horovod.util import small_job
 
-RAW: dict[str, Any] = {
-    "name": "hvd_driver_killed", "seed": 0, "time_limit": 900,
-    "protocol": {"name": "horovod", "knobs": {
-        "np": 2, "min_np": 2, "discovery_period": 0.01, "batches_per_epoch": 10,
-        "batches_per_commit": 1, "epochs": 3,
-        "discovery": {"hosts": ["localhost:2", "127.0.0.1:2"]}}},
-    "cluster": {"hosts": ["localhost", "127.0.0.1"], "store_host": "localhost"},
-    "workload": {"steps": 30, "step_time": 0.1, "commit_every": 1, "state_bytes": 4096},
-    "faults": [{"id": "k", "type": "crash_process", "proc": "localhost/main", "at": 2.0},
-               {"id": "c", "type": "collective", "host": "127.0.0.1", "mode": "fail",
-                "at": 2.5}],
-}
+RAW = small_job("hvd_driver_killed", ["localhost", "127.0.0.1"],
+                ["localhost:2", "127.0.0.1:2"],
+                [{"id": "k", "type": "crash_process", "proc": "localhost/main", "at": 2.0},
+                 {"id": "c", "type": "collective", "host": "127.0.0.1", "mode": "fail",
+                  "at": 2.5}])
 
 
 def check(raw: dict[str, Any], name: str) -> Any:

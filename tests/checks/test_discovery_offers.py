@@ -9,23 +9,15 @@ up fails avoidably (finding 16)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from elastic_sim.checks import run_checks
 from elastic_sim.checks.capacity import replay
 from elastic_sim.pipeline import simulate
 from elastic_sim.scenario import parse_scenario
+from tests.protocols.horovod.util import small_job
 
-RAW: dict[str, Any] = {
-    "name": "hvd_driver_slow_start", "seed": 0, "time_limit": 900,
-    "protocol": {"name": "horovod", "knobs": {
-        "np": 2, "min_np": 2, "discovery_period": 0.01, "batches_per_epoch": 10,
-        "batches_per_commit": 1, "epochs": 3,
-        "discovery": {"hosts": ["127.0.0.1:2", "h2:2"]}}},
-    "cluster": {"hosts": ["localhost", "127.0.0.1", "h2"], "store_host": "localhost"},
-    "workload": {"steps": 30, "step_time": 0.1, "commit_every": 1, "state_bytes": 4096},
-    "faults": [{"id": "s", "type": "slow_start", "host": "localhost", "delay": 60, "at": 0}],
-}
+RAW = small_job("hvd_driver_slow_start", ["localhost", "127.0.0.1", "h2"],
+                ["127.0.0.1:2", "h2:2"],
+                [{"id": "s", "type": "slow_start", "host": "localhost", "delay": 60, "at": 0}])
 
 
 def test_no_host_waits_to_be_incorporated_before_the_first_discovery() -> None:

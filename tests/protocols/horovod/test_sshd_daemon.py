@@ -6,21 +6,12 @@ exits, does not have (about 45 of 102 ``terminates`` findings of the Horovod cam
 
 from __future__ import annotations
 
-from typing import Any
-
 from elastic_sim.checks import run_checks
 from elastic_sim.scenario import parse_scenario
-from tests.protocols.horovod.util import simulate_run
+from tests.protocols.horovod.util import simulate_run, small_job
 
-RAW: dict[str, Any] = {
-    "name": "hvd_unreached_sshd", "seed": 0, "time_limit": 900,
-    "protocol": {"name": "horovod", "knobs": {
-        "np": 2, "min_np": 2, "discovery_period": 0.01, "batches_per_epoch": 10,
-        "batches_per_commit": 1, "epochs": 3,
-        "discovery": {"hosts": ["localhost:2", "127.0.0.1:2"]}}},
-    "cluster": {"hosts": ["localhost", "127.0.0.1", "spare"], "store_host": "localhost"},
-    "workload": {"steps": 30, "step_time": 0.1, "commit_every": 1, "state_bytes": 4096},
-}
+RAW = small_job("hvd_unreached_sshd", ["localhost", "127.0.0.1", "spare"],
+                ["localhost:2", "127.0.0.1:2"])
 
 
 def test_a_task_service_the_driver_never_reached_does_not_keep_the_run_going() -> None:

@@ -22,6 +22,21 @@ ROOT = Path(__file__).resolve().parents[3]
 SCENARIOS = ROOT / "scenarios" / "horovod"
 
 
+def small_job(name: str, hosts: Sequence[str], offered: Sequence[str],
+              faults: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """A 3-epoch Horovod job of 2 to 4 slots (np 2) on ``hosts`` (the first runs
+    horovodrun), discovery offering ``offered`` (``host:slots``), with ``faults``."""
+    return {
+        "name": name, "seed": 0, "time_limit": 900,
+        "protocol": {"name": "horovod", "knobs": {
+            "np": 2, "min_np": 2, "discovery_period": 0.01, "batches_per_epoch": 10,
+            "batches_per_commit": 1, "epochs": 3, "discovery": {"hosts": list(offered)}}},
+        "cluster": {"hosts": list(hosts), "store_host": hosts[0]},
+        "workload": {"steps": 30, "step_time": 0.1, "commit_every": 1, "state_bytes": 4096},
+        "faults": list(faults),
+    }
+
+
 def raw(name: str) -> dict[str, Any]:
     """A shipped scenario as plain data."""
     out: dict[str, Any] = yaml.safe_load((SCENARIOS / f"{name}.yaml").read_text())
