@@ -102,10 +102,7 @@ class HeartbeatMonitors:
     def _dump_signal(self, proc: SimProcess, timed_out: float) -> None:
         """The watchdog, which saw the collective queued behind the wedged kernel time out
         at ``timed_out``, signals the dump: the monitor takes it."""
-        if not proc.alive:
-            return
-        if not proc.runnable:
-            proc.defer(self._dump_signal, proc, timed_out)
+        if _gone_or_held(proc, self._dump_signal, timed_out):
             return
         abort_at = self.k.now + self.model.heartbeat_timeout if self.model.monitoring else None
         self.k.trace(proc.host.name, proc.name, "nccl_dump_signal",
@@ -117,13 +114,22 @@ class HeartbeatMonitors:
     def _monitor_abort(self, proc: SimProcess, timed_out: float) -> None:
         """The monitor's wait after the dump is over and the process is still there (its
         teardown blocked by the wedged kernel): it aborts the process."""
-        if not proc.alive or self.kill is None:
-            return
-        if not proc.runnable:
-            proc.defer(self._monitor_abort, proc, timed_out)
+        if self.kill is None or _gone_or_held(proc, self._monitor_abort, timed_out):
             return
         self.kill(proc, WATCHDOG_ABORT_CODE,
                   f"the NCCL heartbeat monitor ended the process (SIGABRT) "
                   f"{self.model.heartbeat_timeout:g} s after the debug-dump signal of a "
                   f"collective that timed out at {timed_out:.6g} s behind a wedged GPU "
                   f"kernel (the watchdog's teardown waits for the kernel)")
+
+
+def _gone_or_held(proc: SimProcess, then: Callable[[SimProcess, float], None],
+                  timed_out: float) -> bool:
+    """Whether ``proc``'s NCCL threads cannot act now: it has ended (nothing to do), or it
+    is frozen (``then`` runs when it runs again)."""
+    if not proc.alive:
+        return True
+    if not proc.runnable:
+        proc.defer(then, proc, timed_out)
+        return True
+    return False

@@ -159,8 +159,7 @@ class SimProcess:
 class SimProc(Proc):
     """The handle a parent holds on a child process."""
 
-    def __init__(self, cluster: Cluster, proc: SimProcess,
-                 parent: SimProcess | None = None) -> None:
+    def __init__(self, cluster: Cluster, proc: SimProcess, parent: SimProcess) -> None:
         self.name = proc.name
         self._cluster = cluster
         self._proc = proc
@@ -178,7 +177,7 @@ class SimProc(Proc):
         """Deliver TERM, KILL, STOP, CONT or INT; nothing if it has exited, or if the
         parent has (a SIGKILLed parent runs no ``finally``: the sim closes its coroutines,
         which runs theirs, but what they would signal is not sent)."""
-        if self._parent is not None and not self._parent.alive:
+        if not self._parent.alive:
             return
         self._cluster.signal(self._proc, sig)
 

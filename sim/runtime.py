@@ -249,6 +249,10 @@ class SimRuntime(Runtime):
                                         self._sim.world.process_start)
         return SimProc(self._sim.cluster, child, self._proc)
 
+    def detach(self) -> None:
+        """:meth:`Runtime.detach`."""
+        self._sim.cluster.detach(self._proc)
+
     def on_signal(self, sig: str, handler: Callable[[], None] | None) -> None:
         """Install (or remove) a handler for one of HANDLED_SIGNALS: it runs when the signal
         arrives."""
@@ -260,10 +264,6 @@ class SimRuntime(Runtime):
             self._proc.handlers[sig] = handler
 
     # -- discovery ---------------------------------------------------------------------
-
-    def detach(self) -> None:
-        """:meth:`Runtime.detach`."""
-        self._sim.cluster.detach(self._proc)
 
     def discovery_overlay(self) -> DiscoveryOverlay:
         """The run's discovery-source faults in effect now (see :mod:`elastic_sim.sim.faults`)."""

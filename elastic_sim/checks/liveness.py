@@ -126,12 +126,6 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
     last: Capacity | None = None
     for ev, cap in replay(hist):
         limits, last = cap.limits, cap
-        code = ev.get("code") if ev.kind == "proc_exit" else None
-        if (isinstance(code, int) and code < 0 and ev.proc == f"{ev.host}/main"
-                and ev.host == cap.cluster.coordinator):  # killed (a signal), not failed
-            hit = cap.cluster.last_hit.get(ev.host)
-            if hit is not None and hit.kind == "fault":
-                coordinator_killed = ev
         if ev.kind in PROGRESS:
             marks.append((ev.t, True))
         elif ev.kind == "job_failed":
@@ -142,6 +136,9 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
             done[ev.host] = ev.kind == "proc_exit" and ev.get("code") == 0  # a worker
         elif ev.kind == "proc_exit" and ev.get("code") != 0:  # the host's first process
             hit = cap.cluster.last_hit.get(ev.host)
+            if (hit is not None and hit.kind == "fault" and ev.host == cap.cluster.coordinator
+                    and ev.get("code", 0) < 0):  # the coordinator killed, not failed
+                coordinator_killed = ev
             if (hit is not None and hit.kind == "fault" and ev.host in world
                     and not all(done.get(h) for h in world if h != ev.host)
                     and cap.enough(ev.t)):
