@@ -19,10 +19,11 @@ def cmd_study(args: argparse.Namespace, console: Console) -> int:
     from elastic_sim.study.cache import SampleCache, default_dir
     from elastic_sim.study.load import load_study
     from elastic_sim.study.report import print_study, write_study
-    from elastic_sim.study.run import run_study
+    from elastic_sim.study.run import choose_method, run_study
     from elastic_sim.ticker import Ticker
 
     study = load_study(args.spec)
+    choose_method(study, args.method)  # a method the study cannot use: exit 2, nothing written
     out = args.out or Path("runs") / f"study-{safe_component(study.name)}"
     writable(out)
     cache = SampleCache(None if args.no_cache else (args.cache or default_dir()))

@@ -44,12 +44,17 @@ from elastic_sim.study.model import (
     WorkloadPart,
 )
 
-PROTOCOL_NODES: dict[str, tuple[str, str, str | None]] = {
+PROTOCOL_NODES: dict[str, tuple[str | None, str | None, str | None]] = {
     "torchelastic": ("min_nodes", "max_nodes", "nproc_per_node"),
     "static": ("min_hosts", "max_hosts", None),
+    "torchft": (None, None, "ranks_per_replica"),
 }
-"""The protocols a study can run, and the knobs that carry its node counts (least, most)
-and its workers per node (None: one worker per host)."""
+"""The protocols a study can run, and the knobs that carry its node counts (least, most;
+None: the protocol has none, torchft's job is as many replica groups as it has nodes and
+trains on with fewer) and its workers per node (None: one worker per host)."""
+DIRECT_ONLY = ("torchft",)
+"""Protocols the composed level cannot compose (it composes restart-all recoveries: the
+whole job stops and starts again); their studies simulate the horizon directly."""
 MAX_LOG_BYTES = 16 << 20
 
 
@@ -175,6 +180,17 @@ def resolve(spec: StudyFile, file: str, base: Path) -> Study:
     process, causes, source = _failures(spec.failures, spec, file, base)
     settings, varied = _settings(spec.compare, file)
     jobs = [_job(spec, s, file, where) for s, where in settings]
+    labels = [j.label for j in jobs]
+    for label in (spec.reference.completion_minutes_of if spec.reference else {}):
+        if label not in labels:
+            raise ScenarioError(file, f"reference.completion_minutes_of.{label}",
+                                f"expected the label of a compared setting "
+                                f"({', '.join(labels)}){suggest(label, labels)}")
+    direct_only = [j.protocol for j in jobs if j.protocol in DIRECT_ONLY]
+    if direct_only and spec.method == "composed":
+        raise ScenarioError(file, "method", f"direct or auto: protocol {direct_only[0]} "
+                            "has no composed level (it trains on through a failure, which "
+                            "the composition of restart-all recoveries cannot show)")
     s = spec.sampling
     if s.sizes is not None and sorted(set(s.sizes)) != list(s.sizes):
         raise ScenarioError(file, "sampling.sizes", f"expected increasing sizes, got "
@@ -332,14 +348,16 @@ def _job(spec: StudyFile, s: SettingPart, file: str, where: str) -> Job:
     assert info is not None, "a built-in protocol"
     least, most, per_node = PROTOCOL_NODES[name]
     c = spec.cluster
-    given = {**spec.protocol.knobs, **s.knobs}
-    forced = {most: c.nodes, **({per_node: c.gpus_per_node} if per_node else {})}
+    # the study's knobs are its protocol's: a setting of another protocol starts from none
+    given = {**(spec.protocol.knobs if name == spec.protocol.name else {}), **s.knobs}
+    forced = {**({most: c.nodes} if most else {}),
+              **({per_node: c.gpus_per_node} if per_node else {})}
     for key, value in forced.items():
         if key in given and given[key] != value:
             origin = f"{where}.knobs" if key in s.knobs else "protocol.knobs"
             raise ScenarioError(file, f"{origin}.{key}", f"the study sets it from cluster "
                                 f"({value}); leave it out")
-    knobs: dict[str, Any] = {least: c.nodes, **given, **forced}
+    knobs: dict[str, Any] = {**({least: c.nodes} if least else {}), **given, **forced}
     if s.max_restarts is not None:
         if "max_restarts" not in _knob_names(info.knobs):
             raise ScenarioError(file, f"{where}.max_restarts", f"protocol {name} has no "
@@ -354,6 +372,8 @@ def _job(spec: StudyFile, s: SettingPart, file: str, where: str) -> Job:
     work = spec.workload
     if s.checkpoint_interval is not None:
         work = work.model_copy(update={"checkpoint_interval": s.checkpoint_interval})
+    if s.step_overhead is not None:
+        work = work.model_copy(update={"step_overhead": s.step_overhead})
     if work.checkpoint_interval < work.step_time:
         raise ScenarioError(file, "workload.checkpoint_interval", f"expected at least one "
                             f"step ({work.step_time} s), got {work.checkpoint_interval}")

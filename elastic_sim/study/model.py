@@ -35,7 +35,8 @@ class _Strict(BaseModel):
 
 class ProtocolPart(_Strict):
     """Which protocol model runs the job, with which knobs (its scenario knobs; the study
-    sets the node counts and workers per node from ``cluster``)."""
+    sets the node counts and workers per node from ``cluster``). A compared setting of
+    another protocol starts from that protocol's defaults and its own ``knobs``."""
 
     name: str = "torchelastic"
     knobs: dict[str, Any] = {}
@@ -79,6 +80,11 @@ class WorkloadPart(_Strict):
     checkpoint, on healthy nodes); None: a failed job stays failed."""
     start_spread: Seconds = 10.0
     """A (re)started job's hosts come up evenly over this many seconds."""
+    step_overhead: Seconds = 0.0
+    """Seconds each step costs on top of ``step_time`` that the protocol model does not
+    simulate itself (an assumption the study states): e.g. a per-step fault-tolerance
+    layer's own cost measured on the user's job. Compared settings may each give their
+    own."""
     stall_timeout: Period | None = None
     """A job stuck without progress (a livelock, a hang no timeout ends) is killed after
     this many seconds and resubmitted, as a watchdog or an operator would; None: it stays
@@ -141,6 +147,9 @@ class SettingPart(_Strict):
     spares: Count | None = None
     max_restarts: Count | None = None
     protocol: str | None = None
+    step_overhead: Seconds | None = None
+    """Seconds each step costs on top of the step time under this setting
+    (``workload.step_overhead``)."""
     knobs: dict[str, Any] = {}
     """Protocol knobs this setting changes."""
 
@@ -173,6 +182,9 @@ class ReferencePart(_Strict):
     goodput_above: Annotated[float, Field(ge=0, le=1)] | None = None
     goodput: Annotated[float, Field(ge=0, le=1)] | None = None
     completion_minutes: Positive | None = None
+    completion_minutes_of: dict[str, Positive] = {}
+    """Published minutes to complete the job's work, by the label of the setting that
+    stands for it (a benchmark that ranks several)."""
     source: str = ""
 
 

@@ -14,14 +14,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 CATEGORIES = ("detection", "capacity", "rendezvous", "restart", "lost work", "overlap",
-              "job failure", "resubmit", "job down")
+              "degraded", "job failure", "resubmit", "job down")
 """Where a failure's time goes: noticing it; waiting for the failed node (or its
 replacement) to come back; re-forming the world; restarting the workers (start-up,
 checkpoint load, state sync); re-doing the work since the last checkpoint; what a second
-failure added to a recovery under way; a job that failed, until it ended; the scheduler
+failure added to a recovery under way; a job that trained on without the failed node
+(torchft: the node-time its replica group was missing over the job's nodes, the share
+of the GPUs idle); a job that failed, until it ended; the scheduler
 starting it again; a job that stays down (failed with no resubmission, or out of nodes)."""
-OVERHEAD = ("start", "checkpoint")
-"""Time lost to no failure: the job's first start and its checkpoint writes."""
+OVERHEAD = ("start", "checkpoint", "step overhead")
+"""Time lost to no failure: the job's first start, its checkpoint writes, and each
+step's cost beyond its training (``workload.step_overhead``)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,11 @@ class Run:
     failures: int = 0
     job_failures: int = 0
     """Times the job died (and was resubmitted)."""
+    degraded: dict[str, float] = field(default_factory=dict)
+    """By cause, seconds of a job that trained on with a replica group missing, weighted
+    by the share of the nodes missing (torchft)."""
+    step_overhead: float = 0.0
+    """Seconds of steps' cost beyond their training (``workload.step_overhead``)."""
 
     @property
     def goodput(self) -> float:
@@ -91,6 +99,8 @@ class Run:
                 out[(iv.cause, iv.category)] = out.get((iv.cause, iv.category), 0.0) + span
         for cause, s in self.lost_work.items():
             out[(cause, "lost work")] = out.get((cause, "lost work"), 0.0) + s
+        for cause, s in self.degraded.items():
+            out[(cause, "degraded")] = out.get((cause, "degraded"), 0.0) + s
         return out
 
 
@@ -185,6 +195,7 @@ class SettingResult:
     def overhead(self) -> dict[str, Estimate]:
         """Hours per replication spent starting and writing checkpoints."""
         return {"checkpoint": estimate([r.checkpoint / 3600.0 for r in self.runs]),
+                "step overhead": estimate([r.step_overhead / 3600.0 for r in self.runs]),
                 "start": estimate([sum(iv.end - iv.start for iv in r.intervals
                                        if iv.category == "start") / 3600.0
                                    for r in self.runs])}

@@ -90,12 +90,17 @@ def print_study(r: StudyResult, console: Console) -> None:
         say(line)
     say()
     width = max(len(s.label) for s in r.results)
+    timed = any(s.completion() is not None for s in r.results)
     say(f"{'setting':<{width}}  {'goodput (95% CI)':<24} {'failures':>8} {'job deaths':>10}"
-        "  fate")
+        + (f"  {'completion, min (95% CI)':<26}" if timed else "") + "  fate")
     for s in r.results:
         fates = ", ".join(f"{k} {v}" for k, v in sorted(s.fates().items()))
+        c = s.completion()
+        done = (f"{60 * c.mean:,.0f} [{60 * c.low:,.0f}, {60 * c.high:,.0f}]" if c is not None
+                else "—")
         say(f"{s.label:<{width}}  {pct(s.goodput):<24} {_mean(s, 'failures'):>8.1f} "
-            f"{_mean(s, 'job_failures'):>10.2f}  {fates}")
+            f"{_mean(s, 'job_failures'):>10.2f}" + (f"  {done:<26}" if timed else "")
+            + f"  {fates}")
     best, ties = optimum(r)
     if len(r.results) > 1:
         say(f"optimum: {best.label}: {pct(best.goodput)}"
@@ -108,8 +113,10 @@ def print_study(r: StudyResult, console: Console) -> None:
         for cause, per in sorted(lost.items(), key=lambda kv: -_total(kv[1])):
             say(f"  {cause}: total {_total(per):,.2f} h; "
                 + ", ".join(f"{c} {hours(per[c])}" for c in cats if c in per))
-        ck = s.overhead()["checkpoint"]
-        say(f"  checkpoint writes: {hours(ck)}")
+        over = s.overhead()
+        say(f"  checkpoint writes: {hours(over['checkpoint'])}")
+        if over["step overhead"].mean > 0:
+            say(f"  step overhead: {hours(over['step overhead'])}")
         say("recovery time per cause (failure to training again), seconds: "
             + "; ".join(f"{c} n={d['n']:.0f} median {d['median']:,.0f} p90 {d['p90']:,.0f} "
                         f"max {d['max']:,.0f}" for c, d in s.recovery().items()))
@@ -137,6 +144,14 @@ def reference_line(r: StudyResult, ref: Any) -> str:
         assert c is not None
         parts.append(f"published: {ref.completion_minutes:,.0f} min to complete; this study: "
                      f"{60 * c.mean:,.0f} min [{60 * c.low:,.0f}, {60 * c.high:,.0f}]")
+    for res in r.results:
+        minutes = ref.completion_minutes_of.get(res.label)
+        if minutes is None:
+            continue
+        c = res.completion()
+        got = (f"{60 * c.mean:,.0f} min [{60 * c.low:,.0f}, {60 * c.high:,.0f}]"
+               if c is not None else "did not complete")
+        parts.append(f"{res.label}: published {minutes:,.0f} min, this study {got}")
     return "; ".join(parts) + (f" (source: {' '.join(ref.source.split())})" if ref.source else "")
 
 
@@ -329,8 +344,12 @@ def _lost_table(s: SettingResult) -> str:
     for cause, per in sorted(lost.items(), key=lambda kv: -_total(kv[1])):
         rows.append((cause, f"{_total(per):,.2f}",
                      *(hours(per[c]) if c in per else "" for c in cats)))
-    rows.append(("checkpoint writes", f"{s.overhead()['checkpoint'].mean:,.2f}",
+    over = s.overhead()
+    rows.append(("checkpoint writes", f"{over['checkpoint'].mean:,.2f}",
                  *("" for _ in cats)))
+    if over["step overhead"].mean > 0:
+        rows.append(("step overhead", f"{over['step overhead'].mean:,.2f}",
+                     *("" for _ in cats)))
     return ('<p class="muted">Hours per run, mean [95% CI] over the replications.</p>'
             + table(("cause", "total", *cats), rows, numeric=range(1, 2 + len(cats))))
 

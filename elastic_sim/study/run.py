@@ -8,11 +8,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from elastic_sim.errors import ScenarioError
 from elastic_sim.study.cache import SampleCache
 from elastic_sim.study.compose import compose
 from elastic_sim.study.direct import direct_cost, run_direct
 from elastic_sim.study.failures import Failure
-from elastic_sim.study.load import Job, Study
+from elastic_sim.study.load import DIRECT_ONLY, Job, Study
 from elastic_sim.study.outcome import SettingResult
 from elastic_sim.study.sampling import Sampled, sample_study
 
@@ -48,6 +49,12 @@ def choose_method(study: Study, asked: str | None = None) -> tuple[str, str]:
            f"{study.spec.horizon_days:g} days per setting)"
     if method == "direct":
         return "direct", f"asked for; {said}"
+    only = sorted({job.protocol for job in study.jobs if job.protocol in DIRECT_ONLY})
+    if only:
+        if method == "composed":
+            raise ScenarioError("--method", "", f"direct or auto: protocol {only[0]} has no "
+                                "composed level (a study of it simulates the horizon)")
+        return "direct", f"{said}: {', '.join(only)} has no composed level"
     if method == "composed":
         return "composed", f"asked for; {said}"
     if estimate <= AUTO_DIRECT_CPU_S:

@@ -126,6 +126,7 @@ def sample_scenario(job: Job, nodes: int, kind: Kind, seed: int,
     :data:`FAULT_STEP` (the second one ``kind.second_after`` seconds after
     ``fault_at``, the first's time in the single sample of the same seed)."""
     least, most, per_node = PROTOCOL_NODES[job.protocol]
+    assert least is not None and most is not None, "the composed level's protocols"
     knobs = {**job.knobs, most: nodes}
     # a fixed-size job stays one at every size; an elastic one keeps its proportion
     knobs[least] = max(1, round(nodes * int(job.knobs[least]) / job.nodes))
@@ -159,10 +160,11 @@ def sample_scenario(job: Job, nodes: int, kind: Kind, seed: int,
 
 
 def fault_entry(effect: EffectKind, host: str, downtime: float, returns: bool,
-                fid: str) -> dict[str, Any]:
-    """A failure as a scenario fault entry (its time or trigger left to the caller)."""
+                fid: str, worker: str = "w0") -> dict[str, Any]:
+    """A failure as a scenario fault entry (its time or trigger left to the caller);
+    ``worker``: the node's process a ``process`` failure kills."""
     if effect == "process":
-        return {"id": fid, "type": "crash_process", "proc": f"{host}/w0"}
+        return {"id": fid, "type": "crash_process", "proc": f"{host}/{worker}"}
     if effect == "hang":
         return {"id": fid, "type": "hang", "host": host, "duration": max(downtime, 0.001)}
     if not returns:
