@@ -227,6 +227,7 @@ from elastic_sim.checks.rounds import (  # noqa: E402
 from elastic_sim.checks.torchft_quorum import ft_quorum_ids, ft_quorum_validity  # noqa: E402
 from elastic_sim.checks.torchft_steps import (  # noqa: E402
     ft_data_position_agreement,
+    ft_fault_isolation,
     ft_liveness,
     ft_single_heal_source,
     ft_state_agreement,
@@ -260,6 +261,7 @@ CHECKS: tuple[Check, ...] = (
     ft_data_position_agreement,
     ft_unanimous_commit,
     ft_single_heal_source,
+    ft_fault_isolation,
     ft_liveness,
     time_advances,
     within_run_guards,

@@ -154,3 +154,55 @@ def ft_liveness(events: Sequence[TraceEvent]) -> CheckResult:
             f"{'healed' if quiet.get('phase') == 'heal' else 'started'} at {quiet.t:g} s",
             [quiet, after]))
     return res
+
+
+def _named_hosts(value: object, hosts: set[str]) -> set[str]:
+    """The hosts a fault's target names (a host, a process ``host/name``, or lists of
+    them: a partition's sides)."""
+    if isinstance(value, str):
+        host = value.split("/", 1)[0]
+        return {host} if host in hosts else set()
+    if isinstance(value, (list, tuple)):
+        return set().union(*(_named_hosts(v, hosts) for v in value)) if value else set()
+    return set()
+
+
+def ft_fault_isolation(events: Sequence[TraceEvent]) -> CheckResult:
+    """A replica group that no fault touched keeps training through the other groups'
+    failures: its launcher never has to restart its ranks after an error, from the first
+    fault until the job completes. Judged only while the faults are local to other
+    replica groups (each names its hosts, none the Lighthouse's): a fault on the
+    Lighthouse or one that names no host may fail every group."""
+    res = CheckResult("ft_fault_isolation", "a replica group no fault touched trains on "
+                      "through the others' failures", unit="replica groups")
+    hist = history(events)
+    starts = hist.of("ft_replica_start")
+    if not starts or not hist.of("lh_quorum", "lh_start"):
+        return res  # not torchft
+    start = run_start(hist)
+    lighthouse = str(start.get("coordinator")) if start is not None else ""
+    groups = sorted({ev.host for ev in starts})
+    faults = [ev for ev in fault_events(hist) if ev.get("phase") == "start"]
+    if not faults:
+        return res
+    touched: set[str] = set()
+    for ev in faults:
+        named = _named_hosts(ev.get("target"), {*groups, lighthouse})
+        if not named or lighthouse in named:
+            return res  # a fault everyone may feel
+        touched |= named
+    done = [ev.t for ev in hist.of("job_done")]
+    until = min(done) if done else float("inf")
+    first = faults[0]
+    for host in groups:
+        if host in touched:
+            continue
+        res.checked += 1
+        failed = next((ev for ev in hist.of("ft_replica_failed")
+                       if ev.host == host and first.t <= ev.t <= until), None)
+        if failed is not None:
+            res.violations.append(Violation(
+                f"replica group {host}, which no fault touched, failed at {failed.t:g} s "
+                f"(its ranks' exit codes {failed.get('exit_codes')}) after {first.get('id')} "
+                f"hit {first.get('target')} at {first.t:g} s", [first, failed]))
+    return res

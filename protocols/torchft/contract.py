@@ -18,7 +18,12 @@ Assumptions and simplifications of the model, beyond the fault assumptions:
   source's store; one source serves several recovering ranks in parallel, each at the
   link's full bandwidth;
 - the Lighthouse stops once the job ended and no replica heartbeats (the operator's
-  teardown; upstream's runs until it is killed).
+  teardown; upstream's runs until it is killed);
+- a restarted replica group's other ranks read the Manager address from the group's store
+  before its rank 0 has written its new one, every time: upstream it is a race between
+  the ranks' starts (measured with torchrun 2.13 and torchft 0.2.0, two groups of two
+  ranks on Gloo: rank 1 read the previous attempt's address at 8 of 13 restarts;
+  scripts/torchft_restart_race, scenarios/torchft/restarted_rank_reads_old_manager_address).
 """
 
 ASSUMPTIONS = ("coordinator_survives", "min_hosts_survive")
@@ -36,6 +41,13 @@ WEAK_SPOTS: dict[str, str] = {
     "after asking, stays a participant until the next quorum is issued, and counts while "
     "its heartbeat is younger than the timeout: a quorum can include it (and reach "
     "min_replicas with it)",
+    "ft_fault_isolation": "a replica group's launcher keeps its store across restarts, "
+    "so a restarted group of two or more ranks whose rank 1 reads the Manager address "
+    "before rank 0 has written its new one reaches the previous attempt's dead server and "
+    "never joins; its new server heartbeats, so the Lighthouse waits the join timeout for "
+    "it while the other groups' quorum requests time out, and their launchers restart "
+    "them into the same race (measured with torchrun 2.13 and torchft 0.2.0; scenarios/"
+    "torchft/restarted_rank_reads_old_manager_address)",
     "terminates": "a replica group that comes back after the others finished, or that "
     "only a dead participant could make a quorum with, waits out the quorum timeout on "
     "every start of its launcher (max_restarts x 60 s by default) before it gives up",

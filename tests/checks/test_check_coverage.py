@@ -77,6 +77,9 @@ FAILS: dict[str, tuple[str, str, tuple[str, ...]]] = {
                             ("ft_should_commit", "ft_should_commit")),
     "ft_single_heal_source": ("torchft/heal_sources_per_rank.yaml", "from g0, g1",
                               ("ft_heal", "ft_heal")),
+    "ft_fault_isolation": ("torchft/restarted_rank_reads_old_manager_address.yaml",
+                           "replica group g1, which no fault touched, failed at 26.5265 s",
+                           ("fault", "ft_replica_failed")),
     "ft_liveness": ("torchft/broken_heartbeats_never_expire.yaml",
                     "no committed step within 80 s after kill-g1-rank", ("fault", "run_end")),
 }
@@ -116,6 +119,7 @@ PASSES: dict[str, str] = {
     "ft_data_position_agreement": "torchft/heal_sources_per_rank.yaml",
     "ft_unanimous_commit": "torchft/heal_sources_per_rank.yaml",
     "ft_single_heal_source": "torchft/replica_crash.yaml",
+    "ft_fault_isolation": "torchft/replica_crash.yaml",
     "ft_liveness": "torchft/replica_crash.yaml",
 }
 """Check -> a shipped scenario where it passes having examined something."""

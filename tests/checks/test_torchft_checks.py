@@ -10,6 +10,7 @@ from elastic_sim.checks import run_checks
 from elastic_sim.checks.torchft_quorum import ft_quorum_ids, ft_quorum_validity
 from elastic_sim.checks.torchft_steps import (
     ft_data_position_agreement,
+    ft_fault_isolation,
     ft_liveness,
     ft_single_heal_source,
     ft_state_agreement,
@@ -22,7 +23,7 @@ KNOBS = {"min_replicas": 2, "ranks_per_replica": 2, "timeout": 60.0, "quorum_tim
          "join_timeout": 60.0}
 FT = [n for n in ("ft_quorum_ids", "ft_quorum_validity", "ft_state_agreement",
                   "ft_data_position_agreement", "ft_unanimous_commit",
-                  "ft_single_heal_source", "ft_liveness")]
+                  "ft_single_heal_source", "ft_fault_isolation", "ft_liveness")]
 
 
 def ev(t: float, proc: str, kind: str, **data: Any) -> TraceEvent:
@@ -58,6 +59,7 @@ def good() -> list[TraceEvent]:
     h = [TraceEvent(0.0, "*", "elastic-sim", "run_start",
                     {"protocol": "torchft", "knobs": KNOBS, "coordinator": "lh"}),
          ev(0.0, "lh/main", "proc_start", entry="e"), ev(0.0, "lh/main", "lh_start")]
+    h += [ev(0.0, f"{x}/main", "ft_replica_start", attempt=0, ranks=2) for x in ("g0", "g1")]
     h += [ev(1.3, f"{x}/rank{g}", "proc_start", entry="e") for x in ("g0", "g1")
           for g in range(2)]
     h.append(lh_quorum(1.3, 1, [a, b]))
@@ -69,7 +71,9 @@ def good() -> list[TraceEvent]:
         h.append(lh_quorum(1.3 + s / 10, 1, [a, b]))
         h += steps(1.35 + s / 10, 1, s, {"g0": a, "g1": b}, s)
     h += [ev(2.0, "g1", "fault", id="kill-g1", type="crash_process", target="g1/rank0",
-             phase="start")]
+             phase="start"),
+          ev(2.1, "g1/main", "ft_replica_failed", attempt=0, exit_codes=[-9, -15]),
+          ev(2.1, "g1/main", "ft_replica_start", attempt=1, ranks=2)]
     h.append(lh_quorum(7.0, 2, [a, b2], failures=[1, 0]))
     h += [ev(7.01, f"g1/rank{g}", "ft_heal", quorum_id=2, replica_id=b2, group_rank=g,
              src="g0", src_replica_rank=0, step=3, digest="y") for g in range(2)]
@@ -168,3 +172,28 @@ def test_no_step_after_the_faults_stop_is_caught_unless_the_lighthouse_is_gone()
     gone = [*h[:-1], ev(3.0, "lh", "fault", id="lh", type="crash", target="lh",
                         phase="start"), h[-1]]
     assert ft_liveness(gone).checked == 0
+
+
+def test_a_healthy_replica_group_restarted_after_anothers_fault_is_caught() -> None:
+    """g0, which no fault touched, has its ranks fail after g1's crash (the restarted g1
+    kept the Lighthouse waiting and g0's quorum request timed out); g1's own restart is
+    the fault's and is fine. A fault on the Lighthouse, or one that names no host, may
+    fail every group: not judged then."""
+    h = good()
+    i = next(i for i, e in enumerate(h) if e.kind == "lh_quorum" and e.get("quorum_id") == 2)
+    h.insert(i, ev(6.5, "g0/main", "ft_replica_failed", attempt=0, exit_codes=[1, 1]))
+    res = ft_fault_isolation(h)
+    assert res.checked == 1 and len(res.violations) == 1
+    assert ("replica group g0, which no fault touched, failed at 6.5 s (its ranks' exit "
+            "codes [1, 1]) after kill-g1 hit g1/rank0 at 2 s") in res.violations[0].message
+    assert [e.kind for e in res.violations[0].witness] == ["fault", "ft_replica_failed"]
+    for target in ("lh", [["g0"], ["lh"]], "*"):
+        cut = [*h[:-1], ev(1.9, "g1", "fault", id="x", type="partition", target=target,
+                            phase="start"), h[-1]]
+        cut.sort(key=lambda e: e.t)
+        assert ft_fault_isolation(cut).checked == 0, target
+    # a failure after the job completed is a late group's, not the fault's
+    late = [e if e.kind != "ft_replica_failed" or e.host != "g0" else
+            ev(7.3, "g0/main", "ft_replica_failed", attempt=0, exit_codes=[1, 1]) for e in h]
+    late.sort(key=lambda e: e.t)
+    assert ft_fault_isolation(late).ok

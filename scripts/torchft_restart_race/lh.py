@@ -1,0 +1,15 @@
+"""The real torchft 0.2.0 Lighthouse on 127.0.0.1:29510 with the command line's defaults
+(join timeout 60 s, quorum tick 100 ms, heartbeat timeout 5 s) for ``argv[1]`` seconds."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from torchft._torchft import LighthouseServer
+
+lighthouse = LighthouseServer(bind="127.0.0.1:29510", min_replicas=1, join_timeout_ms=60000,
+                              quorum_tick_ms=100, heartbeat_timeout_ms=5000)
+print("lighthouse", lighthouse.address(), flush=True)
+time.sleep(float(sys.argv[1]))
+lighthouse.shutdown()
