@@ -140,6 +140,13 @@ def _cell(text: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Write the document; print where."""
     args = sys.argv[1:] if argv is None else argv
+    if any(a in ("-h", "--help") for a in args):
+        print(__doc__)
+        return 0
+    if len(args) > 1 or (args and args[0].startswith("-")):
+        print(f"usage: python -m elastic_sim.tracedoc [PATH]; got {' '.join(args)}",
+              file=sys.stderr)
+        return 2
     path = Path(args[0]) if args else DEFAULT
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render(), encoding="utf-8")

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from elastic_sim.trace_kinds import BY_KIND, EVENT_KINDS, field_names
 from elastic_sim.tracedoc import DEFAULT, render
 
@@ -71,3 +73,17 @@ def test_the_table_names_the_checks_that_read_a_kind() -> None:
     row = next(line for line in render().splitlines() if line.startswith("| `hvd_blacklist`"))
     assert row.endswith(
         "| healthy_hosts_kept, no_restart_loop, eventual_incorporation, shared facts |")
+
+
+def test_tracedoc_takes_help_and_refuses_an_option_instead_of_writing_a_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from elastic_sim.tracedoc import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["--help"]) == 0
+    assert "python -m elastic_sim.tracedoc [PATH]" in capsys.readouterr().out
+    assert main(["--out"]) == 2 and "usage:" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+    assert main([str(tmp_path / "t.md")]) == 0
+    assert (tmp_path / "t.md").read_text(encoding="utf-8") == render()
