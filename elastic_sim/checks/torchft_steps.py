@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from elastic_sim.checks.facts import fault_events, knobs_of, run_end, run_start
+from elastic_sim.checks.facts import (
+    cut_groups,
+    fault_events,
+    host_of,
+    knobs_of,
+    run_end,
+    run_start,
+)
 from elastic_sim.checks.verdict import CheckResult, Violation
 from elastic_sim.faults.model import ENDS_A_HOST
 from elastic_sim.history import history
@@ -156,15 +163,14 @@ def ft_liveness(events: Sequence[TraceEvent]) -> CheckResult:
     return res
 
 
-def _named_hosts(value: object, hosts: set[str]) -> set[str]:
-    """The hosts a fault's target names (a host, a process ``host/name``, or lists of
-    them: a partition's sides)."""
-    if isinstance(value, str):
-        host = value.split("/", 1)[0]
-        return {host} if host in hosts else set()
-    if isinstance(value, (list, tuple)):
-        return set().union(*(_named_hosts(v, hosts) for v in value)) if value else set()
-    return set()
+def _named_hosts(ev: TraceEvent, hosts: set[str]) -> set[str]:
+    """The hosts among ``hosts`` a fault event names: a cut's groups, else the host of its
+    target (a host or a process)."""
+    groups = cut_groups(ev)
+    target = ev.get("target")
+    named = ({h for g in groups for h in g} if groups is not None
+             else {host_of(target)} if isinstance(target, str) else set())
+    return named & hosts
 
 
 def ft_fault_isolation(events: Sequence[TraceEvent]) -> CheckResult:
@@ -187,7 +193,7 @@ def ft_fault_isolation(events: Sequence[TraceEvent]) -> CheckResult:
         return res
     touched: set[str] = set()
     for ev in faults:
-        named = _named_hosts(ev.get("target"), {*groups, lighthouse})
+        named = _named_hosts(ev, {*groups, lighthouse})
         if not named or lighthouse in named:
             return res  # a fault everyone may feel
         touched |= named
