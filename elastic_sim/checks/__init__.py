@@ -228,6 +228,7 @@ from elastic_sim.checks.torchft_quorum import ft_quorum_ids, ft_quorum_validity 
 from elastic_sim.checks.torchft_steps import (  # noqa: E402
     ft_data_position_agreement,
     ft_fault_isolation,
+    ft_group_recovers,
     ft_liveness,
     ft_single_heal_source,
     ft_state_agreement,
@@ -262,6 +263,7 @@ CHECKS: tuple[Check, ...] = (
     ft_unanimous_commit,
     ft_single_heal_source,
     ft_fault_isolation,
+    ft_group_recovers,
     ft_liveness,
     time_advances,
     within_run_guards,

@@ -19,7 +19,8 @@ from elastic_sim.checks.facts import (
     run_start,
 )
 from elastic_sim.checks.verdict import CheckResult, Violation
-from elastic_sim.faults.model import ENDS_A_HOST
+from elastic_sim.faults.base import Healing
+from elastic_sim.faults.model import ENDS_A_HOST, FAULT_TYPES
 from elastic_sim.history import history
 from elastic_sim.trace import TraceEvent
 
@@ -211,4 +212,89 @@ def ft_fault_isolation(events: Sequence[TraceEvent]) -> CheckResult:
                 f"replica group {host}, which no fault touched, failed at {failed.t:g} s "
                 f"(its ranks' exit codes {failed.get('exit_codes')}) after {first.get('id')} "
                 f"hit {first.get('target')} at {first.t:g} s", [first, failed]))
+    return res
+
+
+ONE_SHOT = tuple(sorted(
+    tag for tag, cls in FAULT_TYPES.items()
+    if not issubclass(cls, Healing) and not cls.ends_host
+    and tag not in ("crash_loop", "gpu_wedge", "slow_start")))
+"""Fault types that act once, when they start (a process killed or signalled, a
+connection reset, a collective failed, a clock jumped); the others last until they heal
+(or for good): a host down, a cut, a hang, a bad node's crash loop, a wedged GPU."""
+
+RESTART_SLACK_S = 5.0
+"""Seconds before a launcher's start of its ranks within which a fault still explains
+that start's failure in :func:`ft_group_recovers` (a cut healed just before the start
+can still cost its first heartbeats and quorum request)."""
+
+
+def ft_group_recovers(events: Sequence[TraceEvent]) -> CheckResult:
+    """A replica group whose launcher gives up spent its restarts on faults: every start
+    of its ranks that failed overlapped a fault against the group (one naming its host or
+    one of its processes, or one every group may feel: on the Lighthouse, or naming no
+    host). A start that failed with no fault against it is the group's own restart loop
+    (its host is healthy; the group is lost for the rest of the job and the others train
+    on without it). A fault that acts once (:data:`ONE_SHOT`: a process killed) is
+    against the start it hit; one that lasts, against every start until it heals (and
+    :data:`RESTART_SLACK_S` after).
+    A start that failed after some group completed the job is not judged (its quorum may
+    wait for groups that are gone). Judged for every group whose ranks failed at least
+    once."""
+    res = CheckResult("ft_group_recovers", "a replica group on a healthy host is given up "
+                      "only after faults spent its restarts", unit="replica groups")
+    hist = history(events)
+    starts = hist.of("ft_replica_start")
+    if not starts or not hist.of("lh_quorum", "lh_start"):
+        return res  # not torchft
+    run = run_start(hist)
+    lighthouse = str(run.get("coordinator")) if run is not None else ""
+    groups = sorted({ev.host for ev in starts})
+    # each fault's span and the groups it is against (all of them: a fault on the
+    # Lighthouse or one that names no host)
+    opened: dict[str, TraceEvent] = {}
+    spans: list[tuple[float, float, set[str], TraceEvent]] = []
+    for ev in fault_events(hist):
+        fid = str(ev.get("id"))
+        if ev.get("phase") == "start":
+            opened[fid] = ev
+            named = _named_hosts(ev, {*groups, lighthouse})
+            against = set(groups) if not named or lighthouse in named else named
+            lasts = float(ev.t) if ev.get("type") in ONE_SHOT else float("inf")
+            spans.append((ev.t, lasts, against, ev))
+        elif fid in opened:
+            first = opened.pop(fid)
+            spans = [(s, ev.t if f is first else e, a, f) for s, e, a, f in spans]
+    done = [ev.t for ev in hist.of("job_done")]
+    until = min(done) if done else float("inf")  # after it, a group may wait for nobody
+    gave_up = {ev.host: ev for ev in hist.of("job_failed")
+               if str(ev.get("error", "")).startswith("replica group")}
+    for host in groups:
+        mine = [ev for ev in starts if ev.host == host]
+        failed = [ev for ev in hist.of("ft_replica_failed") if ev.host == host]
+        if not failed:
+            continue
+        res.checked += 1
+        end = gave_up.get(host)
+        if end is None:
+            continue
+        alone: list[TraceEvent] = []
+        for f in failed:
+            begun = max((s.t for s in mine if s.t <= f.t and s.get("attempt") ==
+                         f.get("attempt")), default=f.t)
+            if f.t <= until and not any(
+                    host in a and s <= f.t
+                    and (s >= begun if s == e else e >= begun - RESTART_SLACK_S)
+                    for s, e, a, _ in spans):
+                alone.append(f)
+        if alone:
+            hit = [fe for s, e, a, fe in spans if host in a and s <= end.t]
+            what = (f"{len(hit)} fault(s) against it (the first: {hit[0].get('id')} at "
+                    f"{hit[0].t:g} s)" if hit else "no fault against it")
+            res.violations.append(Violation(
+                f"replica group {host} was given up at {end.t:g} s after {len(failed)} "
+                f"failed starts with {what}: {len(alone)} of them failed with no fault "
+                f"against the group (the first at {alone[0].t:g} s, attempt "
+                f"{alone[0].get('attempt')}), a restart loop on a healthy host",
+                [*hit[:1], alone[0], end]))
     return res

@@ -48,6 +48,11 @@ WEAK_SPOTS: dict[str, str] = {
     "it while the other groups' quorum requests time out, and their launchers restart "
     "them into the same race (measured with torchrun 2.13 and torchft 0.2.0; scenarios/"
     "torchft/restarted_rank_reads_old_manager_address)",
+    "ft_group_recovers": "the same race at every start of a restarted group of two or "
+    "more ranks: its launcher starts the ranks again into it until its restarts are "
+    "spent, and the group is lost for the rest of the job on a healthy host (the model "
+    "loses the race every time, upstream at about 60 % of starts with one such rank; "
+    "scenarios/torchft/restarted_group_never_returns)",
     "terminates": "a replica group that comes back after the others finished, or that "
     "only a dead participant could make a quorum with, waits out the quorum timeout on "
     "every start of its launcher (max_restarts x 60 s by default) before it gives up",

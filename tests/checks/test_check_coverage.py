@@ -80,6 +80,10 @@ FAILS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "ft_fault_isolation": ("torchft/restarted_rank_reads_old_manager_address.yaml",
                            "replica group g1, which no fault touched, failed at 26.5265 s",
                            ("fault", "ft_replica_failed")),
+    "ft_group_recovers": ("torchft/restarted_group_never_returns.yaml",
+                          "replica group g0 was given up at 134.434 s after 3 failed starts "
+                          "with 1 fault(s) against it", ("fault", "ft_replica_failed",
+                                                         "job_failed")),
     "ft_liveness": ("torchft/broken_heartbeats_never_expire.yaml",
                     "no committed step within 80 s after kill-g1-rank", ("fault", "run_end")),
 }
@@ -120,6 +124,7 @@ PASSES: dict[str, str] = {
     "ft_unanimous_commit": "torchft/heal_sources_per_rank.yaml",
     "ft_single_heal_source": "torchft/replica_crash.yaml",
     "ft_fault_isolation": "torchft/replica_crash.yaml",
+    "ft_group_recovers": "torchft/two_replicas_restart.yaml",
     "ft_liveness": "torchft/replica_crash.yaml",
 }
 """Check -> a shipped scenario where it passes having examined something."""

@@ -11,6 +11,7 @@ from elastic_sim.checks.torchft_quorum import ft_quorum_ids, ft_quorum_validity
 from elastic_sim.checks.torchft_steps import (
     ft_data_position_agreement,
     ft_fault_isolation,
+    ft_group_recovers,
     ft_liveness,
     ft_single_heal_source,
     ft_state_agreement,
@@ -23,7 +24,8 @@ KNOBS = {"min_replicas": 2, "ranks_per_replica": 2, "timeout": 60.0, "quorum_tim
          "join_timeout": 60.0}
 FT = [n for n in ("ft_quorum_ids", "ft_quorum_validity", "ft_state_agreement",
                   "ft_data_position_agreement", "ft_unanimous_commit",
-                  "ft_single_heal_source", "ft_fault_isolation", "ft_liveness")]
+                  "ft_single_heal_source", "ft_fault_isolation", "ft_group_recovers",
+                  "ft_liveness")]
 
 
 def ev(t: float, proc: str, kind: str, **data: Any) -> TraceEvent:
@@ -197,3 +199,48 @@ def test_a_healthy_replica_group_restarted_after_anothers_fault_is_caught() -> N
             ev(7.3, "g0/main", "ft_replica_failed", attempt=0, exit_codes=[1, 1]) for e in h]
     late.sort(key=lambda e: e.t)
     assert ft_fault_isolation(late).ok
+
+
+def _given_up(h: list[TraceEvent], at: float = 6.0) -> list[TraceEvent]:
+    """``h`` with g1's second start (attempt 1, after kill-g1) failing at ``at`` and its
+    launcher giving up then (max_restarts 1)."""
+    out = [*h, ev(at, "g1/main", "ft_replica_failed", attempt=1, exit_codes=[0, 1]),
+           ev(at, "g1/main", "job_failed", error="replica group g1: its ranks failed 2 "
+              "times (max_restarts 1)")]
+    out.sort(key=lambda e: e.t)
+    return out
+
+
+def test_a_group_given_up_after_a_start_no_fault_hit_is_caught() -> None:
+    """kill-g1 explains g1's first failure (attempt 0) but not the second: a start that
+    failed with nothing against the group is a restart loop on a healthy host. A fault
+    that lasts (a cut of g1 until 9 s) or one every group feels (on the Lighthouse)
+    explains it; a start that failed after the job completed is not judged; a group whose
+    launcher did not give up is examined and passes (the good history)."""
+    base = good()
+    assert ft_group_recovers(base).checked == 1 and ft_group_recovers(base).ok
+    res = ft_group_recovers(_given_up(base))
+    assert res.checked == 1 and len(res.violations) == 1
+    assert ("replica group g1 was given up at 6 s after 2 failed starts with 1 fault(s) "
+            "against it (the first: kill-g1 at 2 s): 1 of them failed with no fault against "
+            "the group (the first at 6 s, attempt 1)") in res.violations[0].message
+    assert [e.kind for e in res.violations[0].witness] == ["fault", "ft_replica_failed",
+                                                           "job_failed"]
+    for target in (["g1", "g0"], "lh", "*"):
+        cut = [ev(2.5, "g1", "fault", id="cut", type="partition", target=target,
+                  phase="start"), ev(9.0, "g1", "fault", id="cut", type="partition",
+                                     target=target, phase="heal")]
+        assert ft_group_recovers(_given_up([*base, *cut])).ok, target
+    # a cut healed more than RESTART_SLACK_S before the start does not explain it
+    early = [ev(2.5, "g1", "fault", id="cut", type="partition", target=["g1", "g0"],
+                phase="start"), ev(2.6, "g1", "fault", id="cut", type="partition",
+                                   target=["g1", "g0"], phase="heal")]
+    h = _given_up([*base, *early])
+    h = [e if not (e.kind == "ft_replica_start" and e.get("attempt") == 1)
+         else ev(8.0, "g1/main", "ft_replica_start", attempt=1, ranks=2) for e in h]
+    h = [e if e.kind not in ("ft_replica_failed", "job_failed") or e.get("attempt") == 0
+         else TraceEvent(9.0, e.host, e.proc, e.kind, e.data) for e in h
+         if e.kind != "job_done"]
+    h.sort(key=lambda e: e.t)
+    assert not ft_group_recovers(h).ok
+    assert ft_group_recovers(_given_up(base, at=7.3)).ok  # after g0's job_done at 7.2 s
