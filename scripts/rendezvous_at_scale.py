@@ -50,10 +50,17 @@ def measure(raw: dict[str, Any], hosts: int, seed: int, start_over: float | None
     last_start = max(h.start_at for h in sc.cluster.host_specs())
     if len(ranks) != hosts:
         why = result.stopped or ("its time limit" if result.hung else "its processes ended")
+        seen = [(ev.t, int(ev.get("participants"))) for ev in hist.of("rdzv_participants")]
+        course = ""
+        if seen:
+            peak = max(seen, key=lambda x: x[1])
+            course = (f"; the round's participants peaked at {peak[1]:,} ({peak[0]:.0f} s) "
+                      f"and were {seen[-1][1]:,} at {seen[-1][0]:.0f} s")
         raise Incomplete(
-            f"{hosts:>6,} hosts (started over {last_start:.1f} s): NO figure: {len(done):,} "
+            f"{hosts:>6,} hosts (started over {last_start:.1f} s): NO round: {len(done):,} "
             f"agents finished the rendezvous and {len(ranks):,} got their ranks by "
-            f"{result.end_time:.1f} s (virtual), when the run ended ({why}); {cpu:.1f} CPU s")
+            f"{result.end_time:.1f} s (virtual), when the run ended ({why}){course}; "
+            f"{cpu:.1f} CPU s")
     return {"first_rdzv": min(done), "last_rdzv": max(done), "ranks": max(ranks), "cpu": cpu,
             "last_start": last_start}
 
@@ -69,9 +76,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--start-over", type=float, default=None, metavar="S",
                     help="hosts start evenly over S seconds (default: the file's start_over)")
+    ap.add_argument("--time-limit", type=float, default=None, metavar="S",
+                    help="simulated seconds to run at most (default: the file's time_limit)")
+    ap.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
+                    help="a torchelastic knob, e.g. keep_alive_interval=30 (repeatable)")
     args = ap.parse_args(argv)
     raw = load_yaml(SCENARIO, str(SCENARIO))
     assert isinstance(raw, dict)
+    if args.time_limit is not None:
+        raw["time_limit"] = args.time_limit
+    for kv in args.knob:
+        name, _, value = kv.partition("=")
+        raw["protocol"]["knobs"][name] = float(value)
     failed = False
     for n in args.hosts or [int(raw["cluster"]["hosts"])]:
         try:

@@ -114,6 +114,7 @@ def run_direct(job: Job, causes: tuple[Cause, ...], failures: list[Failure], hor
     recoveries: list[tuple[str, float]] = []
     segments: list[Segment] = []
     fate, fate_at = "running", None
+    given_up = 0
     t0 = 0.0
     done_steps = 0  # a job of fixed work: steps its checkpoints hold (a resubmission resumes)
     write_share = job.workload.checkpoint_write / (
@@ -149,6 +150,8 @@ def run_direct(job: Job, causes: tuple[Cause, ...], failures: list[Failure], hor
             cause = f.cause if f is not None else _last_cause(mine, rb.at)
             lost[cause] = lost.get(cause, 0.0) + rb.lost * job.workload.step_time
         if job.protocol in DIRECT_ONLY:
+            given_up += sum(str(ev.get("error", "")).startswith("replica group")
+                            for ev in hist.of("job_failed"))
             for cause, s in _charge_trained_on(job, hist, metrics, mine, t0, tl,
                                                recoveries).items():
                 s = min(s, useful + checkpoint)  # what the segment trained at most
@@ -202,7 +205,7 @@ def run_direct(job: Job, causes: tuple[Cause, ...], failures: list[Failure], hor
     deaths = sum(s.died for s in segments)
     return Run(end_t, useful, checkpoint, lost, tl.intervals, recoveries, fate, fate_at,
                len([f for f in failures if f.t < end_t]), deaths, degraded,
-               overhead), segments
+               overhead, given_up), segments
 
 
 def _charge_trained_on(job: Job, hist: Any, metrics: Any, failures: list[Failure],

@@ -84,6 +84,9 @@ class Run:
     by the share of the nodes missing (torchft)."""
     step_overhead: float = 0.0
     """Seconds of steps' cost beyond their training (``workload.step_overhead``)."""
+    given_up: int = 0
+    """Replica groups whose launchers spent their restarts while their hosts were up
+    (torchft): lost for the rest of the run, their node-time counted as degraded."""
 
     @property
     def goodput(self) -> float:
@@ -235,5 +238,6 @@ class SettingResult:
             "completion_hours": (c.to_json(4) if (c := self.completion()) else None),
             "failures_per_run": estimate([r.failures for r in self.runs]).to_json(3),
             "job_failures_per_run": estimate([r.job_failures for r in self.runs]).to_json(3),
+            "groups_given_up_per_run": estimate([r.given_up for r in self.runs]).to_json(3),
             "notes": self.notes,
         }

@@ -8,17 +8,47 @@ role and writes every agent's ranks). The full agent goes on to start its worker
 thousands of hosts the simulated workers cost more than the question needs, so this entry
 stops at the ranks. Each agent records ``ranks_assigned``; a scenario naming this entry
 (``studies/rendezvous_4000_hosts.yaml``) measures the rendezvous at a size.
+
+The store host's agent also watches the round form: every ``WATCH_S`` it reads the state
+key as any client does (one ``get``: a few hundredths of a percent of the store's load at
+thousands of hosts) and records ``rdzv_participants`` (the round, whether it is complete,
+its participants, the wait list and the heartbeats held), so that a size at which no
+round forms still says how far it got and where it settles.
 """
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from typing import Any
 
-from elastic_sim.protocols.api import Runtime
+from elastic_sim.protocols.api import Runtime, StoreError
 from elastic_sim.protocols.torchelastic.agent_ranks import assign_ranks
+from elastic_sim.protocols.torchelastic.backend import NULL_SENTINEL, C10dBackend
 from elastic_sim.protocols.torchelastic.launcher import create_handler, knobs_of
 from elastic_sim.protocols.torchelastic.ops import RendezvousError
+from elastic_sim.protocols.torchelastic.state import RendezvousState
+
+WATCH_S = 1.0
+"""How often the store host's agent reads the rendezvous state for ``rdzv_participants``."""
+
+
+async def _watch(rt: Runtime, backend: C10dBackend) -> None:
+    """Record the stored state's size every :data:`WATCH_S` until the round completes."""
+    while True:
+        await rt.sleep(WATCH_S)
+        try:
+            value = await backend.store.get(backend.key)
+        except StoreError:
+            continue
+        if value == NULL_SENTINEL:
+            continue
+        state = RendezvousState.decode_shared(base64.b64decode(value))
+        rt.record("rdzv_participants", round=state.round, complete=state.complete,
+                  participants=len(state.participants), waiting=len(state.wait_list),
+                  heartbeats=len(state.last_heartbeats))
+        if state.complete:
+            return
 
 
 async def job_start(rt: Runtime, args: Mapping[str, Any]) -> int:
@@ -27,6 +57,8 @@ async def job_start(rt: Runtime, args: Mapping[str, Any]) -> int:
     store_host = str(args["store_host"])
     try:
         handler = await create_handler(rt, knobs, store_host)
+        if rt.host == store_host:
+            rt.spawn(_watch(rt, handler.backend), name="watch")
         info = await handler.next_rendezvous()
     except RendezvousError as exc:
         rt.record("job_failed", error=f"{type(exc).__name__}: {exc}")

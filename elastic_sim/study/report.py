@@ -101,6 +101,9 @@ def print_study(r: StudyResult, console: Console) -> None:
         say(f"{s.label:<{width}}  {pct(s.goodput):<24} {_mean(s, 'failures'):>8.1f} "
             f"{_mean(s, 'job_failures'):>10.2f}" + (f"  {done:<26}" if timed else "")
             + f"  {fates}")
+    for s in r.results:
+        for note in s.notes:
+            say(f"{s.label}: {note}")
     best, ties = optimum(r)
     if len(r.results) > 1:
         say(f"optimum: {best.label}: {pct(best.goodput)}"

@@ -91,6 +91,13 @@ def run_study(study: Study, method: str | None = None, workers: int = 1,
                 done += 1
                 if progress:
                     progress("direct", done, total, job.label)
+            lost = [r.given_up for r in res.runs]
+            if any(lost):
+                res.notes.append(
+                    f"replica groups given up on healthy hosts (their launchers' restarts "
+                    f"spent): {sum(lost) / len(lost):.1f} per run, in {sum(map(bool, lost))} "
+                    f"of {len(lost)} runs; each is lost to the job for the rest of its run "
+                    f"(check ft_group_recovers: torchft's stale Manager-address race)")
             out.results.append(res)
     else:
         def sampled(done: int, total: int, cached: int) -> None:

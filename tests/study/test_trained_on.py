@@ -116,3 +116,39 @@ def test_what_a_torchft_study_cannot_do_exits_2(tmp_path: Path, extra: str,
     assert got.returncode == 2, got.stderr
     assert field in got.stderr and "Traceback" not in got.stderr
     assert not out.exists()
+
+
+LOOPING = """\
+name: given_up
+protocol: {{name: torchft}}
+cluster: {{nodes: 3, gpus_per_node: {gpus}}}
+workload: {{step_time: 10, steps: 600, checkpoint_interval: 500}}
+failures:
+  every: [1500, 1800]
+  causes:
+    - {{name: kill, share: 1, effect: process}}
+horizon_days: 0.1
+direct_replications: 1
+"""
+
+
+@pytest.mark.parametrize(("gpus", "given_up"), [(2, 3), (1, 0)])
+def test_replica_groups_given_up_on_healthy_hosts_are_counted_and_said(
+        tmp_path: Path, gpus: int, given_up: int) -> None:
+    """A killed rank's group of two ranks is started into the stale Manager-address race
+    until its launcher's restarts are spent (ft_group_recovers): the run counts the
+    groups given up and the setting says so. Here the first kill loses its group, and
+    the two left, not a majority of the heartbeating replicas while the lost group's new
+    servers heartbeat, are given up in turn: the job fails. Groups of one rank (rank 0
+    writes the address it reads) come back after every kill."""
+    path = tmp_path / "given_up.yaml"
+    path.write_text(LOOPING.format(gpus=gpus), encoding="utf-8")
+    res = run_study(load_study(path)).results[0]
+    assert [r.given_up for r in res.runs] == [given_up]
+    noted = [n for n in res.notes if n.startswith("replica groups given up on healthy hosts")]
+    if given_up:
+        assert res.fates() == {"failed": 1}
+        assert noted == [noted[0]] and "3.0 per run, in 1 of 1 runs" in noted[0]
+        assert res.to_json()["groups_given_up_per_run"]["mean"] == 3
+    else:
+        assert res.fates() == {"completed": 1} and not noted
