@@ -19,7 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from elastic_sim.protocols.ranges import Count, Period, Port, PosCount, ProcsPerHost, Seconds
+from elastic_sim.protocols.ranges import (
+    Count,
+    Period,
+    Port,
+    PosCount,
+    Probability,
+    ProcsPerHost,
+    Seconds,
+)
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,17 @@ class TorchFTKnobs:
     replica_restarts: Count = 10
     """``hsdp(max_restarts=10)`` (torchrun ``--max_restarts``): how often a replica group's
     launcher starts its ranks again after one fails (each start is a new replica id)."""
+    restart_race_lost: Probability = 0.65
+    """Sim only: the chance that, at a restarted replica group's start, its other ranks read
+    the Manager address from the group's store (which the launcher keeps across restarts)
+    before its rank 0 has written the new one, and so reach the previous start's dead
+    server. Upstream it is a race between the ranks' starts; measured with torchrun 2.13
+    and torchft 0.2.0 on Gloo (``scripts/torchft_restart_race``): some other rank read the
+    stale address at 8 of 13 restarts of groups of 2 ranks and 7 of 10 of groups of 4, 15
+    of 23. Drawn once per start of a group (seeded by the scenario's seed, the host and the
+    start), so its ranks lose or win together; where they win they start
+    ``RACE_WON_AFTER`` s after rank 0. 1: they lose it at every restart (the model before
+    this knob); 0: never."""
     monitor_interval: Period = 0.1
     """torchrun's ``--monitor-interval`` (default 0.1 s): how often the launcher looks at
     its ranks' exit codes."""

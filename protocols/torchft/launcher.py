@@ -59,7 +59,7 @@ class ReplicaLauncher:
             procs = [await rt.start_process(f"rank{g}", self.rank_entry, {
                 "knobs": dict(self.args.get("knobs", {})),
                 "workload": dict(self.args.get("workload", {})),
-                "seed": int(self.args.get("seed", 0)), "group_rank": g,
+                "seed": int(self.args.get("seed", 0)), "group_rank": g, "attempt": attempt,
                 "store_address": store_address, "lighthouse": self.lighthouse,
             }) for g in range(knobs.ranks_per_replica)]
             codes = await self._monitor(procs)

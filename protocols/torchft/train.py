@@ -60,7 +60,8 @@ async def rank_main(rt: Runtime, args: Mapping[str, Any]) -> int:
     model = Model(initial_state(f"{rt.host}.shard{group_rank}", int(args["seed"]),
                                 work.params))
     manager = Manager(rt, ep, knobs, model, store, store_address, group_rank,
-                      str(args["lighthouse"]), work.state_bytes)
+                      str(args["lighthouse"]), work.state_bytes, seed=int(args["seed"]),
+                      attempt=int(args.get("attempt", 0)))
     try:
         await manager.start()
         await train(rt, manager, model, knobs, work)

@@ -136,11 +136,13 @@ direct_replications: 1
 def test_replica_groups_given_up_on_healthy_hosts_are_counted_and_said(
         tmp_path: Path, gpus: int, given_up: int) -> None:
     """A killed rank's group of two ranks is started into the stale Manager-address race
-    until its launcher's restarts are spent (ft_group_recovers): the run counts the
-    groups given up and the setting says so. Here the first kill loses its group, and
-    the two left, not a majority of the heartbeating replicas while the lost group's new
-    servers heartbeat, are given up in turn: the job fails. Groups of one rank (rank 0
-    writes the address it reads) come back after every kill."""
+    (ft_group_recovers): the run counts the groups given up on healthy hosts and the
+    setting says so. Here the first kill's group wins the race (the seeded draw) and
+    comes back; the second's loses it, and its new server heartbeats, so the Lighthouse
+    waits the join timeout (60 s) for it while the other groups' quorum requests time out
+    (60 s): they are restarted into the same race, and all three are given up in turn:
+    the job fails. Groups of one rank (rank 0 writes the address it reads) come back
+    after every kill."""
     path = tmp_path / "given_up.yaml"
     path.write_text(LOOPING.format(gpus=gpus), encoding="utf-8")
     res = run_study(load_study(path)).results[0]
