@@ -105,10 +105,10 @@ class TorchFTKnobs:
     server. Upstream it is a race between the ranks' starts; measured with torchrun 2.13
     and torchft 0.2.0 on Gloo (``scripts/torchft_restart_race``): some other rank read the
     stale address at 8 of 13 restarts of groups of 2 ranks and 7 of 10 of groups of 4, 15
-    of 23. Drawn once per start of a group (seeded by the scenario's seed, the host and the
-    start), so its ranks lose or win together; where they win they start
-    ``RACE_WON_AFTER`` s after rank 0. 1: they lose it at every restart (the model before
-    this knob); 0: never."""
+    of 23. The launcher draws it once per restart of a group (from its process's seeded
+    generator), so the group's ranks lose or win together; where they win they start
+    ``RACE_WON_AFTER`` s (launcher.py) after rank 0. 1: they lose it at every restart
+    (the model before this knob); 0: never."""
     monitor_interval: Period = 0.1
     """torchrun's ``--monitor-interval`` (default 0.1 s): how often the launcher looks at
     its ranks' exit codes."""

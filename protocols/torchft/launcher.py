@@ -35,6 +35,12 @@ async def host_main(rt: Runtime, args: Mapping[str, Any]) -> int:
     return await ReplicaLauncher(rt, knobs, args, addr, RANK_ENTRY, addr).run()
 
 
+RACE_WON_AFTER = 0.5
+"""Seconds after rank 0 the other ranks of a start that wins the restart race
+(``restart_race_lost``) start: by then rank 0 has written its new Manager address (a
+Lighthouse connect and two store writes) unless its own start is slow too."""
+
+
 class ReplicaLauncher:
     """One replica group's launcher: its store, its ranks (``rank_entry``, told where the
     Lighthouse is: ``lighthouse``), their restarts, and the job's end told to ``job_end``
@@ -56,10 +62,12 @@ class ReplicaLauncher:
         code = 1
         for attempt in range(knobs.replica_restarts + 1):
             rt.record("ft_replica_start", attempt=attempt, ranks=knobs.ranks_per_replica)
+            late = 0.0 if attempt == 0 or self._race_lost() else RACE_WON_AFTER
             procs = [await rt.start_process(f"rank{g}", self.rank_entry, {
                 "knobs": dict(self.args.get("knobs", {})),
                 "workload": dict(self.args.get("workload", {})),
-                "seed": int(self.args.get("seed", 0)), "group_rank": g, "attempt": attempt,
+                "seed": int(self.args.get("seed", 0)), "group_rank": g,
+                "start_delay": late if g else 0.0,
                 "store_address": store_address, "lighthouse": self.lighthouse,
             }) for g in range(knobs.ranks_per_replica)]
             codes = await self._monitor(procs)
@@ -74,6 +82,15 @@ class ReplicaLauncher:
                       f"{knobs.replica_restarts})")
         tell(rt, self.job_end, "lh_job_end", {"host": rt.host, "code": code})
         return code
+
+    def _race_lost(self) -> bool:
+        """Whether this (re)start's other ranks read the Manager address before its rank 0
+        writes the new one (``restart_race_lost``): one draw per start of a group of two
+        or more ranks, so its ranks lose or win together."""
+        p = self.knobs.restart_race_lost
+        if self.knobs.ranks_per_replica < 2 or p >= 1:
+            return True
+        return p > 0 and self.rt.rng.random() < p
 
     async def _monitor(self, procs: list[Proc]) -> list[int]:
         """Poll until every rank succeeded or one failed; their exit codes (-1: running)."""

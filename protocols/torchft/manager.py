@@ -19,7 +19,6 @@ As upstream:
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -44,22 +43,7 @@ from elastic_sim.protocols.torchft.results import QuorumResult
 from elastic_sim.protocols.torchft.rpc import Endpoint, RpcError
 
 MANAGER_ADDR_KEY = "manager_addr"
-RACE_WON_AFTER = 0.5
-"""Seconds after its start a rank that wins the restart race (``restart_race_lost``) reads
-the Manager address: a later start than rank 0's, which has written its new address by
-then (a Lighthouse connect and two store writes) unless rank 0's start is slow too."""
 
-
-def race_lost(knobs: TorchFTKnobs, seed: int, host: str, attempt: int) -> bool:
-    """Whether the other ranks of ``host``'s replica group read the Manager address before
-    its rank 0 writes it at start ``attempt`` (> 0): one seeded draw per start, the same
-    for every rank of it."""
-    if knobs.restart_race_lost >= 1:
-        return True
-    if knobs.restart_race_lost <= 0:
-        return False
-    draw = random.Random(f"{seed}/{host}/{attempt}/manager_addr").random()
-    return draw < knobs.restart_race_lost
 REPLICA_ID_KEY = "replica_id"
 """Keys rank 0 writes to its replica group's store for the other ranks
 (torchft/manager.py)."""
@@ -85,11 +69,8 @@ class Manager:
 
     def __init__(self, rt: Runtime, ep: Endpoint, knobs: TorchFTKnobs, model: Model,
                  store: Store, store_address: str, group_rank: int, lighthouse: str,
-                 state_bytes: int, seed: int = 0, attempt: int = 0) -> None:
+                 state_bytes: int) -> None:
         self.rt = rt
-        self.seed = seed
-        self.attempt = attempt
-        """The launcher's start of this rank's group (0: the first)."""
         self.ep = ep
         self.knobs = knobs
         self.model = model
@@ -131,9 +112,6 @@ class Manager:
             await server.start()
             await self.store.set(MANAGER_ADDR_KEY, server.address.encode())
             await self.store.set(REPLICA_ID_KEY, replica_id.encode())
-        elif self.attempt > 0 and not race_lost(self.knobs, self.seed, self.rt.host,
-                                                self.attempt):
-            await self.rt.sleep(RACE_WON_AFTER)  # started after rank 0 wrote its address
         self.manager_addr = (await self.store.get(MANAGER_ADDR_KEY)).decode()
         self.replica_id = (await self.store.get(REPLICA_ID_KEY)).decode()
 

@@ -60,8 +60,10 @@ async def rank_main(rt: Runtime, args: Mapping[str, Any]) -> int:
     model = Model(initial_state(f"{rt.host}.shard{group_rank}", int(args["seed"]),
                                 work.params))
     manager = Manager(rt, ep, knobs, model, store, store_address, group_rank,
-                      str(args["lighthouse"]), work.state_bytes, seed=int(args["seed"]),
-                      attempt=int(args.get("attempt", 0)))
+                      str(args["lighthouse"]), work.state_bytes)
+    delay = float(args.get("start_delay", 0.0))
+    if delay:
+        await rt.sleep(delay)  # this rank's process started later than its rank 0's
     try:
         await manager.start()
         await train(rt, manager, model, knobs, work)
