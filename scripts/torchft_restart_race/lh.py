@@ -9,7 +9,8 @@ import time
 
 from torchft._torchft import LighthouseServer
 
-lighthouse = LighthouseServer(bind="127.0.0.1:29510", min_replicas=1, join_timeout_ms=int(sys.argv[2]) if len(sys.argv) > 2 else 60000,
+JOIN_MS = int(sys.argv[2]) if len(sys.argv) > 2 else 60000
+lighthouse = LighthouseServer(bind="127.0.0.1:29510", min_replicas=1, join_timeout_ms=JOIN_MS,
                               quorum_tick_ms=100, heartbeat_timeout_ms=5000)
 print("lighthouse", lighthouse.address(), flush=True)
 time.sleep(float(sys.argv[1]))
