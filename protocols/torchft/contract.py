@@ -19,10 +19,12 @@ Assumptions and simplifications of the model, beyond the fault assumptions:
   link's full bandwidth;
 - the Lighthouse stops once the job ended and no replica heartbeats (the operator's
   teardown; upstream's runs until it is killed);
-- a restarted replica group's other ranks read the Manager address from the group's store
-  before its rank 0 has written its new one, every time: upstream it is a race between
-  the ranks' starts (measured with torchrun 2.13 and torchft 0.2.0, two groups of two
-  ranks on Gloo: rank 1 read the previous attempt's address at 8 of 13 restarts;
+- whether a restarted replica group's other ranks read the Manager address from the
+  group's store before its rank 0 has written its new one is one seeded draw per restart
+  (``restart_race_lost``, 0.65), the same for all of them: upstream it is a race between
+  the ranks' starts (measured with torchrun 2.13 and torchft 0.2.0 on Gloo: some other
+  rank read the previous attempt's address at 8 of 13 restarts of groups of two ranks and
+  7 of 10 of groups of four, where the ranks of one restart did not always agree;
   scripts/torchft_restart_race, scenarios/torchft/restarted_rank_reads_old_manager_address).
 """
 
@@ -48,10 +50,11 @@ WEAK_SPOTS: dict[str, str] = {
     "it while the other groups' quorum requests time out, and their launchers restart "
     "them into the same race (measured with torchrun 2.13 and torchft 0.2.0; scenarios/"
     "torchft/restarted_rank_reads_old_manager_address)",
-    "ft_group_recovers": "the same race at every start of a restarted group of two or "
-    "more ranks: its launcher starts the ranks again into it until its restarts are "
-    "spent, and the group is lost for the rest of the job on a healthy host (the model "
-    "loses the race every time, upstream at about 60 % of starts with one such rank; "
+    "ft_group_recovers": "the same race at each start of a restarted group of two or "
+    "more ranks: a group that loses it fails and is started again into it, and one that "
+    "loses it until its restarts are spent, or whose lost starts keep the Lighthouse "
+    "waiting while the other groups' quorum requests time out, is lost for the rest of "
+    "the job on a healthy host (upstream loses it at about 65 % of restarts; "
     "scenarios/torchft/restarted_group_never_returns)",
     "terminates": "a replica group that comes back after the others finished, or that "
     "only a dead participant could make a quorum with, waits out the quorum timeout on "
