@@ -21,7 +21,7 @@ from elastic_sim.checks.facts import (
 from elastic_sim.checks.verdict import CheckResult, Violation
 from elastic_sim.faults.base import Healing
 from elastic_sim.faults.model import ENDS_A_HOST, FAULT_TYPES
-from elastic_sim.history import history
+from elastic_sim.history import History, history
 from elastic_sim.trace import TraceEvent
 
 SLACK_S = 10.0
@@ -174,6 +174,17 @@ def _named_hosts(ev: TraceEvent, hosts: set[str]) -> set[str]:
     return named & hosts
 
 
+def _replica_groups(hist: History) -> tuple[list[TraceEvent], str, list[str]] | None:
+    """A torchft run's launcher starts (``ft_replica_start``), its Lighthouse's host and
+    its replica groups' hosts; None for a trace of another protocol."""
+    starts = hist.of("ft_replica_start")
+    if not starts or not hist.of("lh_quorum", "lh_start"):
+        return None
+    run = run_start(hist)
+    lighthouse = str(run.get("coordinator")) if run is not None else ""
+    return starts, lighthouse, sorted({ev.host for ev in starts})
+
+
 def ft_fault_isolation(events: Sequence[TraceEvent]) -> CheckResult:
     """A replica group that no fault touched keeps training through the other groups'
     failures: its launcher never has to restart its ranks after an error, from the first
@@ -183,12 +194,10 @@ def ft_fault_isolation(events: Sequence[TraceEvent]) -> CheckResult:
     res = CheckResult("ft_fault_isolation", "a replica group no fault touched trains on "
                       "through the others' failures", unit="replica groups")
     hist = history(events)
-    starts = hist.of("ft_replica_start")
-    if not starts or not hist.of("lh_quorum", "lh_start"):
+    found = _replica_groups(hist)
+    if found is None:
         return res  # not torchft
-    start = run_start(hist)
-    lighthouse = str(start.get("coordinator")) if start is not None else ""
-    groups = sorted({ev.host for ev in starts})
+    _, lighthouse, groups = found
     faults = [ev for ev in fault_events(hist) if ev.get("phase") == "start"]
     if not faults:
         return res
@@ -237,19 +246,16 @@ def ft_group_recovers(events: Sequence[TraceEvent]) -> CheckResult:
     (its host is healthy; the group is lost for the rest of the job and the others train
     on without it). A fault that acts once (:data:`ONE_SHOT`: a process killed) is
     against the start it hit; one that lasts, against every start until it heals (and
-    :data:`RESTART_SLACK_S` after).
-    A start that failed after some group completed the job is not judged (its quorum may
-    wait for groups that are gone). Judged for every group whose ranks failed at least
-    once."""
+    :data:`RESTART_SLACK_S` after). A start that failed after some group completed the
+    job is not judged (its quorum may wait for groups that are gone). Judged for every
+    group whose ranks failed at least once."""
     res = CheckResult("ft_group_recovers", "a replica group on a healthy host is given up "
                       "only after faults spent its restarts", unit="replica groups")
     hist = history(events)
-    starts = hist.of("ft_replica_start")
-    if not starts or not hist.of("lh_quorum", "lh_start"):
+    found = _replica_groups(hist)
+    if found is None:
         return res  # not torchft
-    run = run_start(hist)
-    lighthouse = str(run.get("coordinator")) if run is not None else ""
-    groups = sorted({ev.host for ev in starts})
+    starts, lighthouse, groups = found
     # each fault's span and the groups it is against (all of them: a fault on the
     # Lighthouse or one that names no host)
     opened: dict[str, TraceEvent] = {}
