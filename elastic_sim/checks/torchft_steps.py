@@ -174,6 +174,23 @@ def _named_hosts(ev: TraceEvent, hosts: set[str]) -> set[str]:
     return named & hosts
 
 
+def _launcher_starts(hist: History, first: list[TraceEvent]) -> list[list[float]]:
+    """When one group's launcher started its ranks, per launcher (a host restarted runs a
+    new one): ``[t of attempt 0, t of attempt 1, ...]``. ``first`` are the group's
+    ``ft_replica_start`` events; the protocol-neutral history has a ``restart`` of the
+    launcher's process for each start after the first."""
+    procs = {ev.proc for ev in first}
+    runs: list[list[float]] = []
+    for ev in hist.of("ft_replica_start", "restart"):
+        if ev.proc not in procs:
+            continue
+        if ev.kind == "ft_replica_start" and not ev.get("attempt"):
+            runs.append([ev.t])
+        elif runs:
+            runs[-1].append(ev.t)
+    return runs
+
+
 def _replica_groups(hist: History) -> tuple[list[TraceEvent], str, list[str]] | None:
     """A torchft run's launcher starts (``ft_replica_start``), its Lighthouse's host and
     its replica groups' hosts; None for a trace of another protocol."""
@@ -244,9 +261,10 @@ def ft_group_recovers(events: Sequence[TraceEvent]) -> CheckResult:
     one of its processes, or one every group may feel: on the Lighthouse, or naming no
     host). A start that failed with no fault against it is the group's own restart loop
     (its host is healthy; the group is lost for the rest of the job and the others train
-    on without it). A fault that acts once (:data:`ONE_SHOT`: a process killed) is
-    against the start it hit; one that lasts, against every start until it heals (and
-    :data:`RESTART_SLACK_S` after). A start that failed after some group completed the
+    on without it). A fault that acts once (:data:`ONE_SHOT`: a process killed) on a
+    group is against the start it hit; one that lasts, or one every group feels (the
+    Lighthouse's process killed: nothing starts it again), against every start until it
+    heals (and :data:`RESTART_SLACK_S` after). A start that failed after some group completed the
     job is not judged (its quorum may wait for groups that are gone). Judged for every
     group whose ranks failed at least once."""
     res = CheckResult("ft_group_recovers", "a replica group on a healthy host is given up "
@@ -265,8 +283,12 @@ def ft_group_recovers(events: Sequence[TraceEvent]) -> CheckResult:
         if ev.get("phase") == "start":
             opened[fid] = ev
             named = _named_hosts(ev, {*groups, lighthouse})
-            against = set(groups) if not named or lighthouse in named else named
-            lasts = float(ev.t) if ev.get("type") in ONE_SHOT else float("inf")
+            everyone = not named or lighthouse in named
+            against = set(groups) if everyone else named
+            # a kill acts once on a group (its launcher starts the ranks again), but a
+            # Lighthouse killed stays dead, and one that names no host may act anywhere
+            lasts = float(ev.t) if ev.get("type") in ONE_SHOT and not everyone \
+                else float("inf")
             spans.append((ev.t, lasts, against, ev))
         elif fid in opened:
             first = opened.pop(fid)
@@ -284,10 +306,12 @@ def ft_group_recovers(events: Sequence[TraceEvent]) -> CheckResult:
         end = gave_up.get(host)
         if end is None:
             continue
+        runs = _launcher_starts(hist, mine)
         alone: list[TraceEvent] = []
         for f in failed:
-            begun = max((s.t for s in mine if s.t <= f.t and s.get("attempt") ==
-                         f.get("attempt")), default=f.t)
+            run = next((r for r in reversed(runs) if r[0] <= f.t), [])
+            k = int(f.get("attempt") or 0)
+            begun = run[k] if k < len(run) else f.t
             if f.t <= until and not any(
                     host in a and s <= f.t
                     and (s >= begun if s == e else e >= begun - RESTART_SLACK_S)

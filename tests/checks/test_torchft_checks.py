@@ -226,6 +226,16 @@ def test_a_group_given_up_after_a_start_no_fault_hit_is_caught() -> None:
             "the group (the first at 6 s, attempt 1)") in res.violations[0].message
     assert [e.kind for e in res.violations[0].witness] == ["fault", "ft_replica_failed",
                                                            "job_failed"]
+    # the same through run_checks, whose protocol-neutral history has each start after
+    # the first as a `restart` of the launcher: a kill during attempt 1 explains it
+    assert len(verdicts(_given_up(base))["ft_group_recovers"].violations) == 1
+    again = [ev(5.0, "g1", "fault", id="kill-again", type="crash_process",
+                target="g1/rank0", phase="start")]
+    assert ft_group_recovers(_given_up([*base, *again])).ok
+    assert verdicts(_given_up([*base, *again]))["ft_group_recovers"].ok
+    lh_killed = [ev(2.5, "lh", "fault", id="lh-kill", type="crash_process",
+                    target="lh/main", phase="start")]
+    assert ft_group_recovers(_given_up([*base, *lh_killed])).ok  # nothing restarts it
     for target in (["g1", "g0"], "lh", "*"):
         cut = [ev(2.5, "g1", "fault", id="cut", type="partition", target=target,
                   phase="start"), ev(9.0, "g1", "fault", id="cut", type="partition",
