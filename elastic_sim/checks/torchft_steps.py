@@ -264,7 +264,8 @@ def ft_group_recovers(events: Sequence[TraceEvent]) -> CheckResult:
     on without it). A fault that acts once (:data:`ONE_SHOT`: a process killed) on a
     group is against the start it hit; one that lasts, or one every group feels (the
     Lighthouse's process killed: nothing starts it again), against every start until it
-    heals (and :data:`RESTART_SLACK_S` after). A start that failed after some group completed the
+    heals (and :data:`RESTART_SLACK_S` after); a fault that ends a host (:data:`LOST`:
+    its "heal" is the grace's end) never heals. A start that failed after some group completed the
     job is not judged (its quorum may wait for groups that are gone). Judged for every
     group whose ranks failed at least once."""
     res = CheckResult("ft_group_recovers", "a replica group on a healthy host is given up "
@@ -290,7 +291,7 @@ def ft_group_recovers(events: Sequence[TraceEvent]) -> CheckResult:
             lasts = float(ev.t) if ev.get("type") in ONE_SHOT and not everyone \
                 else float("inf")
             spans.append((ev.t, lasts, against, ev))
-        elif fid in opened:
+        elif fid in opened and ev.get("type") not in LOST:  # a host's end is for good
             first = opened.pop(fid)
             spans = [(s, ev.t if f is first else e, a, f) for s, e, a, f in spans]
     done = [ev.t for ev in hist.of("job_done")]

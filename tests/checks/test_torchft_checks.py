@@ -236,6 +236,15 @@ def test_a_group_given_up_after_a_start_no_fault_hit_is_caught() -> None:
     lh_killed = [ev(2.5, "lh", "fault", id="lh-kill", type="crash_process",
                     target="lh/main", phase="start")]
     assert ft_group_recovers(_given_up([*base, *lh_killed])).ok  # nothing restarts it
+    # a preempted Lighthouse host is gone for good: the grace's end is not a heal
+    gone = [ev(2.5, "lh", "fault", id="lh-pre", type="preempt", target="lh", phase="start"),
+            ev(3.0, "lh", "fault", id="lh-pre", type="preempt", target="lh", phase="heal")]
+    h = _given_up([*base, *gone], at=20.0)
+    h = [e if not (e.kind == "ft_replica_start" and e.get("attempt") == 1)
+         else ev(10.0, "g1/main", "ft_replica_start", attempt=1, ranks=2)
+         for e in h if e.kind != "job_done"]  # attempt 1 starts 7 s after the grace's end
+    h.sort(key=lambda e: e.t)
+    assert ft_group_recovers(h).ok
     for target in (["g1", "g0"], "lh", "*"):
         cut = [ev(2.5, "g1", "fault", id="cut", type="partition", target=target,
                   phase="start"), ev(9.0, "g1", "fault", id="cut", type="partition",
