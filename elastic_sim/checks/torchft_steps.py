@@ -265,9 +265,9 @@ def ft_group_recovers(events: Sequence[TraceEvent]) -> CheckResult:
     group is against the start it hit; one that lasts, or one every group feels (the
     Lighthouse's process killed: nothing starts it again), against every start until it
     heals (and :data:`RESTART_SLACK_S` after); a fault that ends a host (:data:`LOST`:
-    its "heal" is the grace's end) never heals. A start that failed after some group completed the
-    job is not judged (its quorum may wait for groups that are gone). Judged for every
-    group whose ranks failed at least once."""
+    its "heal" is the grace's end) never heals. A start that failed after some group
+    completed the job is not judged (its quorum may wait for groups that are gone).
+    Judged for every group whose ranks failed at least once."""
     res = CheckResult("ft_group_recovers", "a replica group on a healthy host is given up "
                       "only after faults spent its restarts", unit="replica groups")
     hist = history(events)

@@ -18,13 +18,12 @@ round forms still says how far it got and where it settles.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping
 from typing import Any
 
-from elastic_sim.protocols.api import Runtime, StoreError
+from elastic_sim.protocols.api import Runtime
 from elastic_sim.protocols.torchelastic.agent_ranks import assign_ranks
-from elastic_sim.protocols.torchelastic.backend import NULL_SENTINEL, C10dBackend
+from elastic_sim.protocols.torchelastic.backend import C10dBackend
 from elastic_sim.protocols.torchelastic.launcher import create_handler, knobs_of
 from elastic_sim.protocols.torchelastic.ops import RendezvousError
 from elastic_sim.protocols.torchelastic.state import RendezvousState
@@ -38,12 +37,12 @@ async def _watch(rt: Runtime, backend: C10dBackend) -> None:
     while True:
         await rt.sleep(WATCH_S)
         try:
-            value = await backend.store.get(backend.key)
-        except StoreError:
+            got = await backend.get_state()
+        except RendezvousError:
             continue
-        if value == NULL_SENTINEL:
+        if got is None:
             continue
-        state = RendezvousState.decode_shared(base64.b64decode(value))
+        state = RendezvousState.decode_shared(got[0])
         rt.record("rdzv_participants", round=state.round, complete=state.complete,
                   participants=len(state.participants), waiting=len(state.wait_list),
                   heartbeats=len(state.last_heartbeats))
