@@ -162,7 +162,9 @@ def committed_progress(events: Sequence[TraceEvent]) -> CheckResult:
     """Committed progress never goes backwards, except by a restore to the last commit. A
     host whose first process starts again (a new incarnation) starts with nothing committed:
     its own restore is not judged against the old incarnation's commits (the others' sync to
-    what it broadcasts still is)."""
+    what it broadcasts still is). Nothing after the job's first ``job_done`` is judged:
+    its result exists (a torchft replica group that still has data to train once the
+    others have finished and left starts over with nobody to heal from)."""
     res = CheckResult(
         "committed_progress",
         "committed step never decreases except by a restore to the last commit",
@@ -170,7 +172,9 @@ def committed_progress(events: Sequence[TraceEvent]) -> CheckResult:
     )
     last: dict[str, TraceEvent] = {}
     started: set[str] = set()
-    for ev in neutral(events).of("proc_start", "commit", "restore", "sync"):
+    for ev in neutral(events).of("proc_start", "commit", "restore", "sync", "job_done"):
+        if ev.kind == "job_done":
+            break
         if ev.kind == "proc_start" and ev.proc == f"{ev.host}/main":
             if ev.host in started:
                 last.pop(ev.host, None)  # a new incarnation (crash_restart) holds nothing yet

@@ -12,6 +12,7 @@ from typing import Literal
 
 from elastic_sim.checks.facts import (
     HOST_FAULTS,
+    STORE_ENDS,
     cut_groups,
     host_of,
     knobs_of,
@@ -90,9 +91,21 @@ def _min_hosts_survive(events: Sequence[TraceEvent]) -> str | None:
     return None
 
 
+def _stores_live_with_their_hosts(events: Sequence[TraceEvent]) -> str | None:
+    """Broken by a fault that ends a store server while the host that runs it lives on
+    (:data:`~elastic_sim.checks.facts.STORE_ENDS`), for a protocol whose stores upstream
+    live inside a process that such a fault would take down with them."""
+    for ev in neutral(events).of("fault"):
+        if ev.get("phase") == "start" and ev.get("type") in STORE_ENDS:
+            return (f"{ev.get('id')} ends the store server on {ev.get('target')} while its "
+                    "host lives")
+    return None
+
+
 ASSUMPTIONS: dict[str, Callable[[Sequence[TraceEvent]], str | None]] = {
     "coordinator_survives": _coordinator_survives,
     "min_hosts_survive": _min_hosts_survive,
+    "stores_live_with_their_hosts": _stores_live_with_their_hosts,
 }
 """Assumption -> a test of one trace: None when it held, else why not."""
 

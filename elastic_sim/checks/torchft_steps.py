@@ -125,7 +125,9 @@ def ft_liveness(events: Sequence[TraceEvent]) -> CheckResult:
     rank commits a step within the bound the knobs imply (the longest of the Manager's
     timeouts, a heartbeat's expiry, the wait for stragglers, and :data:`SLACK_S`), unless
     the job completed first or the Lighthouse is gone for good (nothing can form a
-    quorum then). A run that ended at its time limit before the bound is not judged."""
+    quorum then). A run that ended at its time limit before the bound is not judged, nor
+    one whose ranks stopped by the job's own rule (``job_done``: their data ran out, failed
+    steps consuming batches too) and that ended within the bound."""
     res = CheckResult("ft_liveness", "a committed step within the knobs' bound after the "
                       "faults stop", unit="runs")
     hist = history(events)
@@ -153,8 +155,11 @@ def ft_liveness(events: Sequence[TraceEvent]) -> CheckResult:
         return res  # the time limit came first
     res.checked = 1
     steps = [ev for ev in hist.of("step") if quiet.t <= ev.t <= quiet.t + bound]
-    completed = end.get("outcome") == "completed" and end.t <= quiet.t + bound
-    if not steps and not completed:
+    # ended in time: completed, or the ranks left by their own stop rule (their data ran
+    # out: failed steps consume batches too) and the run ended
+    ended = end.t <= quiet.t + bound and end.get("outcome") != "hung" and (
+        end.get("outcome") == "completed" or any(t >= quiet.t for t in done))
+    if not steps and not ended:
         after = next((ev for ev in hist.of("step", "job_done", "job_failed")
                       if ev.t >= quiet.t), end)
         res.violations.append(Violation(
@@ -262,11 +267,13 @@ def ft_group_recovers(events: Sequence[TraceEvent]) -> CheckResult:
     host). A start that failed with no fault against it is the group's own restart loop
     (its host is healthy; the group is lost for the rest of the job and the others train
     on without it). A fault that acts once (:data:`ONE_SHOT`: a process killed) on a
-    group is against the start it hit; one that lasts, or one every group feels (the
-    Lighthouse's process killed: nothing starts it again), against every start until it
-    heals (and :data:`RESTART_SLACK_S` after); a fault that ends a host (:data:`LOST`:
-    its "heal" is the grace's end) never heals. A start that failed after some group
-    completed the job is not judged (its quorum may wait for groups that are gone).
+    group is against the start it hit (the first of the group's starts to fail after it:
+    a collective fault armed between starts hits the next one); one that lasts, or one
+    every group feels (the Lighthouse's process killed: nothing starts it again), against
+    every start until it heals (and :data:`RESTART_SLACK_S` after); a fault that ends a
+    host (:data:`LOST`: its "heal" is the grace's end) never heals. A start that failed
+    after some group completed the job is not judged (its quorum may wait for groups
+    that are gone).
     Judged for every group whose ranks failed at least once."""
     res = CheckResult("ft_group_recovers", "a replica group on a healthy host is given up "
                       "only after faults spent its restarts", unit="replica groups")
@@ -308,14 +315,18 @@ def ft_group_recovers(events: Sequence[TraceEvent]) -> CheckResult:
         if end is None:
             continue
         runs = _launcher_starts(hist, mine)
+        # a one-shot fault is against the start it hit: the first of the group's to fail
+        # after it (a kill ends the start it hit; an armed collective fault, the next
+        # start's first collective)
+        hit_by_one_shot = {id(next(f for f in failed if f.t >= s)) for s, e, a, _ in spans
+                           if s == e and host in a and any(f.t >= s for f in failed)}
         alone: list[TraceEvent] = []
         for f in failed:
             run = next((r for r in reversed(runs) if r[0] <= f.t), [])
             k = int(f.get("attempt") or 0)
             begun = run[k] if k < len(run) else f.t
-            if f.t <= until and not any(
-                    host in a and s <= f.t
-                    and (s >= begun if s == e else e >= begun - RESTART_SLACK_S)
+            if f.t <= until and id(f) not in hit_by_one_shot and not any(
+                    host in a and s <= f.t and s != e and e >= begun - RESTART_SLACK_S
                     for s, e, a, _ in spans):
                 alone.append(f)
         if alone:

@@ -150,6 +150,19 @@ def test_progress_going_backwards_is_caught() -> None:
     assert "synced to step 0, behind its committed step 10" in res.violations[0].message
 
 
+def test_progress_is_not_judged_after_the_job_is_done() -> None:
+    """A sync behind the committed step after the job's first job_done: the result exists
+    (torchft: a replica group left with data once the others finished starts over)."""
+    h = good_history()
+    i = next(i for i, e in enumerate(h) if e.kind == "sync" and e.host == "b"
+             and e.get("round") == 1)
+    h[i] = ev(3.1, "b", "sync", round=1, rank=1, root="a", step=0, digest="d0")
+    done = [ev(3.0, "a", "job_done", step=10, digest="d10")]
+    assert committed_progress(sorted([*h, *done], key=lambda e: e.t)).ok
+    later = [ev(3.2, "a", "job_done", step=10, digest="d10")]
+    assert not committed_progress(sorted([*h, *later], key=lambda e: e.t)).ok
+
+
 def test_restoring_something_other_than_the_last_commit_is_caught() -> None:
     h = good_history()
     i = next(i for i, e in enumerate(h) if e.kind == "restore" and e.host == "a")

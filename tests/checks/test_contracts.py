@@ -58,3 +58,29 @@ def test_upstream_weak_spots_are_told_apart_from_broken_promises() -> None:
     v = verdict("torchelastic/scale_up.yaml")
     assert v.names("weak_spot") == ["rendezvous_closed_by_job_end", "avoidable_job_failure"]
     assert v.names("broken_promise") == [] and not v.broken_assumptions
+
+
+def test_a_store_dying_while_its_host_lives_is_outside_the_torchft_contract() -> None:
+    """g0's store dies while g0's rank lives: every reconfiguration fails on it (the
+    quorum's primary's store), and ft_liveness reads as outside the contract, not as a
+    broken promise; upstream's store lives inside torchrun's agent."""
+    v = verdict("torchft/primary_store_crash.yaml")
+    assert v.broken_assumptions == {
+        "stores_live_with_their_hosts":
+            "store-g0 ends the store server on g0 while its host lives"}
+    assert v.names("outside_contract") == ["ft_liveness"]
+    assert v.names("broken_promise") == []
+
+
+@pytest.mark.parametrize("name", ["group_starts_over_after_job_done.yaml",
+                                  "data_runs_out_after_failed_steps.yaml",
+                                  "collective_fault_before_first_start.yaml"])
+def test_campaign_reproducers_that_read_as_broken_torchft_promises_keep_them(name: str
+                                                                           ) -> None:
+    """Each was a broken promise of committed_progress, ft_liveness or ft_group_recovers
+    in a campaign of scenarios/campaign/ft_4_replicas.yaml: a check's false positive, fixed
+    (the scenario's description says which)."""
+    v = verdict(f"torchft/{name}")
+    assert not v.broken_assumptions
+    assert v.names("broken_promise") == []
+    assert v.names("weak_spot") == ["ft_data_position_agreement"]

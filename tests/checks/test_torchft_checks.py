@@ -171,6 +171,16 @@ def test_no_step_after_the_faults_stop_is_caught_unless_the_lighthouse_is_gone()
     res = ft_liveness(h)
     assert "no committed step within 80 s after kill-g1 started at 2 s" in \
         res.violations[0].message
+    # ranks that leave by the job's stop rule (their data ran out) and a run that ends
+    # within the bound: not a hang; the same job_done past the bound still is one
+    out = [*h[:-1], ev(60.0, "g0/rank0", "job_done", step=3, digest="d3"),
+           TraceEvent(61.0, "*", "elastic-sim", "run_end", {"outcome": "failed"})]
+    assert ft_liveness(out).checked == 1 and ft_liveness(out).ok
+    late = [*h[:-1], ev(150.0, "g0/rank0", "job_done", step=3, digest="d3"), h[-1]]
+    assert not ft_liveness(late).ok
+    quit_early = [*h[:-1], TraceEvent(61.0, "*", "elastic-sim", "run_end",
+                                      {"outcome": "failed"})]
+    assert not ft_liveness(quit_early).ok  # ended failed without the stop rule: judged
     gone = [*h[:-1], ev(3.0, "lh", "fault", id="lh", type="crash", target="lh",
                         phase="start"), h[-1]]
     assert ft_liveness(gone).checked == 0
@@ -263,3 +273,18 @@ def test_a_group_given_up_after_a_start_no_fault_hit_is_caught() -> None:
     h.sort(key=lambda e: e.t)
     assert not ft_group_recovers(h).ok
     assert ft_group_recovers(_given_up(base, at=7.3)).ok  # after g0's job_done at 7.2 s
+    # a one-shot fault armed before a start (a collective fault, which fails the next
+    # collective) is against the first of the group's starts to fail after it
+    armed = [ev(3.0, "g1", "fault", id="coll", type="collective", target="g1",
+                phase="start")]
+    h = [e if not (e.kind == "ft_replica_start" and e.get("attempt") == 1)
+         else ev(4.0, "g1/main", "ft_replica_start", attempt=1, ranks=2)
+         for e in _given_up([*base, *armed])]
+    h.sort(key=lambda e: e.t)
+    assert ft_group_recovers(h).ok
+    assert verdicts(h)["ft_group_recovers"].ok
+    # and only that one: armed before attempt 0's failure, it does not explain attempt 1
+    armed = [ev(1.5, "g1", "fault", id="coll", type="collective", target="g1",
+                phase="start")]
+    no_kill = [e for e in base if e.get("id") != "kill-g1"]
+    assert not ft_group_recovers(_given_up([*no_kill, *armed])).ok
