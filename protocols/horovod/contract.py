@@ -27,6 +27,11 @@ WEAK_SPOTS: dict[str, str] = {
     "the discovery lock delay the reset (horovod/notification_to_dead_coordinator_holds_reset)",
     "committed_progress": "a rank that restores after a failed sync discards the model it "
     "was just sent (found/horovod fresh_rank_restore_discards_synced_model)",
+    "clean_shutdown": "a worker whose ssh session ended while it lives (its host's sshd "
+    "signalled, the driver's connection reset) is recorded FAILURE; that record waits in "
+    "the reset barrier until the finishing ranks' SUCCESS trips it and stops the driver, so "
+    "its 255 lands in the results and horovodrun exits 1 after a completed training "
+    "(found/horovod ssh_session_lost_fails_completed_job)",
     "avoidable_job_failure": "a worker's non-zero exit outside the elastic run loop (an "
     "abort in init) fails the whole job (found/horovod driver_freeze_at_start_aborts_workers; "
     "survivors aborting in re-initialisation, horovod/survivors_abort_in_reinit_after_peer_died"
