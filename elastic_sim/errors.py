@@ -49,3 +49,8 @@ class ScenarioError(Exception):
         self.message = clip_quoted(message)
         where = f"{self.file}: {self.path}: " if path else f"{self.file}: "
         super().__init__(where + self.message)
+
+    def __reduce__(self) -> tuple[type[ScenarioError], tuple[str, str, str]]:
+        """Pickled as its three parts (an error raised in an explore or study worker
+        process reaches the parent whole)."""
+        return (type(self), (self.file, self.path, self.message))

@@ -67,17 +67,28 @@ class Ledger:
             if f.shrinks < MAX_SHRINKS and schedule_size(case.faults, self.search.pinned) \
                     < schedule_size(f.original, self.search.pinned):
                 again.append(f)
+        taken: set[str] = set()
         for batch in ([fresh] if fresh else []) + [[f] for f in again]:
-            self._hand_out(out, batch, runner, deadline)
+            self._hand_out(out, batch, runner, deadline, taken)
         return bool(fresh)
 
     def _hand_out(self, out: Outcome, fs: list[Finding], runner: CaseRunner,
-                  deadline: float | None) -> None:
+                  deadline: float | None, taken: set[str]) -> None:
+        """Submit one find of ``fs`` in ``out``'s case. A reproducer is named after the
+        scenario, the check and the case, with its place in ``fs`` (or the next free
+        number) as a suffix: never one of ``taken``, the names this case's other finds
+        got, which may run at once in other workers and must not write into one
+        folder."""
         names = []
         for k, f in enumerate(fs):
             f.shrinks += 1
             base = f"{self.res.scenario}-{f.signature.check}-{out.case.index}"
-            names.append(safe_component(base + (f"-{k}" if k else "")))
+            name = safe_component(base + (f"-{k}" if k else ""))
+            while name in taken:
+                k += 1
+                name = safe_component(f"{base}-{k}")
+            taken.add(name)
+            names.append(name)
         handle = runner.submit_find(out.case, [f.signature for f in fs],
                                     [out.messages[f.signature] for f in fs], names,
                                     deadline, self.out_dir)

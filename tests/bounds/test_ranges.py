@@ -129,3 +129,15 @@ def test_a_clock_that_stops_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError) as exc:
         load_scenario(scenario)
     assert re.fullmatch(r"cluster\.hosts\[1\]\.clock_drift", exc.value.path)
+
+
+def test_a_scenario_error_crosses_a_process_boundary_whole() -> None:
+    """explore and study workers raise it in a child process: the parent must get it back
+    with its file, field and message (not a pickling error that kills the pool)."""
+    import pickle
+
+    err = ScenarioError("s.yaml", "faults[0].at", "expected a time >= 0, got -1")
+    back = pickle.loads(pickle.dumps(err))
+    assert isinstance(back, ScenarioError)
+    assert (back.file, back.path, back.message, str(back)) == (
+        err.file, err.path, err.message, "s.yaml: faults[0].at: expected a time >= 0, got -1")
