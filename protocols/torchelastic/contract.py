@@ -16,6 +16,9 @@ WEAK_SPOTS: dict[str, str] = {
     "(found/torchelastic store_host_freeze_sweeps_members_out, clock_skew)",
     "rank_validity": "the same split round gives ranks outside the agreed order",
     "limits": "the same split round forms below min_nodes",
+    "healthy_hosts_kept": "the same sweep leaves live hosts that asked to join out of the "
+    "round it forms (an agent whose clock steps ahead: found/torchelastic "
+    "clock_jump_sweeps_live_peers_out_of_the_world)",
     "avoidable_job_failure": "one agent's local error (a store timeout in rank assignment "
     "or in reading a stale MASTER_ADDR: findings 1 and 31) ends launch_agent, which fails "
     "the job",
