@@ -72,6 +72,10 @@ class SimHost:
         """The sockets of processes that ended while this host lived, by process name:
         its kernel answers for them (:meth:`Runtime.close_in_kernel`) until it goes down
         or a process of that name starts again."""
+        self.ended: set[str] = set()
+        """Processes that ended while this host lived (or failed at start), not started
+        again since and the host not down since: nothing listens for them, and its kernel
+        refuses a connection to one (``refused`` of :meth:`Runtime.send`)."""
 
 
 class SimProcess:
@@ -274,6 +278,7 @@ class Cluster:
         if name in self.procs:
             raise ValueError(f"process {name} is already running")
         host.closed.pop(name, None)
+        host.ended.discard(name)
         inc = host.incarnations.get(name, -1) + 1
         host.incarnations[name] = inc
         proc = SimProcess(self, host, name, entry, args, env, inc)
@@ -350,6 +355,8 @@ class Cluster:
         proc.exit_code = code
         self.procs.pop(proc.name, None)
         proc.host.procs.pop(proc.name, None)
+        if not proc.host.down:
+            proc.host.ended.add(proc.name)
         self.exit_codes[proc.name] = code
         self.kernel.trace(proc.host.name, proc.name, "proc_exit", {"code": code, "reason": reason})
         proc.mailbox.clear()
@@ -466,6 +473,7 @@ class Cluster:
         host.down = True
         host.powered_off = silent
         host.closed.clear()
+        host.ended.clear()
         for p in list(host.procs.values()):
             self.kill(p, -SIGNAL_NUMBERS["KILL"], "powered off" if silent else "host crashed")
         host.deferred.clear()

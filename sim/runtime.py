@@ -144,15 +144,19 @@ class SimRuntime(Runtime):
 
     # -- messages ----------------------------------------------------------------------
 
-    def send(self, dst: str, body: Mapping[str, JSON]) -> None:
-        """Send a JSON object to ``dst``; it arrives after the path latency, or is lost.
+    def send(self, dst: str, body: Mapping[str, JSON],
+             refused: Mapping[str, JSON] | None = None) -> None:
+        """Send a JSON object to ``dst``; it arrives after the path latency, or is lost; to
+        a process that ended on a live host without sockets of its own, ``refused``
+        comes back instead (the host's kernel's RST).
 
         The body travels as JSON (what the real runtime could not send is refused here too,
         and the receiver gets a copy: tuples become lists, keys become strings)."""
         copy = _json_copy(body)
         proc = self._proc
         if proc.alive:
-            _transmit(self._sim, proc.name, proc.host.name, dst, copy)
+            _transmit(self._sim, proc.name, proc.host.name, dst, copy,
+                      None if refused is None else _json_copy(refused))
 
     def recv(self, timeout: float | None = None) -> Coroutine[Any, Any, Message]:
         """Next message of this process's mailbox; OperationTimeout after ``timeout``."""
@@ -331,18 +335,25 @@ def _json_copy(body: Mapping[str, JSON], allow_nan: bool = True) -> dict[str, JS
     return out
 
 
-def _transmit(sim: Simulation, src: str, src_host: str, dst: str, body: dict[str, JSON]
-              ) -> None:
+def _transmit(sim: Simulation, src: str, src_host: str, dst: str, body: dict[str, JSON],
+              refused: dict[str, JSON] | None = None) -> None:
     """Send ``body`` (copied already) from process ``src`` on ``src_host`` to ``dst``:
     it arrives after the path latency, or is lost; to a process that ended while its host
-    lives, the host's kernel answers it (:meth:`SimRuntime.close_in_kernel`)."""
+    lives, the host's kernel answers it (:meth:`SimRuntime.close_in_kernel`), or, where
+    the process left no sockets of its own, sends ``refused`` back if given."""
     target = sim.cluster.procs.get(dst)
     if target is None:
         host = sim.cluster.hosts.get(dst.partition("/")[0])
-        if host is None or dst not in host.closed:
+        if host is None:
+            return
+        if dst in host.closed:
+            arrive: Callable[..., None] = _arrive_closed
+        elif refused is not None and dst in host.ended:
+            arrive, body = _arrive_refused, refused
+        else:
             return
         for delay in sim.network.transmit(src_host, host.name):
-            sim.kernel.call_later(delay, _arrive_closed, sim, host, dst, Message(src, body),
+            sim.kernel.call_later(delay, arrive, sim, host, dst, Message(src, body),
                                   lane=("msg", src, dst))
         return
     for delay in sim.network.transmit(src_host, target.host.name):
@@ -357,6 +368,15 @@ def _arrive_closed(sim: Simulation, host: SimHost, dst: str, msg: Message) -> No
     reply = sockets.after_exit(msg)
     if reply is not None:
         _transmit(sim, dst, host.name, msg.src, _json_copy(reply))
+
+
+def _arrive_refused(sim: Simulation, host: SimHost, dst: str, msg: Message) -> None:
+    """A connection to ``dst``, which ended without sockets of its own, reaches its host:
+    unless the host went down or ``dst`` started again meanwhile, the kernel sends the
+    sender's ``refused`` body (``msg.body``) back."""
+    if host.down or dst not in host.ended:
+        return
+    _transmit(sim, dst, host.name, msg.src, _json_copy(msg.body))
 
 
 def _arrive(target: SimProcess, msg: Message) -> None:

@@ -171,11 +171,17 @@ class Runtime(abc.ABC):
     # -- messages ----------------------------------------------------------------------
 
     @abc.abstractmethod
-    def send(self, dst: str, body: Mapping[str, JSON]) -> None:
+    def send(self, dst: str, body: Mapping[str, JSON],
+             refused: Mapping[str, JSON] | None = None) -> None:
         """Send a JSON object to process ``dst`` (``host/name``); fire and forget.
 
         A message to a dead process or across a cut link is lost; to a paused host it is
-        delivered when the host resumes."""
+        delivered when the host resumes. ``refused`` (a connection attempt's: a SYN) is
+        what the destination host's kernel sends back, from ``dst``, when nothing listens
+        there: ``dst`` ended (or failed at start) while its host lives, and left no
+        sockets of its own to answer for it (:meth:`close_in_kernel`), so the kernel
+        resets the connection at once instead of leaving it to time out. Runtimes whose
+        messages do not model a host's kernel (a real process) ignore it."""
 
     @abc.abstractmethod
     async def recv(self, timeout: float | None = None) -> Message:

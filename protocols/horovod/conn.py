@@ -135,8 +135,10 @@ class Client:
 
     async def _resend(self, dst: str, body: dict[str, Any], until: Future[None],
                       rto: float) -> None:
+        # a segment to a process that is gone from a live host is reset by its kernel
+        rst = {"op": "conn_refused", "cid": body["cid"]}
         while not until.done():
-            self.rt.send(dst, body)
+            self.rt.send(dst, body, refused=rst)
             try:
                 await self.rt.wait_for(_wait(until), rto)
             except OperationTimeout:

@@ -109,7 +109,10 @@ class RealRuntime(api.Runtime):
 
     # -- messages ------------------------------------------------------------------------
 
-    def send(self, dst: str, body: Mapping[str, JSON]) -> None:
+    def send(self, dst: str, body: Mapping[str, JSON],
+             refused: Mapping[str, JSON] | None = None) -> None:
+        # ``refused`` is ignored: the message layer does not surface the real kernel's
+        # refusals (a message to a process that is gone is dropped, see Outbox._connect)
         self._outbox.send(dst, body)
 
     @boundary
