@@ -45,8 +45,10 @@ class Membership:
 
 
 def choose_members(arrivals: list[str], max_hosts: int) -> list[str]:
-    """The first ``max_hosts`` arrivals, in sorted order: the order gives the ranks."""
-    return sorted(arrivals[:max_hosts])
+    """The first ``max_hosts`` distinct arrivals, in sorted order: the order gives the
+    ranks. A host that arrived twice (its process died after joining the round and its
+    new one joined it again) is one member."""
+    return sorted(list(dict.fromkeys(arrivals))[:max_hosts])
 
 
 def round_keys(store: Store, round_: int) -> Store:
@@ -78,13 +80,26 @@ async def join(rt: Runtime, store: Store, round_: int, knobs: StaticKnobs) -> Me
     rt.record("rdzv_join", round=round_)
     index = await keys.add("count", 1) - 1
     await keys.set(f"host/{index}", rt.host.encode())
-    await _wait_for_min(rt, store, keys, knobs)
+    await _wait_for_min(rt, store, keys, knobs, knobs.min_hosts)
     if knobs.max_hosts > knobs.min_hosts:
         try:
             await keys.wait([f"host/{knobs.max_hosts - 1}"], timeout=knobs.last_call)
         except StoreTimeout:
             pass  # last call over: close with whoever came
     arrivals = await _arrived(keys)
+    # a host that arrived twice counts once: wait for as many more arrivals
+    while len(set(arrivals)) < knobs.min_hosts:
+        await _wait_for_min(rt, store, keys, knobs,
+                            len(arrivals) + knobs.min_hosts - len(set(arrivals)))
+        arrivals = await _arrived(keys)
+    twice = len(arrivals) - len(set(arrivals))
+    while twice and len(set(arrivals)) < knobs.max_hosts:
+        try:
+            await keys.wait([f"host/{knobs.max_hosts - 1 + twice}"], timeout=knobs.last_call)
+        except StoreTimeout:
+            break
+        arrivals = await _arrived(keys)
+        twice = len(arrivals) - len(set(arrivals))
     chosen = choose_members(arrivals, knobs.max_hosts)
     if knobs.broken_drop_last_arrival and round_ > 0 and len(arrivals) > knobs.min_hosts:
         chosen = sorted(h for h in chosen if h != arrivals[-1])
@@ -112,8 +127,10 @@ def record_done(rt: Runtime, m: Membership) -> None:
               world_size=m.world_size)
 
 
-async def _wait_for_min(rt: Runtime, store: Store, keys: Store, knobs: StaticKnobs) -> None:
-    """Wait until min_hosts have arrived, polling for the end of the job meanwhile."""
+async def _wait_for_min(rt: Runtime, store: Store, keys: Store, knobs: StaticKnobs,
+                        need: int) -> None:
+    """Wait until ``need`` arrivals (min_hosts, or more where a host arrived twice),
+    polling for the end of the job meanwhile."""
     deadline = rt.monotonic() + knobs.join_timeout
     while True:
         left = deadline - rt.monotonic()
@@ -122,14 +139,14 @@ async def _wait_for_min(rt: Runtime, store: Store, keys: Store, knobs: StaticKno
                 f"fewer than {knobs.min_hosts} hosts within {knobs.join_timeout}s"
             )
         try:
-            await keys.wait([f"host/{knobs.min_hosts - 1}"], timeout=min(POLL, left))
+            await keys.wait([f"host/{need - 1}"], timeout=min(POLL, left))
             return
         except StoreTimeout:
             if await store.check([DONE_KEY]):
                 raise JobEnded() from None
             # A host that died between taking its index and writing its name leaves a gap:
             # count the names that are there instead of waiting for that one index.
-            if len(await _arrived(keys)) >= knobs.min_hosts:
+            if len(await _arrived(keys)) >= need:
                 return
 
 

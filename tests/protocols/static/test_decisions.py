@@ -23,6 +23,18 @@ def test_members_are_the_first_arrivals_sorted(arrivals: list[str], max_hosts: i
     assert set(members) == set(arrivals[:max_hosts])
 
 
+@given(st.lists(st.sampled_from("abcde"), min_size=1, max_size=12), st.integers(1, 6))
+def test_a_host_that_arrived_twice_is_one_member(arrivals: list[str], max_hosts: int
+                                                 ) -> None:
+    """A host whose new process joins a round its old one had joined: one member, the
+    first max_hosts distinct hosts in arrival order."""
+    members = choose_members(arrivals, max_hosts)
+    assert len(members) == len(set(members)) == min(max_hosts, len(set(arrivals)))
+    first = [h for i, h in enumerate(arrivals) if h not in arrivals[:i]][:max_hosts]
+    assert members == sorted(first)
+    assert choose_members(["h3", "h3", "h1", "h0", "h2"], 3) == ["h0", "h1", "h3"]
+
+
 @given(st.lists(st.integers(0, 50).map(float), min_size=1, max_size=16))
 def test_root_has_the_most_progress_lowest_rank_on_ties(steps: list[float]) -> None:
     root = choose_root(steps)
