@@ -75,3 +75,37 @@ def test_a_restarted_hosts_first_process_is_a_new_incarnation() -> None:
     assert started == [(0.0, 0), (3.0, 1)]
     # while h0 was down nothing answered for it, and its new process has no closed sockets
     assert [op for _, op, _ in _got(events)] == []
+
+
+async def refused_main(rt: Runtime, args: Mapping[str, Any]) -> int:
+    """h0 ends at once without sockets of its own; h1 connects to it every second with a
+    ``refused`` body and records what comes back."""
+    if rt.host == "h0":
+        return 0
+
+    async def listen() -> None:
+        while True:
+            msg = await rt.recv(timeout=10.0)
+            rt.record("got", op=str(msg.body["op"]), src=msg.src, k=msg.body["k"])
+
+    rt.spawn(listen(), "listen")
+    for k in range(4):
+        await rt.sleep(1.0)
+        rt.send("h0/main", {"op": "syn", "k": k}, refused={"op": "rst", "k": k})
+        rt.send("h0/none", {"op": "syn", "k": k}, refused={"op": "rst", "k": k})
+    await rt.sleep(10.0)
+    return 0
+
+
+def test_a_connection_to_a_process_gone_from_a_live_host_is_refused() -> None:
+    """A live host's kernel resets a connection to a process that ended there without
+    sockets of its own (the sender's ``refused`` comes back, a round trip later); a name
+    that never ran there, and a host that is down, stay silent."""
+    world = make_world(f"{M}:refused_main", time_limit=8.0)
+    _, events = simulate(world, [])
+    got = [(round(e.t, 9), e.get("op"), e.get("src"), e.get("k")) for e in events
+           if e.kind == "got"]
+    assert got == [(1.0 + k + 4 * L, "rst", "h0/main", k) for k in range(4)]
+    _, events = simulate(world, [CrashHost("c", 2.5, "h0")])
+    got = [e.get("k") for e in events if e.kind == "got"]
+    assert got == [0, 1]  # from the crash on, nothing answers for h0
