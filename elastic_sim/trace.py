@@ -77,6 +77,11 @@ class RecordError(ValueError):
         self.where = where
         self.message = message
 
+    def __reduce__(self) -> tuple[type[RecordError], tuple[str, str, str]]:
+        """Pickled as its three parts (raised in a worker process, it reaches the parent
+        whole)."""
+        return (type(self), (self.file, self.where, self.message))
+
 
 _FIELDS = (("t", (int, float), "a number"), ("host", str, "a string"),
            ("proc", str, "a string"), ("kind", str, "a string"))

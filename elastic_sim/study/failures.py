@@ -184,6 +184,11 @@ class FailureLogError(ValueError):
         self.message = message
         super().__init__(f"{where}: {message}")
 
+    def __reduce__(self) -> tuple[type[FailureLogError], tuple[str, str]]:
+        """Pickled as its two parts (raised in a worker process, it reaches the parent
+        whole)."""
+        return (type(self), (self.where, self.message))
+
 
 def parse_failure_log(text: str, causes: Sequence[Cause], hosts: int) -> list[Failure]:
     """Failures from a CSV log with a header ``time,host,cause[,downtime]``: seconds from

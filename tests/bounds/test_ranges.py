@@ -141,3 +141,10 @@ def test_a_scenario_error_crosses_a_process_boundary_whole() -> None:
     assert isinstance(back, ScenarioError)
     assert (back.file, back.path, back.message, str(back)) == (
         err.file, err.path, err.message, "s.yaml: faults[0].at: expected a time >= 0, got -1")
+    from elastic_sim.study.failures import FailureLogError
+    from elastic_sim.trace import RecordError
+
+    for other in (RecordError("trace.jsonl", "line 3", "not JSON"),
+                  FailureLogError("line 2, column 1", "a time is expected")):
+        again = pickle.loads(pickle.dumps(other))
+        assert type(again) is type(other) and str(again) == str(other)
