@@ -31,11 +31,9 @@ Assumptions and simplifications of the model, beyond the fault assumptions:
 ASSUMPTIONS = ("coordinator_survives", "min_hosts_survive", "stores_live_with_their_hosts")
 """Fault assumptions the promises hold under. The third: a replica group's store is
 torchrun's, served from inside its agent process, so upstream it cannot die while the
-agent lives; the model's ``store_crash`` ends the server alone. Every group's process
-group is set up over the store of the quorum's primary (the first replica at the top
-step, the same one at each reconfiguration), so a dead store of a live group fails
-every reconfiguration of every group: a fault upstream cannot have, not a promise
-broken (found by explore of scenarios/campaign/ft_4_replicas.yaml)."""
+agent lives; the model's ``store_crash`` ends the server alone, a fault upstream cannot
+have (scenarios/torchft/primary_store_crash). The agent itself can die while its ranks
+live on, and the store with it: that is upstream's (the ``ft_liveness`` weak spot)."""
 
 WEAK_SPOTS: dict[str, str] = {
     "ft_data_position_agreement": "the data position is not part of what a heal "
@@ -62,6 +60,13 @@ WEAK_SPOTS: dict[str, str] = {
     "waiting while the other groups' quorum requests time out, is lost for the rest of "
     "the job on a healthy host (upstream loses it at about 65 % of restarts; "
     "scenarios/torchft/restarted_group_never_returns)",
+    "ft_liveness": "every group's process group is set up over the store of the "
+    "quorum's primary (the first replica at the top step), which lives in that group's "
+    "torchrun agent: an agent that dies while its rank lives on (a stray signal) leaves "
+    "every reconfiguration failing on its dead store, and no step is committed again "
+    "(scenarios/torchft/agent_killed_leaves_quorum_on_dead_store); a dead replica kept "
+    "as a quorum participant (members_alive_at_completion) costs a process-group init "
+    "timeout on top of the collective's",
     "terminates": "a replica group that comes back after the others finished, or that "
     "only a dead participant could make a quorum with, waits out the quorum timeout on "
     "every start of its launcher (max_restarts x 60 s by default) before it gives up",

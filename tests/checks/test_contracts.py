@@ -62,14 +62,18 @@ def test_upstream_weak_spots_are_told_apart_from_broken_promises() -> None:
 
 def test_a_store_dying_while_its_host_lives_is_outside_the_torchft_contract() -> None:
     """g0's store dies while g0's rank lives: every reconfiguration fails on it (the
-    quorum's primary's store), and ft_liveness reads as outside the contract, not as a
-    broken promise; upstream's store lives inside torchrun's agent."""
+    quorum's primary's store). The fault breaks the contract's assumption (upstream's
+    store lives inside torchrun's agent); the wedge itself is upstream's ft_liveness weak
+    spot, which an agent killed while its rank lives reaches within the contract."""
     v = verdict("torchft/primary_store_crash.yaml")
     assert v.broken_assumptions == {
         "stores_live_with_their_hosts":
             "store-g0 ends the store server on g0 while its host lives"}
-    assert v.names("outside_contract") == ["ft_liveness"]
+    assert v.names("weak_spot") == ["ft_liveness"]
     assert v.names("broken_promise") == []
+    agent = verdict("torchft/agent_killed_leaves_quorum_on_dead_store.yaml")
+    assert not agent.broken_assumptions
+    assert agent.names("weak_spot") == ["terminates", "ft_liveness"]
 
 
 @pytest.mark.parametrize("name", ["group_starts_over_after_job_done.yaml",
