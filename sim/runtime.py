@@ -155,8 +155,7 @@ class SimRuntime(Runtime):
         copy = _json_copy(body)
         proc = self._proc
         if proc.alive:
-            _transmit(self._sim, proc.name, proc.host.name, dst, copy,
-                      None if refused is None else _json_copy(refused))
+            _transmit(self._sim, proc.name, proc.host.name, dst, copy, refused)
 
     def recv(self, timeout: float | None = None) -> Coroutine[Any, Any, Message]:
         """Next message of this process's mailbox; OperationTimeout after ``timeout``."""
@@ -336,11 +335,12 @@ def _json_copy(body: Mapping[str, JSON], allow_nan: bool = True) -> dict[str, JS
 
 
 def _transmit(sim: Simulation, src: str, src_host: str, dst: str, body: dict[str, JSON],
-              refused: dict[str, JSON] | None = None) -> None:
+              refused: Mapping[str, JSON] | None = None) -> None:
     """Send ``body`` (copied already) from process ``src`` on ``src_host`` to ``dst``:
     it arrives after the path latency, or is lost; to a process that ended while its host
     lives, the host's kernel answers it (:meth:`SimRuntime.close_in_kernel`), or, where
-    the process left no sockets of its own, sends ``refused`` back if given."""
+    the process left no sockets of its own, sends ``refused`` back if given (copied only
+    then: a send's common path pays nothing for it)."""
     target = sim.cluster.procs.get(dst)
     if target is None:
         host = sim.cluster.hosts.get(dst.partition("/")[0])
@@ -349,7 +349,7 @@ def _transmit(sim: Simulation, src: str, src_host: str, dst: str, body: dict[str
         if dst in host.closed:
             arrive: Callable[..., None] = _arrive_closed
         elif refused is not None and dst in host.ended:
-            arrive, body = _arrive_refused, refused
+            arrive, body = _arrive_refused, _json_copy(refused)
         else:
             return
         for delay in sim.network.transmit(src_host, host.name):

@@ -318,8 +318,9 @@ def ft_group_recovers(events: Sequence[TraceEvent]) -> CheckResult:
         # a one-shot fault is against the start it hit: the first of the group's to fail
         # after it (a kill ends the start it hit; an armed collective fault, the next
         # start's first collective)
-        hit_by_one_shot = {id(next(f for f in failed if f.t >= s)) for s, e, a, _ in spans
-                           if s == e and host in a and any(f.t >= s for f in failed)}
+        struck = (next((f for f in failed if f.t >= s), None) for s, e, a, _ in spans
+                  if s == e and host in a)
+        hit_by_one_shot = {id(f) for f in struck if f is not None}
         alone: list[TraceEvent] = []
         for f in failed:
             run = next((r for r in reversed(runs) if r[0] <= f.t), [])
