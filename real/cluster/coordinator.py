@@ -8,7 +8,8 @@ round trip: traced as ``clock_sync``), and sends GO with the run's origin transl
 each node's clock, so every node's trace is on the coordinator's time axis. It then fires
 the scenario's faults through the real-mode injector, whose targets here are commands to
 the node that runs the host (:mod:`.forward`), relays published addresses between nodes,
-and ends the run when every node is idle or the time limit passes. Last it merges the
+and ends the run when every node is idle (or runs only daemons outside the job, as the
+local launcher's rule has it) or the time limit passes. Last it merges the
 nodes' traces with its own.
 """
 
@@ -71,6 +72,8 @@ class Node:
     uncertainty: float = float("inf")
     ready: bool = False
     idle: bool = False
+    quiet: bool = False
+    """Whether every process it still runs stands for a daemon outside the job."""
     done: bool = False
     failed: str = ""
     lines: list[str] = field(default_factory=list)
@@ -107,6 +110,8 @@ class Coordinator:
         self._results: dict[int, wire.Message] = {}
         self._pongs: dict[tuple[int, int], float] = {}
         self._next_id = 0
+        self.over = False
+        """Whether the run ended with daemons still running (the job over, not hung)."""
         (workdir / "trace").mkdir(parents=True, exist_ok=True)
         self._trace = TraceFile(workdir / "trace" / "coordinator.jsonl")
 
@@ -242,6 +247,8 @@ class Coordinator:
             self._results[int(msg.get("id", -1))] = msg
         elif op == "idle":
             node.idle = True
+        elif op == "quiet":
+            node.quiet = msg.get("quiet") is True
         elif op == "trace":
             node.lines.extend(str(line) for line in msg.get("lines", []))
         elif op == "file":
@@ -304,11 +311,15 @@ class Coordinator:
             self._send(node, {"op": "go", "t0": self.t0 + node.offset})
 
     def _supervise(self, injector: Injector) -> bool:
-        """Fire faults until every node is idle; True if the time limit came first."""
+        """Fire faults until every node is idle or runs only daemons outside the job;
+        True if the time limit came first."""
         while True:
             now = self._now()
             injector.fire_due(now)
             if all(n.idle for n in self.nodes):
+                return False
+            if all(n.idle or n.quiet for n in self.nodes):
+                self.over = True
                 return False
             if now >= self.world.time_limit:
                 return True
@@ -321,7 +332,7 @@ class Coordinator:
             "procs": {p: {"t": k.t, "fault": k.fault_id} for p, k in injector.proc_kills.items()},
         }
         for node in self.nodes:
-            self._send(node, {"op": "end", "kills": kills})
+            self._send(node, {"op": "end", "kills": kills, "over": self.over})
 
     def _result(self, injector: Injector, hung: bool, end: float,
                 emit: Callable[[TraceEvent], None]) -> RunResult:

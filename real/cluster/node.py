@@ -69,6 +69,9 @@ class CoordinatorLink:
         self.t0 = 0.0
         self.ended = threading.Event()
         self.kills: dict[str, Any] = {}
+        self.over = False
+        """Whether END said the job is over although daemons still run (every node's
+        processes are daemons outside the job, or gone): not a hang."""
         self.lost = ""
         """Why the channel broke ("" while it holds)."""
 
@@ -101,6 +104,15 @@ class NodeControl:
         self.lock = threading.Lock()
         """Held while a command acts on the processes, and while the run is torn down."""
         self.live = False
+        self._quiet: bool | None = None
+
+    def say_quiet(self, quiet: bool) -> None:
+        """Tell the coordinator (each change once) whether every process this node still
+        runs stands for a daemon outside the job: the coordinator ends the run when every
+        node is quiet or idle, as the local launcher does when only daemons are left."""
+        if quiet != self._quiet:
+            self._quiet = quiet
+            self.coord.send({"op": "quiet", "quiet": quiet})
 
     def origin(self) -> float:
         """Say READY to the coordinator and wait for GO: the run's origin on this clock."""
@@ -166,7 +178,13 @@ class NodeDriven(Supervisor):
 
     def _job_over(self) -> bool:
         """Never on a node's own view (the hosts of its share may all be daemons while the
-        job runs elsewhere): the coordinator says when the run ends."""
+        job runs elsewhere): the node tells the coordinator whether only daemons are left
+        here (:meth:`NodeControl.say_quiet`), and the job is over when the coordinator's
+        END says so (every node quiet or idle)."""
+        coord = self.control.coord
+        if coord.ended.is_set():
+            return coord.over
+        self.control.say_quiet(super()._job_over())
         return False
 
     def _kill_everything(self) -> None:
@@ -220,6 +238,7 @@ def reader(coord: CoordinatorLink, command: Callable[[wire.Message], wire.Messag
                 write_atomic(addr_dir / stem, str(msg.get("value", "")))
         elif op == "end":
             coord.kills = dict(msg.get("kills", {}))
+            coord.over = msg.get("over") is True
             coord.ended.set()
 
 

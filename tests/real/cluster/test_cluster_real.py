@@ -128,6 +128,51 @@ def test_a_sigkilled_netns_launcher_leaves_no_namespace_and_no_process(
     assert _left(out, proc.pid) == ([], [])
 
 
+HVD_SPARE_CUT_OFF = """\
+name: hvd_spare_cut_off
+seed: 0
+time_limit: 120
+protocol:
+  name: horovod
+  knobs: {np: 2, min_np: 2, discovery_period: 0.01, batches_per_epoch: 10,
+          batches_per_commit: 1, epochs: 3, discovery: {hosts: ["h0:2", "h1:2"]}}
+cluster: {hosts: [h0, h1, spare], store_host: h0}
+workload: {steps: 30, step_time: 0.1, commit_every: 1, state_bytes: 4096}
+faults:
+  - {id: cut, type: isolate, host: spare, at: 0, duration: 800}
+"""
+
+
+@needs_netns
+def test_a_node_left_with_only_a_daemon_does_not_hold_the_run(tmp_path: Path) -> None:
+    """The daemon rule across nodes: the spare's node runs only its sshd stand-in (a
+    daemon outside the job, never reached by the driver), so once horovodrun and its
+    workers on the other nodes are done the coordinator ends the run, as the sim and the
+    local launcher do. Before, the coordinator waited for every node to go idle and the
+    completed job read as hung at its time limit."""
+    scenario = tmp_path / "hvd_spare_cut_off.yaml"
+    scenario.write_text(HVD_SPARE_CUT_OFF)
+    sim = tmp_path / "sim"
+    assert cli("run", str(scenario), "--out", str(sim), "--quiet", "--no-report").returncode == 0
+    out = tmp_path / "netns"
+    proc = subprocess.Popen([*CLI, "run", str(scenario), "--mode", "real", "--launcher",
+                             "netns", "--out", str(out), "--quiet", "--no-report"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stdout + stderr
+    got = summary(out)
+    assert got["hung"] is False and got["metrics"]["outcome"] == "completed"
+    assert got["metrics"]["end_time"] < 60  # not the 120 s time limit
+    # the spare's stand-in ran to the end without an exit to tell, as in the sim
+    assert got["exit_codes"] == summary(sim)["exit_codes"]
+    assert "spare/main" not in got["exit_codes"]
+    assert not [e for e in events(out, "proc_exit") if e["host"] == "spare"]
+    assert {tuple(e["data"]["hosts"]) for e in events(out, "clock_sync")} == {
+        ("h0",), ("h1",), ("spare",)}
+    time.sleep(1)
+    assert _left(out, proc.pid) == ([], [])
+
+
 def _clocks_synced(out: Path) -> bool:
     """Whether the coordinator of the run writing ``out`` has synced the clocks (a run
     works in a staging directory beside ``out`` until it is complete)."""
