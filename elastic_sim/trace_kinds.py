@@ -45,7 +45,8 @@ EVENT_KINDS: tuple[EventKind, ...] = (
        ("spinning?", "{task: callbacks at the stuck instant} (livelock)")),
     _k("proc_start", RUNTIME, "a process starts (<host>/main is the host's first)",
        ("entry", "module:function it runs"), ("pid?", "OS pid (a torchrun worker's)"),
-       ("restart_count?", "TORCHELASTIC_RESTART_COUNT it was told (a torchrun worker's)")),
+       ("restart_count?", "TORCHELASTIC_RESTART_COUNT it was told (a torchrun worker's)"),
+       ("slowed?", "seconds a slow_start delays its entry (sim)")),
     _k("proc_exit", RUNTIME, "a process ends (a daemon, Runtime.detach, still running when "
        "the rest of the run is over has none)", ("code", "exit code (negative: signal)"),
        ("reason", "returned, killed by a signal, host crashed, or the exception"),

@@ -288,7 +288,10 @@ class Cluster:
         self.procs[name] = proc
         host.procs[name] = proc
         self.live += 1
-        self.kernel.trace(host.name, name, "proc_start", {"entry": entry})
+        started: dict[str, JSON] = {"entry": entry}
+        if host.start_delay > 0:  # a slow_start: the entry runs that much later
+            started["slowed"] = host.start_delay
+        self.kernel.trace(host.name, name, "proc_start", started)
         doomed = host.start_fault(short) if host.start_fault is not None else ""
         startup += host.start_delay
         try:

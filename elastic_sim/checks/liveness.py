@@ -48,40 +48,47 @@ def _cut_short(hist: History, end: TraceEvent) -> str:
     survivors waiting out a collective's timeout, restarting, waiting again, until the
     budget ends the job with a clear error), while the job could still recover, or, once
     the job completed, after a host's first process started anew
-    (a host restarted after the completion waits for a world as a new one would); ""
-    when it did not (once the job completed, what is left is its shutdown; once its
-    coordinator is gone, nothing recovers it)."""
+    (a host restarted after the completion waits for a world as a new one would, even
+    once the coordinator is gone: it ends at its own timeout); "" when it did not (once
+    the job completed, what is left is its shutdown; once its coordinator is gone before
+    the completion, nothing recovers it)."""
     faults = fault_events(hist)
     limits = run_limits(hist)
     if not faults or limits is None:
         return ""
     done = hist.first("job_done")
-    last: TraceEvent | None = faults[-1]
     if done is None:
+        at = faults[-1].t
         phase = "started" if faults[-1].get("phase") == "start" else "healed"
         since = f"{faults[-1].get('id')} {phase}"
-    else:
-        last = next((e for e in reversed(hist.of("proc_start"))
-                     if e.t > done.t and e.proc == f"{e.host}/main"), None)
-        since = f"{last.host if last else ''}'s first process started again after the job " \
-                "completed"
-    if last is None:
-        return ""
-    if done is None:  # a recovery still under way: a failure restart with restarts left
+        # a recovery still under way: a failure restart with restarts left
         again = next((e for e in reversed(hist.of("restart")) if e.get("failure")
                       and e.get("spent") and (e.get("left") or 0) > 0), None)
-        if again is not None and again.t > last.t:
-            last, since = again, (f"{again.host}'s agent restarted for a failure with "
+        if again is not None and again.t > at:
+            at, since = again.t, (f"{again.host}'s agent restarted for a failure with "
                                   f"{again.get('left')} restart(s) left")
-    if end.t >= last.t + limits.progress_s:
+    else:  # a host's first process that began after the completion (its entry, when slowed)
+        begun = [(e.t + _slowed(e), e.host) for e in hist.of("proc_start")
+                 if e.proc == f"{e.host}/main" and e.t + _slowed(e) > done.t]
+        if not begun:
+            return ""
+        at, host = max(begun)
+        since = f"{host}'s first process started again after the job completed"
+    if end.t >= at + limits.progress_s:
         return ""
     *_, (_, cap) = replay(hist)
     coord = cap.cluster.coordinator
-    if coord is not None and not cap.cluster.usable(coord):
-        return ""
-    return (f"the time limit ({end.t:g} s) came {end.t - last.t:g} s after {since}, within "
+    if done is None and coord is not None and not cap.cluster.usable(coord):
+        return ""  # nothing recovers the job (a process begun after it completed only waits)
+    return (f"the time limit ({end.t:g} s) came {end.t - at:g} s after {since}, within "
             f"the {limits.progress_s:g} s the knobs allow a recovery "
             f"({limits.progress_by or 'the progress bound'}): a longer time_limit judges it")
+
+
+def _slowed(start: TraceEvent) -> float:
+    """Seconds a ``slow_start`` delayed the entry of the process ``start`` began."""
+    slowed = start.get("slowed")
+    return float(slowed) if isinstance(slowed, (int, float)) else 0.0
 
 
 NEW_WORLD = (*WORLD, "epoch_decided")

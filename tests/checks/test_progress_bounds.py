@@ -155,6 +155,26 @@ def test_a_host_restarted_after_the_job_completed_may_wait_out_its_join_timeout(
         "completed" in res.not_judged
 
 
+def test_a_slowed_first_process_that_begins_after_the_completion_may_wait_too() -> None:
+    """h2's new process started (proc_start) before the job completed at 50 s, but a
+    slow_start delayed its entry by 30 s: it begins after the completion, so it may wait
+    out its join timeout as one started then would (the trace's ``slowed`` says when it
+    began). Without that delay, the process was running long before: a hang."""
+    h = [e for e in died_at_one("crash", resumed=47.0) if e.kind != "run_end"]
+    end = ev(300.0, "*", "run_end", "elastic-sim", outcome="hung")
+    slowed = sorted([*h, ev(40.0, "h2", "proc_start", slowed=30.0), end], key=lambda e: e.t)
+    res = terminates(slowed)
+    assert res.status == "n/a" and res.not_judged.startswith(
+        "the time limit (300 s) came 230 s after h2's first process started again after "
+        "the job completed")
+    plain = sorted([*h, ev(40.0, "h2", "proc_start"), end], key=lambda e: e.t)
+    assert not terminates(plain).ok
+    # the coordinator (h0) gone once the job completed: the late process still only waits
+    gone = sorted([*h, ev(40.0, "h2", "proc_start", slowed=30.0),
+                   ev(51.0, "h0", "proc_exit", code=0), end], key=lambda e: e.t)
+    assert terminates(gone).status == "n/a"
+
+
 def test_a_run_cut_short_while_failures_still_spend_restarts_says_so() -> None:
     """The survivors wait out a 1,800 s group timeout, restart for the failure (restarts
     left) and wait again, until the budget ends the job (about 5,400 s): a 3,600 s limit
