@@ -227,6 +227,7 @@ from elastic_sim.checks.rounds import (  # noqa: E402
     epoch_isolation,
     master_agreement,
     members_alive_at_completion,
+    one_world_at_a_time,
 )
 from elastic_sim.checks.torchft_quorum import ft_quorum_ids, ft_quorum_validity  # noqa: E402
 from elastic_sim.checks.torchft_steps import (  # noqa: E402
@@ -249,6 +250,7 @@ CHECKS: tuple[Check, ...] = (
     members_alive_at_completion,
     master_agreement,
     epoch_isolation,
+    one_world_at_a_time,
     limits,
     restart_accounting,
     healthy_hosts_kept,

@@ -1,7 +1,7 @@
 """Safety checks about rounds (epochs) and who takes part in them: members alive when their
-round completes, one master address per world, and no process of an older round in a newer
-round's collective. Pure functions from history to verdict, each violation with its
-witnesses."""
+round completes, one master address per world, no process of an older round in a newer
+round's collective, and one world training at a time. Pure functions from history to
+verdict, each violation with its witnesses."""
 
 from __future__ import annotations
 
@@ -165,3 +165,53 @@ def _isolated_in_one_round(hist: History, runs: list[Entries], res: CheckResult)
             res.checked += max(0, hi - start)
             reach = hi if reach is None else max(reach, hi)
     return True
+
+
+def one_world_at_a_time(events: Sequence[TraceEvent]) -> CheckResult:
+    """At most one world trains at a time: no two worlds without a member in common record
+    steps over overlapping spans of time. Two such worlds are two jobs (a split brain):
+    each trains the same steps on its own state, and the work of one is lost. A world is a
+    round's membership (its ``rdzv_done``); a host's steps count for the round it last
+    completed, and a world's span runs from its first step to its last."""
+    res = CheckResult("one_world_at_a_time",
+                      "no two worlds without a common member train at the same time",
+                      unit="worlds")
+    world_of: dict[str, object] = {}
+    formed: dict[object, TraceEvent] = {}
+    """Round -> its first ``rdzv_done`` (its membership)."""
+    spans: dict[object, list[TraceEvent]] = {}
+    """Round -> [its first step, its last step]."""
+    for ev in neutral(events).of("rdzv_done", "step"):
+        if ev.kind == "rdzv_done":
+            world_of[ev.host] = ev.get("round")
+            formed.setdefault(ev.get("round"), ev)
+            continue
+        rnd = world_of.get(ev.host)
+        if rnd is None:
+            continue
+        span = spans.get(rnd)
+        if span is None:
+            spans[rnd] = [ev, ev]
+        else:
+            span[1] = ev
+    res.checked = len(spans)
+    order = sorted(spans.items(), key=lambda item: item[1][0].t)
+    live: list[tuple[object, list[TraceEvent]]] = []
+    """The worlds (in order of their first step) whose last step is after the first step
+    of the world under consideration."""
+    for rnd, (first, last) in order:
+        live = [(r, s) for r, s in live if s[1].t > first.t]
+        mine = {str(m) for m in formed[rnd].get("members", [])}
+        for other, (o_first, o_last) in live:
+            theirs = {str(m) for m in formed[other].get("members", [])}
+            if mine & theirs:
+                continue
+            res.violations.append(Violation(
+                f"round {other} ({', '.join(sorted(theirs))}) and round {rnd} "
+                f"({', '.join(sorted(mine))}) trained at the same time with no member in "
+                f"common: round {other} stepped from {o_first.t:g} s to {o_last.t:g} s, round "
+                f"{rnd} from {first.t:g} s (two jobs: a split brain)",
+                [formed[other], formed[rnd], first, o_last]))
+            return res
+        live.append((rnd, [first, last]))
+    return res

@@ -100,6 +100,8 @@ async def join(rt: Runtime, store: Store, round_: int, knobs: StaticKnobs) -> Me
             break
         arrivals = await _arrived(keys)
         twice = len(arrivals) - len(set(arrivals))
+    if round_ > 0 and not knobs.broken_close_without_the_world:
+        arrivals = await _await_the_world(rt, store, keys, round_, knobs, arrivals)
     chosen = choose_members(arrivals, knobs.max_hosts)
     if knobs.broken_drop_last_arrival and round_ > 0 and len(arrivals) > knobs.min_hosts:
         chosen = sorted(h for h in chosen if h != arrivals[-1])
@@ -148,6 +150,40 @@ async def _wait_for_min(rt: Runtime, store: Store, keys: Store, knobs: StaticKno
             # count the names that are there instead of waiting for that one index.
             if len(await _arrived(keys)) >= need:
                 return
+
+
+async def _await_the_world(rt: Runtime, store: Store, keys: Store, round_: int,
+                           knobs: StaticKnobs, arrivals: list[str]) -> list[str]:
+    """The arrivals to close round ``round_`` with, once a member of the world before it
+    (round ``round_ - 1``'s) is among them: hosts that arrive while a world trains wait for
+    its members, who admit them at their next commit; a round of the waiters alone would
+    be a second world training beside the first (a split brain). A member's arrival gets
+    the last call again, for the rest of its world. If none comes within the join timeout
+    (the world is gone), the round closes with whoever came."""
+    previous = round_keys(store, round_ - 1)
+    if not await previous.check(["members"]):
+        return arrivals
+    world = set(json.loads(await previous.get("members")))
+    if world & set(arrivals):
+        return arrivals
+    deadline = rt.monotonic() + knobs.join_timeout
+    while not world & set(arrivals):
+        left = deadline - rt.monotonic()
+        if left <= 0:
+            return arrivals  # the world is gone: the waiters go on without it
+        try:
+            await keys.wait([f"host/{len(arrivals)}"], timeout=min(POLL, left))
+        except StoreTimeout:
+            if await store.check([DONE_KEY]):
+                raise JobEnded() from None
+        arrivals = await _arrived(keys)
+    if len(set(arrivals)) < knobs.max_hosts:
+        try:
+            await keys.wait([f"host/{knobs.max_hosts - 1}"], timeout=knobs.last_call)
+        except StoreTimeout:
+            pass  # last call over: close with whoever came
+        arrivals = await _arrived(keys)
+    return arrivals
 
 
 async def _arrived(keys: Store) -> list[str]:

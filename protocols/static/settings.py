@@ -46,6 +46,10 @@ class StaticKnobs:
     broken_spin_at_commit: bool = False
     """BROKEN on purpose: at its first commit a member busy-loops without letting time
     pass (a livelock: the simulator stops the run, ``time_advances`` fails)."""
+    broken_close_without_the_world: bool = False
+    """BROKEN on purpose: hosts that arrive while a world trains close the next round among
+    themselves as soon as min_hosts of them are there, without waiting for a member of the
+    world: two worlds train side by side (a split brain)."""
     broken_drop_last_arrival: bool = False
     """BROKEN on purpose: a round after the first leaves out its last arrival, a healthy
     host (eviction)."""

@@ -38,6 +38,10 @@ FAILS: dict[str, tuple[str, str, tuple[str, ...]]] = {
                          "was told master", ("rdzv_done", "rdzv_done")),
     "epoch_isolation": ("broken_late_round_record.yaml", "h0 entered it in round 1, h2 in "
                         "round 0", ("rdzv_done", "coll_enter", "rdzv_done", "coll_enter")),
+    "one_world_at_a_time": ("broken_two_worlds.yaml",
+                            "round 1 (h2, h3) and round 2 (h0, h1) trained at the same time "
+                            "with no member in common", ("rdzv_done", "rdzv_done", "step",
+                                                         "step")),
     "limits": ("torchelastic/clock_skew.yaml", "world size 1 outside [2, 3]", ("rdzv_done",)),
     "restart_accounting": ("torchelastic/hot_spare_takes_over_no_shared_store.yaml",
                            "workers were told restart 1", ("workers_started", "workers_started")),
@@ -104,6 +108,7 @@ PASSES: dict[str, str] = {
     "members_alive_at_completion": "scale_down.yaml",
     "master_agreement": "torchelastic/worker_crash.yaml",
     "epoch_isolation": "scale_down.yaml",
+    "one_world_at_a_time": "two_hosts_arrive_together.yaml",
     "limits": "scale_down.yaml",
     "restart_accounting": "torchelastic/worker_crash.yaml",
     "healthy_hosts_kept": "horovod/single_rank_failure.yaml",

@@ -17,6 +17,7 @@ from elastic_sim.checks import (
     membership_agreement,
     no_pointless_reconfiguration,
     no_restart_loop,
+    one_world_at_a_time,
     progress_after_faults,
     rank_validity,
     rendezvous_closed_by_job_end,
@@ -70,6 +71,7 @@ def good_history() -> list[TraceEvent]:
     for seq, op in enumerate(["allreduce", "broadcast"]):
         h += [ev(1.2 + seq, x, "coll_enter", group="round0", seq=seq, op=op, nbytes=8)
               for x in "abc"]
+    h += [ev(2.0, x, "step", round=0, step=10) for x in "abc"]
     h += [ev(2.0, x, "commit", step=10, digest="d10") for x in "abc"]
     h += [ev(2.4, "c", "fault", id="crash-c", type="crash", target="c", phase="start"),
           ev(2.4, "c", "proc_exit", code=-9, reason="host crashed")]
@@ -84,6 +86,7 @@ def good_history() -> list[TraceEvent]:
           for i, x in enumerate("ab")]
     h += [ev(3.2 + seq, x, "coll_enter", group="round1", seq=seq, op="allreduce", nbytes=8)
           for seq in range(2) for x in "ab"]
+    h += [ev(4.0, x, "step", round=1, step=20) for x in "ab"]
     h += [ev(4.0, x, "commit", step=20, digest="d20") for x in "ab"]
     h += [ev(70.0, x, "commit", step=700, digest="d700") for x in "ab"]
     h += [ev(70.5, x, "job_done", step=700, digest="d700") for x in "ab"]
@@ -255,6 +258,35 @@ def test_a_process_of_an_older_round_in_a_newer_collective_is_caught() -> None:
     assert "a entered it in round 1, b in round 0" in res.violations[0].message
 
 
+def test_two_worlds_without_a_common_member_training_at_once_are_caught() -> None:
+    """A world (a, b) trains from 2 s to 6 s; a world (c, d) formed meanwhile trains from
+    3 s: a split brain. A world that shares a member with the one before, or that trains
+    only once the first stopped, is one job going on."""
+    def steps(hosts: list[str], rnd: int, times: list[float]) -> list[TraceEvent]:
+        return [ev(t, h, "step", round=rnd, step=i) for i, t in enumerate(times) for h in hosts]
+
+    def history(second: list[str], start: float) -> list[TraceEvent]:
+        h = [*formed(0, ["a", "b"]), *steps(["a", "b"], 0, [2.0, 4.0, 6.0]),
+             *formed(1, second, t=start - 0.5), *steps(second, 1, [start, start + 2.0])]
+        return sorted(h, key=lambda e: e.t)
+
+    res = one_world_at_a_time(history(["c", "d"], 3.0))
+    assert not res.ok and res.checked == 2
+    (v,) = res.violations
+    assert v.message.startswith("round 0 (a, b) and round 1 (c, d) trained at the same time "
+                                "with no member in common: round 0 stepped from 2 s to 6 s, "
+                                "round 1 from 3 s")
+    assert [(e.kind, e.get("round")) for e in v.witness] == [
+        ("rdzv_done", 0), ("rdzv_done", 1), ("step", 1), ("step", 0)]
+    # c and d take over from a and b once they stopped: one job
+    assert one_world_at_a_time(history(["c", "d"], 6.5)).ok
+    # b moves on to the new world: a's last steps in the old one are an old world ending
+    h = sorted([*formed(0, ["a", "b"]), *steps(["a"], 0, [2.0, 4.0, 6.0]),
+                *formed(1, ["b", "c"], t=2.5), *steps(["b", "c"], 1, [3.0, 5.0])],
+               key=lambda e: e.t)
+    assert one_world_at_a_time(h).ok
+
+
 def test_world_sizes_and_restarts_beyond_the_knobs_are_caught() -> None:
     h = good_history()
     assert limits(h).ok
@@ -311,7 +343,7 @@ def test_a_hung_run_is_caught_with_its_last_progress() -> None:
 def test_no_progress_long_after_a_fault_is_caught() -> None:
     h = good_history()
     bound = limits_of(knobs_of(h)).progress_s  # type: ignore[union-attr]
-    h = [e for e in h if e.kind not in ("commit", "job_done", "run_end")
+    h = [e for e in h if e.kind not in ("step", "commit", "job_done", "run_end")
          or e.t < 2.4] + [run_end(2.4 + bound + 10, "completed")]
     res = progress_after_faults(h)
     assert not res.ok and "after crash-c started at 2.4 s" in res.violations[0].message
@@ -323,7 +355,7 @@ def test_a_failed_job_is_not_progress_when_it_could_have_gone_on() -> None:
     h = [*h[:cut], ev(4.0, "a", "job_failed", error="local error"), run_end(4.1, "failed")]
     res = progress_after_faults(h)
     assert res.ok  # commits at 4 s came after the fault: progress
-    h2 = [e for e in h if not (e.kind == "commit" and e.t > 2.4)]
+    h2 = [e for e in h if not (e.kind in ("step", "commit") and e.t > 2.4)]
     res = progress_after_faults(h2)
     assert not res.ok and "next: job_failed at 4 s" in res.violations[0].message
 
