@@ -73,6 +73,20 @@ def run(site: Path, scenario: Path, seed: int | None, out: Path, fidelity: str =
             "trace": trace.read_bytes() if trace.exists() else None, "summary": summary}
 
 
+def without_knobs(trace: bytes | None) -> bytes | None:
+    """``trace`` with its run_start's ``knobs`` left out (the rest byte for byte)."""
+    if trace is None:
+        return None
+    lines = trace.split(b"\n")
+    for i, line in enumerate(lines):
+        if b'"kind":"run_start"' in line:
+            ev = json.loads(line)
+            ev["data"].pop("knobs", None)
+            lines[i] = json.dumps(ev).encode()
+            break
+    return b"\n".join(lines)
+
+
 def differences(a: Any, b: Any, path: str = "") -> list[str]:
     """Where two JSON values differ (paths, at most a few)."""
     if isinstance(a, dict) and isinstance(b, dict):
@@ -98,6 +112,9 @@ def main() -> int:
     ap.add_argument("--only", default="", help="scenario paths containing this text")
     ap.add_argument("--fidelity", default="", choices=["", "fast", "fine"],
                     help="run every scenario at this fidelity (default: each its own)")
+    ap.add_argument("--ignore-knobs", action="store_true",
+                    help="compare the traces without run_start's knobs (a change that adds a "
+                         "knob writes its default into every run's run_start)")
     args = ap.parse_args()
     extra = [int(s) for s in args.seeds.split(",") if s.strip()]
     scratch = Path(tempfile.mkdtemp(prefix="same-behaviour-"))
@@ -130,6 +147,8 @@ def main() -> int:
             diff = []
             if a["exit"] != b["exit"]:
                 diff.append(f"exit {a['exit']} != {b['exit']} ({b['stderr'] or a['stderr']})")
+            if args.ignore_knobs:
+                a["trace"], b["trace"] = without_knobs(a["trace"]), without_knobs(b["trace"])
             if a["trace"] != b["trace"]:
                 diff.append("trace.jsonl differs" if a["trace"] and b["trace"]
                             else "trace.jsonl missing on one side")

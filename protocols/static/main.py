@@ -79,9 +79,11 @@ class Member:
     async def run(self, is_store_host: bool) -> int:
         """Train to completion; 0 when done, 1 when the job cannot go on."""
         round_ = 0
+        last: int | None = None  # the round this host was last a member of
         while True:
             try:
-                membership = await next_membership(self.rt, self.store, round_, self.knobs)
+                membership = await next_membership(self.rt, self.store, round_, self.knobs,
+                                                   last)
             except RendezvousTimeout as exc:
                 self.rt.record("rdzv_failed", round=round_, error=str(exc))
                 self.rt.record("job_failed", error=f"rendezvous: {exc}")
@@ -92,7 +94,7 @@ class Member:
             except StoreConnectionError as exc:
                 self.rt.record("job_failed", error=f"store lost: {exc}")
                 return 1
-            round_ = membership.round
+            round_ = last = membership.round
             try:
                 outcome = await self.run_round(membership)
             except CollectiveError as exc:

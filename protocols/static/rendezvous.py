@@ -69,8 +69,11 @@ async def someone_waiting(store: Store, round_: int) -> bool:
     return await round_keys(store, round_).check(["host/0"])
 
 
-async def join(rt: Runtime, store: Store, round_: int, knobs: StaticKnobs) -> Membership | None:
+async def join(rt: Runtime, store: Store, round_: int, knobs: StaticKnobs,
+               last: int | None = None) -> Membership | None:
     """Join round ``round_``; return the membership, or None if it closed without us.
+    ``last``: the round this host was last a member of (a member of the world before this
+    round is that world arriving; any other host waits for it, :func:`_await_the_world`).
 
     Raises :class:`RendezvousTimeout` if min_hosts are not reached within the join timeout
     and :class:`JobEnded` if the job completed while we waited."""
@@ -100,7 +103,7 @@ async def join(rt: Runtime, store: Store, round_: int, knobs: StaticKnobs) -> Me
             break
         arrivals = await _arrived(keys)
         twice = len(arrivals) - len(set(arrivals))
-    if round_ > 0 and not knobs.broken_close_without_the_world:
+    if round_ > 0 and last != round_ - 1 and not knobs.broken_close_without_the_world:
         arrivals = await _await_the_world(rt, store, keys, round_, knobs, arrivals)
     chosen = choose_members(arrivals, knobs.max_hosts)
     if knobs.broken_drop_last_arrival and round_ > 0 and len(arrivals) > knobs.min_hosts:
@@ -197,12 +200,13 @@ async def _arrived(keys: Store) -> list[str]:
 
 
 async def next_membership(
-    rt: Runtime, store: Store, first_round: int, knobs: StaticKnobs
+    rt: Runtime, store: Store, first_round: int, knobs: StaticKnobs, last: int | None = None
 ) -> Membership:
-    """Join rounds from ``first_round`` on until one admits this host."""
+    """Join rounds from ``first_round`` on until one admits this host (``last``: the round
+    it was last a member of)."""
     round_ = first_round
     while True:
-        membership = await join(rt, store, round_, knobs)
+        membership = await join(rt, store, round_, knobs, last)
         if membership is not None:
             return membership
         round_ += 1
