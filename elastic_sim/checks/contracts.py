@@ -102,10 +102,27 @@ def _stores_live_with_their_hosts(events: Sequence[TraceEvent]) -> str | None:
     return None
 
 
+def _store_connections_hold(events: Sequence[TraceEvent]) -> str | None:
+    """Broken by a ``conn_reset`` that resets a connection of the coordinator's host (the
+    store's) with another host, for a protocol whose store clients, like c10d's TCPStore
+    client, never reconnect: every later call of such a client fails."""
+    start = run_start(events)
+    coord = start.get("coordinator") if start is not None else None
+    if not coord:
+        return None
+    for ev in neutral(events).of("fault"):
+        ends = ev.get("target")
+        if (ev.get("phase") == "start" and ev.get("type") == "conn_reset"
+                and isinstance(ends, list) and (coord in ends or "*" in ends)):
+            return f"{ev.get('id')} resets the connections of the store's host {coord}"
+    return None
+
+
 ASSUMPTIONS: dict[str, Callable[[Sequence[TraceEvent]], str | None]] = {
     "coordinator_survives": _coordinator_survives,
     "min_hosts_survive": _min_hosts_survive,
     "stores_live_with_their_hosts": _stores_live_with_their_hosts,
+    "store_connections_hold": _store_connections_hold,
 }
 """Assumption -> a test of one trace: None when it held, else why not."""
 

@@ -1,8 +1,9 @@
 """What the static protocol promises: every check but its one known weak spot, as long as
-the store's host survives and at least ``min_hosts`` hosts do. Plain data, read by
-``elastic_sim.checks.contracts``."""
+the store's host survives, its connections to the store hold (its store clients, like
+TCPStore's, never reconnect: a ``conn_reset`` of them fails every host that uses one) and
+at least ``min_hosts`` hosts survive. Plain data, read by ``elastic_sim.checks.contracts``."""
 
-ASSUMPTIONS = ("coordinator_survives", "min_hosts_survive")
+ASSUMPTIONS = ("coordinator_survives", "store_connections_hold", "min_hosts_survive")
 """Fault assumptions the promises hold under."""
 
 WEAK_SPOTS: dict[str, str] = {

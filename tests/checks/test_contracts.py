@@ -49,6 +49,16 @@ def test_a_store_host_crash_is_outside_the_static_contract() -> None:
     assert "hits the coordinator h0" in v.broken_assumptions["coordinator_survives"]
 
 
+def test_a_reset_of_the_stores_connections_is_outside_the_static_contract() -> None:
+    """Its store clients never reconnect (as TCPStore's): the job fails with every host up,
+    which avoidable_job_failure reports and the contract's assumption explains."""
+    v = verdict("store_connections_reset.yaml")
+    assert v.broken_assumptions == {
+        "store_connections_hold": "reset-all resets the connections of the store's host h0"}
+    assert v.names("outside_contract") == ["avoidable_job_failure"]
+    assert v.names("broken_promise") == []
+
+
 def test_a_deliberately_broken_static_variant_breaks_its_promise() -> None:
     v = verdict("broken_rejoin_at_commit.yaml")
     assert v.names("broken_promise") == ["no_pointless_reconfiguration"]
