@@ -7,6 +7,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
 
+from elastic_sim.checks.facts import run_limits
 from elastic_sim.checks.verdict import CheckResult as CheckResult
 from elastic_sim.checks.verdict import Violation as Violation
 from elastic_sim.history import History, history, neutral
@@ -52,11 +53,22 @@ def membership_agreement(events: Sequence[TraceEvent]) -> CheckResult:
 
 
 def rank_validity(events: Sequence[TraceEvent]) -> CheckResult:
-    """In every round, ranks are exactly 0..W-1, each held by one member."""
+    """In every round, ranks are exactly 0..W-1, each held by one member, and, where the
+    protocol's members are hosts (not slots, as Horovod's are), no host is listed twice
+    (a host counted twice makes a world of fewer hosts than it says: judged where the
+    run's knobs name the protocol)."""
     res = CheckResult("rank_validity", "ranks are exactly 0..W-1, one member each",
                       unit="rounds")
+    limits = run_limits(neutral(events))
+    hosts_listed = limits is not None and not limits.slots_listed
     for rnd, evs in _by(events, "rdzv_done", "round").items():
         res.checked += 1
+        members = [str(m) for m in evs[0].get("members", [])]
+        twice = sorted({m for m in members if members.count(m) > 1})
+        if hosts_listed and twice:
+            res.violations.append(Violation(
+                f"round {rnd}: {', '.join(twice)} listed more than once in the membership "
+                f"{members} (each member is a host)", [evs[0]]))
         world = evs[0].get("world_size", 0)
         holders: dict[int, TraceEvent] = {}
         for ev in evs:

@@ -125,6 +125,9 @@ class Limits:
     """Whether hosts are offered to the job by a discovery (Horovod's): none is waiting to
     be incorporated before its first answer (a job may still fail avoidably then: every
     host counts as capacity until a discovery says otherwise)."""
+    slots_listed: bool = False
+    """Whether a world's membership lists a host once per slot it holds (Horovod's, one
+    rank per slot), not once per host."""
 
 
 def limits_of(knobs: Mapping[str, Any], protocol: str | None = None) -> Limits | None:

@@ -55,7 +55,8 @@ def limits(knobs: Fields) -> dict[str, Any]:
     its wait, a worker's start, the Gloo timeout and the kill grace) and to detect a
     failure (the longest of the Gloo, elastic and connect timeouts). A host up within the
     elastic timeout still counts; a dead host is seen only through an exit code or a
-    timeout (no heartbeat); hosts are offered by discovery."""
+    timeout (no heartbeat); hosts are offered by discovery; a world lists a host once per
+    slot."""
 
     def num(name: str) -> float:
         v = knobs.get(name)
@@ -75,7 +76,7 @@ def limits(knobs: Fields) -> dict[str, Any]:
             "wait_s": num("elastic_timeout"),
             "progress_by": f"max(gloo_timeout, elastic_timeout, connect_timeout) {detect:g} s"
                            f" + a new world's discovery, start and Gloo periods {settle:g} s",
-            "rejoin_s": None, "rejoin_by": "", "discovered": True}
+            "rejoin_s": None, "rejoin_by": "", "discovered": True, "slots_listed": True}
 
 
 def _slots_offered(knobs: Fields) -> list[int]:

@@ -121,6 +121,30 @@ def test_duplicate_and_out_of_range_ranks_are_caught() -> None:
     assert any("outside 0..2" in v.message for v in rank_validity(h).violations)
 
 
+def test_a_host_listed_twice_in_a_membership_of_hosts_is_caught() -> None:
+    """A static round that counted a restarted host's two arrivals: [a, b, b] is a world
+    of two hosts that says three. Horovod lists a host once per slot: no violation there;
+    nor where no knobs say which protocol it is."""
+    def run(knobs: dict[str, Any]) -> list[TraceEvent]:
+        start = TraceEvent(0.0, "*", "elastic-sim", "run_start",
+                           {"scenario": "t", "seed": 0, "mode": "sim", "knobs": knobs})
+        h = formed(0, ["a", "b", "b"])
+        h[2] = ev(1.0, "b", "rdzv_done", round=0, members=["a", "b", "b"], rank=2,
+                  world_size=3)
+        return [start, *h]
+
+    static = {"min_hosts": 2, "max_hosts": 4, "last_call": 1.0, "join_timeout": 600.0,
+              "group_timeout": 30.0, "store_timeout": 60.0}
+    res = rank_validity(run(static))
+    assert [v.message for v in res.violations
+            if "listed" in v.message] == ["round 0: b listed more than once in the membership "
+                                          "['a', 'b', 'b'] (each member is a host)"]
+    horovod = {"np": 2, "min_np": 2, "reset_limit": None, "gloo_timeout": 30.0,
+               "elastic_timeout": 600.0, "discovery": {"hosts": ["a:1", "b:2"]}}
+    assert not [v for v in rank_validity(run(horovod)).violations if "listed" in v.message]
+    assert not [v for v in rank_validity(run({})[1:]).violations if "listed" in v.message]
+
+
 def test_members_entering_different_collectives_are_caught() -> None:
     h = good_history()
     i = next(i for i, e in enumerate(h) if e.kind == "coll_enter" and e.host == "c"
