@@ -20,7 +20,9 @@ def terminates(events: Sequence[TraceEvent]) -> CheckResult:
     limit, instead of hanging. A run the runtime stopped early (``run_stopped``) is judged
     by :mod:`checks.bounded` instead; one whose time limit came before the knobs' progress
     bound after its last fault started or healed, its job not completed, is not judged (the
-    job may still have been recovering as the protocol is allowed to), and says so."""
+    job may still have been recovering as the protocol is allowed to), and says so; nor is
+    one whose processes had all exited before the limit (it waited for a host still to
+    start: nothing hung)."""
     res = CheckResult("terminates", "the job ends (done or a clear error) instead of hanging",
                       unit="runs")
     hist = neutral(events)
@@ -28,7 +30,7 @@ def terminates(events: Sequence[TraceEvent]) -> CheckResult:
     if end is None:
         return res
     if end.get("outcome") == "hung" and not hist.of("run_stopped"):
-        res.not_judged = _cut_short(hist, end)
+        res.not_judged = _nothing_running(hist, end) or _cut_short(hist, end)
         if res.not_judged:
             return res
     res.checked = 1
@@ -39,6 +41,22 @@ def terminates(events: Sequence[TraceEvent]) -> CheckResult:
             f"the run was still going at the time limit ({end.t:g} s) without ending",
             [e for e in (last, end) if e is not None]))
     return res
+
+
+def _nothing_running(hist: History, end: TraceEvent) -> str:
+    """Why a run that hung at its time limit cannot be judged when every process it started
+    had exited before then: nothing hung, the run waited for a host still to start (a host
+    restart or a late start scheduled after the limit); "" when a process still ran (one
+    that real mode killed at the limit, its exit recorded then, still ran)."""
+    running: dict[str, int] = {}
+    for ev in hist.of("proc_start", "proc_exit"):
+        if ev.kind == "proc_exit" and ev.t >= end.t:
+            continue
+        running[ev.proc] = running.get(ev.proc, 0) + (1 if ev.kind == "proc_start" else -1)
+    if any(n > 0 for n in running.values()) or not running:
+        return ""
+    return (f"every process had exited before the time limit ({end.t:g} s): the run waited "
+            "for a host still to start after it, and nothing hung")
 
 
 def _cut_short(hist: History, end: TraceEvent) -> str:
@@ -236,6 +254,9 @@ def _rejoined(res: CheckResult, hist: History, limits: Limits,
 
 CAUSES = ("fault", "offered", "evict")
 """Events that can explain a new round (plus a host's first process starting)."""
+ONE_SHOT = ("collective",)
+"""Fault types that strike once, later than they start: the first collective a process of
+the host enters fails or hangs."""
 LOOP_ROUNDS = 2
 """Unexplained rounds in a row without training that make a loop: one can be the late
 detection of an earlier cause, a second cannot."""
@@ -245,7 +266,8 @@ def no_restart_loop(events: Sequence[TraceEvent]) -> CheckResult:
     """No process goes through rounds that train nothing, one after the other, with
     nothing to explain them: a round is explained by a fault starting or healing, a host
     arriving, or a change of what discovery offers or an eviction since the process's
-    previous round, and
+    previous round was decided (its first ``rdzv_done``), or by a one-shot collective fault
+    not yet spent on one of the process's rounds, and
     none counts while a fault is in force. :data:`LOOP_ROUNDS` unexplained rounds in a
     row without a step between them are a loop, even if a restart budget ends it."""
     res = CheckResult("no_restart_loop",
@@ -254,16 +276,32 @@ def no_restart_loop(events: Sequence[TraceEvent]) -> CheckResult:
     streak: dict[str, list[TraceEvent]] = {}
     explained: dict[str, bool] = {}
     flagged: set[str] = set()
+    decided: dict[object, float] = {}
+    """Round -> when its membership was first recorded (by any member)."""
+    cause_t = float("-inf")
+    """When the latest cause came."""
+    one_shots = 0
+    """One-shot collective faults so far: each explains the first round of every process
+    that comes quiet after it (it strikes the first collective entered, not at its start)."""
+    spent: dict[str, int] = {}
     hist = neutral(events)
     for ev, cap in replay(hist, hist.step_marks()):
         if ev.kind in PROGRESS:
             streak.pop(ev.proc, None)
         elif ev.kind in CAUSES or (ev.kind == "proc_start" and ev.proc == f"{ev.host}/main"):
             explained = dict.fromkeys(explained, True)
+            cause_t = ev.t
+            if ev.kind == "fault" and ev.get("type") in ONE_SHOT and ev.get("phase") == "start":
+                one_shots += 1
         elif ev.kind == "rdzv_done":
             res.checked += 1
             quiet = not cap.cluster.active and not explained.get(ev.proc, True)
-            explained[ev.proc] = False
+            if quiet and spent.get(ev.proc, 0) < one_shots:
+                spent[ev.proc] = spent.get(ev.proc, 0) + 1
+                quiet = False
+            # a cause after the round was decided, before this member recorded it, explains
+            # its next round (a member that died as the round completed fails it)
+            explained[ev.proc] = cause_t >= decided.setdefault(ev.get("round"), ev.t)
             run = streak.setdefault(ev.proc, [])
             run.append(ev)
             if not quiet:

@@ -35,4 +35,4 @@ def limits(knobs: Fields) -> dict[str, Any]:
             "progress_s": detect + settle, "wait_s": num("join_timeout"),
             "progress_by": f"max(group_timeout, store_timeout, join_timeout) {detect:g} s + "
                            f"a round's last calls and timeouts {settle:g} s",
-            "rejoin_s": None, "rejoin_by": "", "discovered": False}
+            "rejoin_s": None, "rejoin_by": "", "discovered": False, "slots_listed": False}

@@ -91,4 +91,4 @@ def limits(knobs: Fields) -> dict[str, Any]:
             "rejoin_by": f"the heartbeat expiry keep_alive_interval x keep_alive_max_attempt "
                          f"{s(expiry)} + last_call_timeout {s(num('last_call_timeout'))} + "
                          f"polls {s(polls)}",
-            "discovered": False}
+            "discovered": False, "slots_listed": False}

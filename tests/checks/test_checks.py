@@ -358,10 +358,21 @@ def test_closing_the_rendezvous_before_the_job_ended_is_caught() -> None:
 
 
 def test_a_hung_run_is_caught_with_its_last_progress() -> None:
-    h = [*good_history()[:-1], run_end(600.0, "hung")]
-    res = terminates(h)
+    """a and b record the job's end but their processes never exit: a hang. Had they
+    exited, nothing would have been running at the limit: the run only waited for a
+    host still to start (a restart scheduled after it), which is not judged."""
+    still = [e for e in good_history()[:-1] if e.kind != "proc_exit"]
+    res = terminates([*still, run_end(600.0, "hung")])
     assert not res.ok and "time limit (600 s)" in res.violations[0].message
     assert [e.kind for e in res.violations[0].witness] == ["job_done", "run_end"]
+    exited = terminates([*good_history()[:-1], run_end(600.0, "hung")])
+    assert exited.status == "n/a" and exited.not_judged.startswith(
+        "every process had exited before the time limit (600 s): the run waited for a host "
+        "still to start")
+    # real mode records the exits of what it killed at the limit: those still ran
+    killed = [ev(600.0, x, "proc_exit", code=-9, reason="killed at the time limit")
+              for x in "ab"]
+    assert not terminates([*still, *killed, run_end(600.0, "hung")]).ok
 
 
 def test_no_progress_long_after_a_fault_is_caught() -> None:
@@ -404,6 +415,33 @@ def test_unexplained_rounds_in_a_row_without_progress_are_a_restart_loop() -> No
     res = no_restart_loop([*h, run_end(100.0)])
     assert not res.ok and f"{LOOP_ROUNDS + 1} rounds in a row" in res.violations[0].message
     assert no_restart_loop(good_history()).ok
+
+
+def test_rounds_a_one_shot_collective_fault_or_a_death_at_completion_explain() -> None:
+    """A collective fault strikes the first collective entered after it starts (here in
+    round 2), so it explains the round after that one too; and a member that dies between
+    its round being decided and another member recording it explains that member's next
+    round. A loop that goes on past them is still one."""
+    base = [e for e in good_history() if e.t < 5.0]
+    shot = ev(4.5, "a", "fault", id="coll-a", type="collective", target="a", phase="start")
+
+    def rounds(first: int, n: int, t: float = 5.0) -> list[TraceEvent]:
+        return [ev(t + r, "a", "rdzv_done", round=first + r, members=["a"], rank=0,
+                   world_size=1) for r in range(n)]
+
+    assert not no_restart_loop([*base, *rounds(2, 3), run_end(100.0)]).ok
+    assert no_restart_loop([*base, shot, *rounds(2, 3), run_end(100.0)]).ok
+    assert not no_restart_loop([*base, shot, *rounds(2, 4), run_end(100.0)]).ok
+    # round 2 decided by b at 5 s; c powered off at 5.01 s; a records round 2 at 5.02 s
+    died = [ev(5.0, "b", "rdzv_done", round=2, members=["a", "b"], rank=1, world_size=2),
+            ev(5.01, "c", "fault", id="off-c", type="power_off", target="c", phase="start"),
+            ev(5.02, "a", "rdzv_done", round=2, members=["a", "b"], rank=0, world_size=2),
+            *rounds(3, 2, t=6.0)]
+    assert no_restart_loop([*base, *died, run_end(100.0)]).ok
+    late = [*died[:1], *died[2:], ev(5.03, "c", "fault", id="off-c", type="power_off",
+                                     target="c", phase="start"), *rounds(5, 1, t=9.0)]
+    assert not no_restart_loop([*base, *sorted(late, key=lambda e: e.t),
+                                run_end(100.0)]).ok
 
 
 def test_a_member_frozen_when_its_round_completes_counts_as_dead() -> None:

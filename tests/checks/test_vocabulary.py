@@ -245,12 +245,14 @@ def test_each_protocol_reads_its_own_knobs_as_limits() -> None:
         2, 4, 3, True, settle, 60.0 + 30.0 + 600.0, 600.0, "",
         5.0 * 3 + 1.0 + 2 * (0.1 + 1.0 + 1.0) + 0.3)
     settle = 2 * 1.0 + 3.0 + 0.2 + 30.0 + 5.0
-    # hosts come from discovery: none waits to be incorporated before its first answer
+    # hosts come from discovery: none waits to be incorporated before its first answer;
+    # a world lists a host once per slot
     assert numbers(limits_of(HVD, "horovod")) == Limits(2, 4, 2, False, settle,
                                                         600.0 + settle, 600.0,
-                                                        discovered=True)
+                                                        discovered=True, slots_listed=True)
     assert numbers(limits_of({**HVD, "reset_limit": None, "max_np": None}, "horovod")) == \
-        Limits(2, None, None, False, settle, 600.0 + settle, 600.0, discovered=True)
+        Limits(2, None, None, False, settle, 600.0 + settle, 600.0, discovered=True,
+               slots_listed=True)
     settle = 2 * 1.0 + 30.0 + 60.0
     assert numbers(limits_of(STATIC, "static")) == Limits(2, 3, None, False, settle,
                                                           600.0 + settle, 600.0)
