@@ -124,7 +124,9 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
     And once a fault has taken down a member of the world while enough hosts could go on
     and their workers had work left, the survivors form a new world (or progress, or the
     job ends) within what the protocol could see of the death, where it sees one (its
-    heartbeat expiry, polls and last call), not only once a timeout tells them."""
+    heartbeat expiry, polls and last call), not only once a timeout tells them. A fault
+    that starts or heals once the job's result exists (its first ``job_done``) is not
+    judged either."""
     res = CheckResult("progress_after_faults",
                       "progress, or an unavoidable end, within the knobs' bound after each "
                       "fault starts or heals", unit="fault events")
@@ -171,6 +173,9 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
     if limits is None:
         return res
     late = _after_failure(hist)
+    done = hist.first("job_done")
+    if done is not None:  # the job's result exists: what comes after it has nothing to do
+        late |= {id(f) for f in faults if f.t >= done.t}
     if coordinator_killed is None and last is not None and last.cluster.coordinator:
         coord = last.cluster.coordinator
         hit = last.cluster.last_hit.get(coord)

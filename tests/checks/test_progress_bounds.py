@@ -135,6 +135,24 @@ def test_the_default_time_limit_follows_the_progress_bound() -> None:
     assert parse_scenario({**raw, "time_limit": 60}, "<set>").run_time_limit() == 60.0
 
 
+def test_a_fault_that_heals_once_the_job_has_its_result_is_not_judged() -> None:
+    """The job completes at 50 s; a clock skew of h1 heals at 60 s, and a host restarted
+    long after fails at 3,000 s (past the 2,430 s bound) on the store the finished job no
+    longer serves. Nothing was left to progress after 50 s. The same skew before the
+    completion is judged."""
+    h = [e for e in died_at_one("crash", resumed=47.0) if e.kind != "run_end"]
+    later = [fault(55.0, "clock_skew", "h1"), fault(60.0, "clock_skew", "h1", "heal"),
+             ev(2940.0, "h2", "proc_start"),
+             ev(3000.0, "h2", "job_failed", error="store unreachable"),
+             ev(3000.1, "*", "run_end", "elastic-sim", outcome="completed")]
+    res = progress_after_faults([*h, *later])
+    assert res.ok and res.checked == 2  # the crash at 1.1 s and the death it caused
+    early = [e for e in h if e.kind != "job_done"]
+    before = sorted([*early, fault(2.0, "clock_skew", "h1"),
+                     fault(3.0, "clock_skew", "h1", "heal"), *later[2:]], key=lambda e: e.t)
+    assert progress_after_faults(before).checked == 4
+
+
 def test_a_death_once_the_survivors_workers_are_done_needs_no_new_world() -> None:
     """h2 dies as the workers exit 0 at the job's end (the agents have yet to say
     job_done): nothing is left to train, so nobody needs to re-form."""
