@@ -118,11 +118,27 @@ def _store_connections_hold(events: Sequence[TraceEvent]) -> str | None:
     return None
 
 
+PARTIAL_PARTITIONS = ("bridge", "one_way_partition")
+"""Fault types after which hosts that each reach a third may not reach each other."""
+
+
+def _no_partial_partitions(events: Sequence[TraceEvent]) -> str | None:
+    """Broken by a partition that is not whole (:data:`PARTIAL_PARTITIONS`: a bridge, a
+    one-way cut), for a protocol that picks a round's members without asking who can reach
+    whom: every round may then hold a pair that is cut."""
+    for ev in neutral(events).of("fault"):
+        if ev.get("phase") == "start" and ev.get("type") in PARTIAL_PARTITIONS:
+            return (f"{ev.get('id')} ({ev.get('type')}) leaves hosts that reach a third "
+                    "unable to reach each other")
+    return None
+
+
 ASSUMPTIONS: dict[str, Callable[[Sequence[TraceEvent]], str | None]] = {
     "coordinator_survives": _coordinator_survives,
     "min_hosts_survive": _min_hosts_survive,
     "stores_live_with_their_hosts": _stores_live_with_their_hosts,
     "store_connections_hold": _store_connections_hold,
+    "no_partial_partitions": _no_partial_partitions,
 }
 """Assumption -> a test of one trace: None when it held, else why not."""
 

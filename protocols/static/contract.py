@@ -1,9 +1,12 @@
 """What the static protocol promises: every check but its one known weak spot, as long as
 the store's host survives, its connections to the store hold (its store clients, like
-TCPStore's, never reconnect: a ``conn_reset`` of them fails every host that uses one) and
-at least ``min_hosts`` hosts survive. Plain data, read by ``elastic_sim.checks.contracts``."""
+TCPStore's, never reconnect: a ``conn_reset`` of them fails every host that uses one),
+partitions are whole (it picks a round's members by arrival, not by who can reach whom: a
+bridged or one-way partition can leave a cut pair in every round) and at least
+``min_hosts`` hosts survive. Plain data, read by ``elastic_sim.checks.contracts``."""
 
-ASSUMPTIONS = ("coordinator_survives", "store_connections_hold", "min_hosts_survive")
+ASSUMPTIONS = ("coordinator_survives", "store_connections_hold", "no_partial_partitions",
+               "min_hosts_survive")
 """Fault assumptions the promises hold under."""
 
 WEAK_SPOTS: dict[str, str] = {

@@ -59,6 +59,17 @@ def test_a_reset_of_the_stores_connections_is_outside_the_static_contract() -> N
     assert v.names("broken_promise") == []
 
 
+def test_a_bridged_partition_is_outside_the_static_contract() -> None:
+    """Rounds picked by arrival hold a cut pair while h1 bridges the two sides: the job
+    makes no progress for 719 s, which progress_after_faults reports and the contract's
+    assumption explains."""
+    v = verdict("bridged_partition_outlasts_the_bound.yaml")
+    assert v.broken_assumptions == {
+        "no_partial_partitions":
+            "bridge-h1 (bridge) leaves hosts that reach a third unable to reach each other"}
+    assert v.names("outside_contract") == ["progress_after_faults"]
+
+
 def test_a_deliberately_broken_static_variant_breaks_its_promise() -> None:
     v = verdict("broken_rejoin_at_commit.yaml")
     assert v.names("broken_promise") == ["no_pointless_reconfiguration"]
