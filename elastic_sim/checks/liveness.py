@@ -173,9 +173,9 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
     if limits is None:
         return res
     late = _after_failure(hist)
-    done = hist.first("job_done")
-    if done is not None:  # the job's result exists: what comes after it has nothing to do
-        late |= {id(f) for f in faults if f.t >= done.t}
+    result = hist.first("job_done")
+    if result is not None:  # the job's result exists: what comes after it has nothing to do
+        late |= {id(f) for f in faults if f.t >= result.t}
     if coordinator_killed is None and last is not None and last.cluster.coordinator:
         coord = last.cluster.coordinator
         hit = last.cluster.last_hit.get(coord)
