@@ -408,6 +408,24 @@ def test_a_host_that_wants_in_but_stays_out_after_a_quiet_phase_is_caught() -> N
     assert eventual_incorporation(good_history()).ok
 
 
+def test_a_host_is_not_held_to_the_settle_time_while_a_link_fault_slows_the_network(
+        ) -> None:
+    """The same host left out, but a link fault (delay, loss) starts at 2.6 s and is still
+    in force when c comes due: the knobs' settle time assumes the network's own latency."""
+    h = good_history()
+    i = next(i for i, e in enumerate(h) if e.kind == "rdzv_join")
+    h[i:i] = [ev(2.6, "a", "fault", id="slow", type="link", target=["a", "*"],
+                 phase="start"),
+              ev(2.8, "c", "proc_start", entry="e"), ev(2.85, "c", "rdzv_join", round=1)]
+    h.insert(-1, ev(70.7, "c", "proc_exit", code=0, reason="returned"))
+    res = eventual_incorporation(h)
+    assert res.ok and res.status == "n/a"
+    assert res.not_judged.startswith("b, c came due while a link fault slowed the network")
+    healed = [*h[:i + 1], ev(2.7, "a", "fault", id="slow", type="link", target=["a", "*"],
+                             phase="heal"), *h[i + 1:]]
+    assert not eventual_incorporation(healed).ok
+
+
 def test_unexplained_rounds_in_a_row_without_progress_are_a_restart_loop() -> None:
     h = [e for e in good_history() if e.t < 5.0]
     h += [ev(5.0 + r, "a", "rdzv_done", round=2 + r, members=["a"], rank=0, world_size=1)
