@@ -157,8 +157,8 @@ class Cluster:
     frozen: dict[str, int] = field(default_factory=dict)
     cuts: dict[str, list[list[str]]] = field(default_factory=dict)
     faulted: dict[str, TraceEvent] = field(default_factory=dict)
-    """Host -> the first event that shows it failed (a fault on it, an injected failure of
-    its worker)."""
+    """Host -> the first event that shows it failed (a fault on it or its links, an injected
+    failure of its worker; a fault on any host's links hits every host up while it lasts)."""
     active: dict[str, TraceEvent] = field(default_factory=dict)
     """Fault id -> its start, while the fault is in force."""
     last_hit: dict[str, TraceEvent] = field(default_factory=dict)
@@ -178,6 +178,13 @@ class Cluster:
             self.alive[ev.host] = ev.kind == "proc_start"
             if ev.kind == "proc_start" and ev.host == self.coordinator:
                 self.store_lost = None
+            if ev.kind == "proc_start":  # a host that starts under a fault on any host's links
+                for fault in self.active.values():
+                    ends = fault.get("target")
+                    if (fault.get("type") in BETWEEN and isinstance(ends, list)
+                            and "*" in ends):
+                        self.faulted.setdefault(ev.host, fault)
+                        break
         elif ev.kind == "injected_failure":
             self.faulted.setdefault(ev.host, ev)
             self.last_hit[ev.host] = ev
@@ -206,7 +213,8 @@ class Cluster:
         elif kind in BETWEEN and isinstance(target, list):
             if phase == "start":
                 ends = {str(h) for h in target}
-                hit = set(self.alive) if "*" in ends else ends
+                # "*": every host up now (and, while it lasts, every host that starts: see)
+                hit = (set(self.alive) | (ends - {"*"})) if "*" in ends else ends
                 for h in sorted(hit):
                     self.faulted.setdefault(h, ev)
                     self.last_hit[h] = ev

@@ -120,3 +120,26 @@ def test_a_crashed_store_leaves_no_host_able_though_its_host_lives() -> None:
     assert _capacity(elsewhere).enough(2.0)
     back = [*crashed, ev(3.0, "h0", "proc_exit", code=1), ev(4.0, "h0", "proc_start")]
     assert _capacity(back).enough(4.0)  # a new incarnation hosts a new store
+
+
+def test_a_fault_on_a_hosts_links_hits_it_and_one_on_any_hosts_links_hits_all_up() -> None:
+    """A link fault between h2 and any host, from 0 s (before any host started), hits h2;
+    while one between any two hosts lasts, every host that is up or starts is hit; after
+    it heals, a host that starts is not."""
+    from elastic_sim.checks.facts import Cluster
+
+    cluster = Cluster()
+    for e in [start(), TraceEvent(0.0, "*", "fault-injector", "fault",
+                                  {"id": "slow-h2", "type": "link", "target": ["h2", "*"],
+                                   "phase": "start"}),
+              ev(0.0, "h1", "proc_start"), ev(0.0, "h2", "proc_start")]:
+        cluster.see(e)
+    assert set(cluster.faulted) == {"h1", "h2"}  # h1 started under a fault naming "*"
+    everyone = [TraceEvent(0.5, "*", "fault-injector", "fault",
+                           {"id": "slow-h2", "type": "link", "target": ["h2", "*"],
+                            "phase": "heal"}),
+                fault(1.0, "link", ["*", "*"]), ev(2.0, "h3", "proc_start"),
+                fault(3.0, "link", ["*", "*"], "heal"), ev(4.0, "h4", "proc_start")]
+    for e in everyone:
+        cluster.see(e)
+    assert set(cluster.faulted) == {"h1", "h2", "h3"}
