@@ -5,6 +5,7 @@ them."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from elastic_sim.checks.capacity import WORLD, Capacity, job_failure, members, replay
@@ -135,9 +136,10 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
     end = run_end(hist)
     if not faults:
         return res
-    marks: list[tuple[float, bool]] = []
-    """(time, justified) of every progress event and every failure (justified: the job
-    could not go on when it failed)."""
+    marks: list[tuple[float, bool, bool]] = []
+    """(time, justified, progress) of every progress event and every failure (justified:
+    the job could not go on when it failed). Progress at a fault's own instant came before
+    it (a fault a step triggers fires as the survivors' steps of that allreduce land)."""
     deaths: list[tuple[TraceEvent, TraceEvent, object, list[str]]] = []
     """(the fault, the member's first process ending, its world's round, the hosts able
     to go on then)."""
@@ -154,9 +156,9 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
     for ev, cap in replay(hist):
         limits, last = cap.limits, cap
         if ev.kind in PROGRESS:
-            marks.append((ev.t, True))
+            marks.append((ev.t, True, True))
         elif ev.kind == "job_failed":
-            marks.append((ev.t, not cap.enough(ev.t)))
+            marks.append((ev.t, not cap.enough(ev.t), False))
         elif ev.kind in WORLD:
             world, world_round = members(ev), ev.get("round")
         elif ev.kind in ("proc_start", "proc_exit") and ev.proc != f"{ev.host}/main":
@@ -187,7 +189,7 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
         # a fault ended the job's coordinator and, with it, the job (nobody is left to
         # record its failure: horovodrun is the job): an end the job could not avoid, and
         # faults after it find nothing left to progress
-        marks.append((coordinator_killed.t, True))
+        marks.append((coordinator_killed.t, True, False))
         late |= {id(f) for f in faults if f.t > coordinator_killed.t}
     for fault, death, rnd, able in deaths:
         if id(death) not in late and _rejoined(res, hist, limits, (fault, death, rnd), able,
@@ -202,8 +204,9 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
         if end is not None and end.t < horizon and end.get("outcome") == "hung":
             continue  # the time limit came first: not judged (terminates says it hung)
         res.checked += 1
-        ok = any(fault.t <= t <= horizon and just for t, just in marks) or hist.occurs(
-            "step", fault.t, horizon)  # a step of training that replay leaves out
+        ok = any((fault.t < t if prog else fault.t <= t) and t <= horizon and just
+                 for t, just, prog in marks) or hist.occurs(
+            "step", math.nextafter(fault.t, math.inf), horizon)  # one replay leaves out
         if ok or (completed and end is not None and end.t <= horizon):
             continue
         nxt = next((e for e in hist if e.t >= fault.t and e.kind in (*PROGRESS, "job_failed")),
@@ -245,7 +248,8 @@ def _rejoined(res: CheckResult, hist: History, limits: Limits,
     nxt = next((e for e in hist if e.t > death.t and (
         e.kind in PROGRESS or e.kind in ENDS or (e.kind in NEW_WORLD and e.get("round") != rnd))),
         end)
-    if hist.occurs("step", death.t, horizon) or (nxt is not None and nxt.t <= horizon):
+    if (hist.occurs("step", math.nextafter(death.t, math.inf), horizon)
+            or (nxt is not None and nxt.t <= horizon)):
         return False
     res.violations.append(Violation(
         f"{death.host} ({fault.get('id')}, {fault.get('type')}) died at {death.t:g} s with "

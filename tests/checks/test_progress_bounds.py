@@ -153,6 +153,19 @@ def test_a_fault_that_heals_once_the_job_has_its_result_is_not_judged() -> None:
     assert progress_after_faults(before).checked == 4
 
 
+def test_the_survivors_step_at_the_instant_of_the_death_is_not_progress_after_it() -> None:
+    """h2 is powered off as it reports a step (a fault its step triggers): h0 and h1 report
+    the same allreduce's step at that instant, before the death. They then wait for the
+    group's timeout: caught, as when no step shares the death's instant."""
+    h = died_at_one("power_off", resumed=1831.0)
+    steps = [ev(1.1, x, "step", round=0, step=20) for x in ("h0", "h1", "h2")]
+    at = next(i for i, e in enumerate(h) if e.kind == "fault")
+    h = [*h[:at], *steps, *h[at:]]
+    res = progress_after_faults(h)
+    assert not res.ok
+    assert res.violations[0].message.startswith("h2 (x-power_off, power_off) died at 1.1 s")
+
+
 def test_a_death_once_the_survivors_workers_are_done_needs_no_new_world() -> None:
     """h2 dies as the workers exit 0 at the job's end (the agents have yet to say
     job_done): nothing is left to train, so nobody needs to re-form."""
