@@ -209,6 +209,10 @@ EVENT_KINDS: tuple[EventKind, ...] = (
     _k("hvd_ready", HVD, "a worker asks the driver for its new rank (GET rank_and_size: READY "
        "in the reset barrier)", ("round", "the rendezvous id it leaves"),
        ("rank", "its rank there")),
+    _k("hvd_record", HVD, "the registry records a slot's state (READY, SUCCESS, FAILURE) "
+       "and waits on its reset barrier: each call counts once, a slot recorded twice twice",
+       ("rendezvous", "rendezvous id"), ("slot", "host:local_rank"),
+       ("state", "the state recorded"), ("parties", "the barrier's parties (the world)")),
     _k("hvd_trip", HVD, "the registry barrier tripped", ("rendezvous", "rendezvous id"),
        ("decision", "success | all_failed | all_blacklisted | reset_limit | reset"),
        ("blacklist", "[host...] blacklisted now"), ("states", "{slot: worker state}")),

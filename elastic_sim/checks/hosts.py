@@ -285,12 +285,15 @@ class _Barriers:
             return
         missing = sorted(set(_parties(world)) - set(parties)) if world is not None else []
         twice = sorted({str(e.get("party")) for e in b.twice})
+        first = [e for e in (self.entered.get(rnd, {}).get(p) for p in twice)
+                 if e is not None and e not in entries]  # each duplicate's first entry
         self.res.violations.append(Violation(
             f"the barrier of round {rnd} tripped with {len(parties)} of its {size} parties "
             f"in it ({', '.join(sorted(parties))})"
             + (f"; {', '.join(twice)} counted twice" if twice else "")
             + (f"; not in it: {', '.join(missing)}" if missing else ""),
-            [*entries, *b.twice] + ([] if entries or world is None else [world]) + [b.done]))
+            [*entries, *first, *b.twice] + ([] if entries or world is None else [world])
+            + [b.done]))
 
 
 def _parties(world: TraceEvent) -> list[str]:

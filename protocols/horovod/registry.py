@@ -215,6 +215,9 @@ class WorkerStateRegistry:
                     self._order.append(key)
                 self._states[key] = state
             rid = self.rendezvous_id
+            # every call waits on the barrier once: a slot recorded twice counts twice
+            self._rt.record("hvd_record", rendezvous=rid, slot=f"{host}:{slot}",
+                            state=state.value, parties=self.size)
         return await self._wait(key, state, rid)
 
     async def _wait(self, key: SlotKey, state: WorkerState, rid: int) -> int:

@@ -29,6 +29,8 @@ def _assigned(host: str, d: Fields) -> dict[str, Any]:
 
 EVENTS: dict[str, tuple[str, Callable[[str, Fields], dict[str, Any] | None]]] = {
     "hvd_assign": ("epoch_assigned", _assigned),
+    "hvd_record": ("barrier_enter", lambda host, d: {
+        "round": d.get("rendezvous"), "party": d.get("slot"), "parties": d.get("parties")}),
     "hvd_trip": ("barrier_trip", lambda host, d: {
         "round": d.get("rendezvous"), "entered": sorted(d.get("states") or {})}),
     "hvd_discovery": ("offered", lambda host, d: {

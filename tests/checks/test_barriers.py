@@ -45,6 +45,23 @@ def test_a_registry_barrier_that_counted_a_slot_twice_is_caught() -> None:
     assert [e.kind for e in v.witness] == ["hvd_assign", "hvd_trip"]
 
 
+def test_the_registry_slot_recorded_twice_is_the_witness() -> None:
+    """The registry records each call (hvd_record): 127.0.0.1:0's retried READY counts a
+    second time, and the barrier trips without 127.0.0.1:1. Both records of the slot
+    counted twice are witnesses."""
+    h = horovod(SLOTS[:3])
+    records = [ev(1.0 + i / 10, "localhost", "hvd_record", rendezvous=1, slot=slot,
+                  state="READY", parties=4) for i, slot in enumerate([*SLOTS[:3], SLOTS[2]])]
+    at = next(i for i, e in enumerate(h) if e.kind == "hvd_trip")
+    (v,) = healthy_hosts_kept([*h[:at], *records, *h[at:]]).violations
+    assert v.message == ("the barrier of round 1 tripped with 3 of its 4 parties in it "
+                         "(127.0.0.1:0, localhost:0, localhost:1); 127.0.0.1:0 counted twice; "
+                         "not in it: 127.0.0.1:1")
+    assert [(e.t, e.kind, e.get("slot")) for e in v.witness] == [
+        (1.2, "hvd_record", "127.0.0.1:0"), (1.3, "hvd_record", "127.0.0.1:0"),
+        (0.1, "hvd_assign", None), (5.0, "hvd_trip", None)]
+
+
 def test_an_exit_barrier_party_counted_twice_is_its_witness() -> None:
     start = ev(0.0, "*", "run_start", "elastic-sim", coordinator="h0",
                protocol="torchelastic", knobs={"min_nodes": 2, "max_nodes": 3,
