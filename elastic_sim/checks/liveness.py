@@ -209,8 +209,8 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
             "step", math.nextafter(fault.t, math.inf), horizon)  # one replay leaves out
         if ok or (completed and end is not None and end.t <= horizon):
             continue
-        nxt = next((e for e in hist if e.t >= fault.t and e.kind in (*PROGRESS, "job_failed")),
-                   end)
+        nxt = next((e for e in hist if (e.t > fault.t and e.kind in PROGRESS)
+                    or (e.t >= fault.t and e.kind == "job_failed")), end)
         phase = "started" if fault.get("phase") == "start" else "healed"
         res.violations.append(Violation(
             f"no progress within {bound:g} s after {fault.get('id')} {phase} at {fault.t:g} s"
