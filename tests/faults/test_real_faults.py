@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from elastic_sim.cli import main
-from tests.faults.util import BASE, first_full
+from tests.faults.util import BASE, first_full, sizes_after_a_death
 
 pytest.importorskip("torch", reason="real mode needs torch (pip install torch==2.13.0)")
 pytestmark = [pytest.mark.real, pytest.mark.slow]
@@ -41,7 +41,7 @@ def test_preemption_terminates_the_host_and_the_others_finish(tmp_path: Path) ->
                                      "grace": 2.0}])
     assert s["faults"][0]["fired"] and s["faults"][0]["type"] == "preempt"
     assert s["exit_codes"]["h3/main"] == -15  # no TERM handler: SIGTERM ends it
-    assert first_full(s["metrics"]["world_sizes"]) == [4, 3]
+    assert first_full(s["metrics"]["world_sizes"]) == sizes_after_a_death(ev, 3.0)
     assert rc == 0 and s["metrics"]["outcome"] == "completed"
     phases = [e["data"]["phase"] for e in ev if e["kind"] == "fault"]
     assert phases == ["start"]  # nothing left to SIGKILL after the grace
@@ -64,11 +64,11 @@ def test_a_straggler_slows_the_synchronous_job_while_it_lasts(tmp_path: Path) ->
 
 def test_a_real_signal_reaches_the_agent_and_ends_it_by_its_default_action(
         tmp_path: Path) -> None:
-    rc, s, _ = run_real(tmp_path, [{"id": "u", "type": "signal", "host": "h3", "at": 3.0,
-                                     "signal": "USR1"}])
+    rc, s, ev = run_real(tmp_path, [{"id": "u", "type": "signal", "host": "h3", "at": 3.0,
+                                      "signal": "USR1"}])
     assert s["faults"][0]["fired"] and s["faults"][0]["type"] == "signal"
     assert s["exit_codes"]["h3/main"] == -10  # the static protocol handles no SIGUSR1
-    assert first_full(s["metrics"]["world_sizes"]) == [4, 3]
+    assert first_full(s["metrics"]["world_sizes"]) == sizes_after_a_death(ev, 3.0)
     assert rc == 0 and s["metrics"]["outcome"] == "completed"
 
 

@@ -93,3 +93,16 @@ def first_full(world_sizes: list[int]) -> list[int]:
     start a real host seconds after the others and the first round close without it (its
     last call over): [3, 4, 3] is the run [4, 3] the fault makes, after such a start."""
     return world_sizes[world_sizes.index(4):] if 4 in world_sizes else world_sizes
+
+
+def sizes_after_a_death(events: list[dict[str, Any]], at: float,
+                        group_timeout: float = 30.0) -> list[int]:
+    """The world sizes (from the first full round on) a real run of four hosts shows once
+    one dies at ``at``: [4, 3] when every survivor sees the death at once; [4, 3 - k] when
+    real Gloo leaves k survivors in the failed collective until the group's timeout, as it
+    did in 1 of 22 measured trials (../shared/calibration.md: two survivors waited there).
+    Those survivors' failures must then be timeouts, at the group's timeout."""
+    slow = [e for e in events if e["kind"] == "coll_fail" and e["t"] > at
+            and e["data"].get("error") == "CollectiveTimeout"]
+    assert all(e["t"] - at >= group_timeout - 1.0 for e in slow), slow
+    return [4, 3 - len({e["host"] for e in slow})]

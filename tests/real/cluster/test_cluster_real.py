@@ -46,21 +46,28 @@ def _left(out: Path, pid: int) -> tuple[list[str], list[str]]:
     return processes_mentioning(str(out)), namespaces_of(pid)
 
 
+def _netns_run(scenario: Path, out: Path, timeout: float) -> int:
+    """A netns run of ``scenario`` into ``out``, to the end and with exit 0; its launcher's
+    pid (which names its namespaces)."""
+    proc = subprocess.Popen([*CLI, "run", str(scenario), "--mode", "real", "--launcher",
+                             "netns", "--out", str(out), "--quiet", "--no-report"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, stdout + stderr
+    return proc.pid
+
+
 @needs_netns
 def test_each_host_runs_in_a_namespace_of_its_own_and_matches_the_sim(tmp_path: Path) -> None:
     expected = sim_membership(SCALE_DOWN, tmp_path)
     out = tmp_path / "netns"
-    proc = subprocess.Popen([*CLI, "run", str(SCALE_DOWN), "--mode", "real", "--launcher",
-                             "netns", "--out", str(out), "--quiet", "--no-report"], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    stdout, stderr = proc.communicate(timeout=600)
-    assert proc.returncode == 0, stdout + stderr
+    pid = _netns_run(SCALE_DOWN, out, timeout=600)
     assert membership(summary(out)) == expected
     syncs = events(out, "clock_sync")
     assert sorted(e["data"]["hosts"][0] for e in syncs) == ["h0", "h1", "h2"]
     assert len({e["data"]["address"] for e in syncs}) == 3  # a network stack each
     assert all(e["data"]["uncertainty"] < 0.05 for e in syncs)
-    assert _left(out, proc.pid) == ([], [])
+    assert _left(out, pid) == ([], [])
 
 
 @needs_netns
@@ -155,11 +162,7 @@ def test_a_node_left_with_only_a_daemon_does_not_hold_the_run(tmp_path: Path) ->
     sim = tmp_path / "sim"
     assert cli("run", str(scenario), "--out", str(sim), "--quiet", "--no-report").returncode == 0
     out = tmp_path / "netns"
-    proc = subprocess.Popen([*CLI, "run", str(scenario), "--mode", "real", "--launcher",
-                             "netns", "--out", str(out), "--quiet", "--no-report"], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    stdout, stderr = proc.communicate(timeout=300)
-    assert proc.returncode == 0, stdout + stderr
+    pid = _netns_run(scenario, out, timeout=300)
     got = summary(out)
     assert got["hung"] is False and got["metrics"]["outcome"] == "completed"
     assert got["metrics"]["end_time"] < 60  # not the 120 s time limit
@@ -170,7 +173,7 @@ def test_a_node_left_with_only_a_daemon_does_not_hold_the_run(tmp_path: Path) ->
     assert {tuple(e["data"]["hosts"]) for e in events(out, "clock_sync")} == {
         ("h0",), ("h1",), ("spare",)}
     time.sleep(1)
-    assert _left(out, proc.pid) == ([], [])
+    assert _left(out, pid) == ([], [])
 
 
 def _clocks_synced(out: Path) -> bool:
