@@ -146,8 +146,12 @@ def test_the_static_protocol_is_safe_and_completes_under_any_tie_order(
 @given(runs_for(STATIC, types=("crash", "hang"), max_faults=2, max_crashes=2, ties=True))
 def test_runs_for_draws_tie_seeds_and_the_static_protocol_stays_safe(run: GeneratedRun) -> None:
     # A host that dies after joining a round stays in it until group creation fails: not
-    # part of the static protocol's contract (as in tests/explore/test_properties.py).
-    assert_no_violation(STATIC, run, ignore=["members_alive_at_completion"])
+    # part of the static protocol's contract; nor is a run whose faults break the
+    # contract's assumptions (as in tests/explore/test_properties.py): a freeze of the
+    # store's host during its last call closes the round at the thaw, before a join in
+    # flight lands (healthy_hosts_kept; the same on the code before this test's change).
+    assert_no_violation(STATIC, run, ignore=["members_alive_at_completion"],
+                        within_contract=True)
 
 
 def test_a_bad_tie_seed_in_a_scenario_exits_2_naming_the_field(
