@@ -288,10 +288,8 @@ class Cluster:
         self.procs[name] = proc
         host.procs[name] = proc
         self.live += 1
-        started: dict[str, JSON] = {"entry": entry}
-        if host.start_delay > 0:  # a slow_start: the entry runs that much later
-            started["slowed"] = host.start_delay
-        self.kernel.trace(host.name, name, "proc_start", started)
+        slowed = {"slowed": host.start_delay} if host.start_delay > 0 else {}  # slow_start
+        self.kernel.trace(host.name, name, "proc_start", {"entry": entry, **slowed})
         doomed = host.start_fault(short) if host.start_fault is not None else ""
         startup += host.start_delay
         try:
