@@ -24,9 +24,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _marked_sleeper(marker: str) -> subprocess.Popen[bytes]:
     """A process carrying a run's marker on its command line, in a session of its own
-    (as a host process whose launcher was killed would be)."""
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", marker],
+    (as a host process whose launcher was killed would be). Returned once its command line
+    shows the marker: until the child has exec'd, it carries pytest's (a loaded machine
+    made a scan miss it)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", marker],
                             start_new_session=True)
+    cmdline = Path(f"/proc/{proc.pid}/cmdline")
+    deadline = time.monotonic() + 30
+    while marker.encode() not in cmdline.read_bytes():
+        assert time.monotonic() < deadline, "the sleeper never exec'd"
+        time.sleep(0.01)
+    return proc
 
 
 def _dead_pid() -> int:
