@@ -21,7 +21,9 @@ WEAK_SPOTS: dict[str, str] = {
     "state (horovod/reset_callback_sees_pre_sync_state)",
     "healthy_hosts_kept": "a worker whose ssh session died while it lives is recorded FAILURE "
     "and then READY, one barrier party too many: the early trip's world never forms and a "
-    "healthy host is blacklisted (horovod/ssh_sessions_killed_while_workers_live)",
+    "healthy host is blacklisted (horovod/ssh_sessions_killed_while_workers_live); so is a "
+    "rank_and_size GET retried after a reset of its connection, whose ssh session the reset "
+    "ended (horovod/conn_reset_of_a_rank_request_counts_a_slot_twice)",
     "eventual_incorporation": "a host change is notified to the old rank 0 until the reset "
     "moves the coordinator, even when rank 0's host is gone: three connect timeouts under "
     "the discovery lock delay the reset (horovod/notification_to_dead_coordinator_holds_reset)",

@@ -2,12 +2,16 @@
 (the ssh client, the HTTP GET), not as fire-and-forget messages: a lost segment is
 retransmitted, a connect to a dead or unreachable host fails after the connect timeout, a
 dead session is noticed by TCP keepalive, and the kill of a host ends its spawners on the
-driver's side. Each test replays a divergence the exploration campaign found
-(scenarios/found/README.md, findings 4-8) and asserts upstream's outcome."""
+driver's side. Most tests replay a divergence the exploration campaign found
+(scenarios/found/README.md, findings 4-8) and assert upstream's outcome; the last ones reset
+each kind of request in flight (ssh, rank_and_size, notification, registration) and assert
+upstream's client semantics for it."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import pytest
 
 from elastic_sim.protocols.horovod.conn import SYN_RTO
 from elastic_sim.scenario import parse_scenario
@@ -238,3 +242,93 @@ def test_a_conn_reset_of_the_drivers_connections_fails_every_ssh_session() -> No
     assert all(e.t == fault.t for e in failed)
     (trip,) = run.of("hvd_trip")
     assert trip.get("decision") == "all_failed" and run.metrics.outcome == "failed"
+
+
+# -- a conn_reset meets each of Horovod's request kinds with upstream's client semantics --
+
+
+def _reset_run(http_attempts: int | None = None) -> Run:
+    return simulate_run(load("conn_reset_of_a_rank_request_counts_a_slot_twice",
+                             http_attempts=http_attempts))
+
+
+def test_a_reset_rank_request_is_retried_and_its_slot_counted_twice_in_the_barrier() -> None:
+    run = _reset_run()
+    (fault,) = run.of("fault")
+    # the ssh session to h2 ends at once (255, no retry): h2's slot records FAILURE
+    (ssh,) = run.of("hvd_ssh_failed")
+    assert ssh.t == fault.t and ssh.get("to") == "h2/main"
+    h2 = [(e.get("rendezvous"), e.get("state"), e.t) for e in run.of("hvd_record")
+          if e.get("slot") == "h2:0"]
+    # the GET caught by the reset is tried again http_retry_delay (0.5 s) later, and the
+    # driver waits it in the barrier as a second party of the same slot
+    assert [(r, s) for r, s, _ in h2] == [(1, "READY"), (2, "FAILURE"), (2, "READY")]
+    assert h2[2][2] - fault.t == pytest.approx(0.5, abs=0.01)
+    trip = run.of("hvd_trip")[-1]
+    assert trip.get("rendezvous") == 2 and trip.get("states") == {"h2:0": "FAILURE"}
+    (kept,) = [c for c in run.checks if c.name == "healthy_hosts_kept"]
+    assert [v.message for v in kept.violations] == [
+        "the barrier of round 2 tripped with 1 of its 2 parties in it (h2:0); h2:0 counted "
+        "twice; not in it: h1:0"]
+    assert run.metrics.outcome == "failed" and run.unmet == []
+
+
+def test_with_one_http_attempt_the_reset_rank_request_aborts_the_worker_instead() -> None:
+    run = _reset_run(http_attempts=1)
+    (fault,) = run.of("fault")
+    (abort,) = [e for e in run.of("hvd_abort") if e.host == "h2"]
+    assert abort.get("error") == ("RemovedFromJob: rank_and_size: HTTP request failed "
+                                  "(connection reset)")
+    assert abort.t == pytest.approx(fault.t + 0.5, abs=0.01)  # PerformHTTP sleeps after it
+    assert [e.get("state") for e in run.of("hvd_record")
+            if e.get("slot") == "h2:0" and e.get("rendezvous") == 2] == ["FAILURE"]
+
+
+def _notified_job(attempts: int | None) -> Run:
+    # h3 is discovered at 2 s; the driver tells rank 0 (h2's worker) and the reset between
+    # h0 and h2 fires at that instant: the notification's first connection is reset
+    data = raw("conn_reset_of_a_rank_request_counts_a_slot_twice")
+    knobs = data["protocol"]["knobs"]
+    knobs.pop("exit_schedule")
+    knobs.update(np=2, discovery={"schedule": [{"until_s": 2.0, "hosts": ["h1:1", "h2:1"]},
+                                               {"hosts": ["h1:1", "h2:1", "h3:1"]}]})
+    if attempts is not None:
+        knobs["notification_attempts"] = attempts
+    data.update(expect={}, faults=[{"id": "notify-reset", "type": "conn_reset", "a": "h0",
+                                    "b": "h2", "at": 0.0,
+                                    "when": {"event": "hvd_notify", "host": "h0"}}])
+    return simulate_run(parse_scenario(data))
+
+
+def test_a_reset_notification_is_sent_again_and_reaches_rank_0() -> None:
+    run = _notified_job(None)
+    (notify,) = run.of("hvd_notify")
+    assert notify.get("to") == "h2/w0.1"
+    (fault,) = run.of("fault")
+    assert fault.t == notify.t
+    assert run.of("hvd_notify_failed") == []
+    (got,) = run.of("hvd_notified")
+    assert got.host == "h2" and got.t > fault.t
+
+
+def test_with_one_notification_attempt_the_reset_notification_is_lost() -> None:
+    run = _notified_job(1)
+    (failed,) = run.of("hvd_notify_failed")
+    assert failed.get("error") == "refused"
+    assert run.of("hvd_notified") == []
+
+
+def test_a_reset_registration_put_is_not_retried_and_the_worker_exits_1() -> None:
+    # the reset of every connection of h0 as round 1 forms catches each worker's PUT of
+    # its notification service (urllib, no retry)
+    data = raw("conn_reset_of_a_rank_request_counts_a_slot_twice")
+    data.update(expect={}, faults=[{"id": "put-reset", "type": "conn_reset", "a": "h0",
+                                    "b": "*", "at": 0.0,
+                                    "when": {"event": "rdzv_done", "match": {"round": 1}}}])
+    run = simulate_run(parse_scenario(data))
+    (fault,) = run.of("fault")
+    exits = run.of("hvd_exit")
+    assert sorted(e.host for e in exits) == ["h1", "h2", "h3"]
+    assert {e.get("error") for e in exits} == {
+        "Put data input KVStore server failed: connection refused"}
+    assert all(e.t == fault.t and e.get("code") == 1 for e in exits)
