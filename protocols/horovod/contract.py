@@ -11,7 +11,9 @@ WEAK_SPOTS: dict[str, str] = {
     "worker_host_crash_blocks_reset_barrier); ranks that enter different collectives "
     "stall for good (found/horovod removed_host_replaced_survivors_skip_sync); a worker's "
     "failure recorded just as the barrier action starts deadlocks the driver "
-    "(horovod/failure_during_barrier_action_deadlocks_driver)",
+    "(horovod/failure_during_barrier_action_deadlocks_driver), and one recorded while that "
+    "action stops the job waits in the spent barrier for good, so horovodrun never returns "
+    "(horovod/failure_recorded_as_the_job_stops_hangs_horovodrun)",
     "progress_after_faults": "the same blocked reset barrier, stalled mismatched "
     "collectives, the deadlocked driver, or a job failed by workers aborting in init, makes "
     "no progress after the fault",

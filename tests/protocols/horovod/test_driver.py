@@ -334,6 +334,31 @@ def test_a_failure_recorded_as_the_barrier_action_starts_deadlocks_the_driver() 
     assert run.of("hvd_stop") == [] and run.result.hung
 
 
+def test_a_failure_recorded_as_the_action_stops_the_job_waits_in_the_spent_barrier() -> None:
+    # found by explore --ties: the failure waited in _action_event.wait() while the trip
+    # stopped the job; it then resets the barrier and waits in it for parties that never
+    # come, and horovodrun joins that spawner thread for good
+    sc = load("failure_recorded_as_the_job_stops_hangs_horovodrun")
+    run = simulate_run(sc, sc.seed)
+    (trip,) = run.of("hvd_trip")
+    (stop,) = run.of("hvd_stop")
+    assert trip.get("decision") == "all_blacklisted" and stop.t == trip.t
+    late = [(e.get("slot"), e.get("state")) for e in run.of("hvd_record") if e.t >= stop.t
+            and run.events.index(e) > run.events.index(stop)]
+    assert late == [("127.0.0.1:0", "FAILURE")]
+    assert run.result.hung
+    assert not any(e.proc == "localhost/main" for e in run.of("proc_exit"))
+    # every worker has exited: nothing the driver waits for can still come
+    workers = {e.proc for e in run.of("proc_start") if "/w" in e.proc}
+    assert workers == {e.proc for e in run.of("proc_exit") if "/w" in e.proc}
+    # the other order of that instant: slot 0's failure first overrides its READY, and the
+    # job fails instead of hanging
+    data = raw("failure_recorded_as_the_job_stops_hangs_horovodrun")
+    del data["tie_seed"]
+    other = simulate_run(parse_scenario(data), data["seed"])
+    assert not other.result.hung
+
+
 def test_in_arrival_order_the_failure_overrides_the_ready_and_the_job_fails() -> None:
     data = raw("failure_during_barrier_action_deadlocks_driver")
     del data["tie_seed"]
