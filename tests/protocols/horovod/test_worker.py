@@ -210,6 +210,15 @@ def test_a_gloo_error_in_reinit_aborts_the_survivor_with_134_by_default() -> Non
     assert abort.proc == "h2/w0.2" and "init timed out" in abort.get("error")
     (code,) = [e.get("code") for e in run.of("proc_exit") if e.proc == "h2/w0.2"]
     assert code == 134 and run.metrics.outcome == "failed"
+    # every slot of the new round failed (the dead peer and the aborted survivor): upstream's
+    # _on_workers_recorded stops on that count before its blacklisting, so no host is
+    # blacklisted; a Gloo error fails every member of the world alike, so an aborted host is
+    # blacklisted only beside a READY slot of the same round, which the model's one
+    # group-wide rendezvous (no per-pair connects, no local or cross contexts) cannot give
+    last = run.of("hvd_trip")[-1]
+    assert last.get("decision") == "all_failed" and last.get("blacklist") == []
+    assert run.of("hvd_blacklist") == [] or all(
+        e.t < last.t for e in run.of("hvd_blacklist"))
 
 
 def test_with_reinit_error_reset_the_survivor_resets_again_and_finishes() -> None:
