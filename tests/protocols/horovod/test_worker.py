@@ -212,13 +212,27 @@ def test_a_gloo_error_in_reinit_aborts_the_survivor_with_134_by_default() -> Non
     assert code == 134 and run.metrics.outcome == "failed"
     # every slot of the new round failed (the dead peer and the aborted survivor): upstream's
     # _on_workers_recorded stops on that count before its blacklisting, so no host is
-    # blacklisted; a Gloo error fails every member of the world alike, so an aborted host is
-    # blacklisted only beside a READY slot of the same round, which the model's one
-    # group-wide rendezvous (no per-pair connects, no local or cross contexts) cannot give
+    # blacklisted at that trip (the next test: beside a READY slot it is)
     last = run.of("hvd_trip")[-1]
     assert last.get("decision") == "all_failed" and last.get("blacklist") == []
-    assert run.of("hvd_blacklist") == [] or all(
-        e.t < last.t for e in run.of("hvd_blacklist"))
+    assert all(e.t < last.t for e in run.of("hvd_blacklist"))
+
+
+def test_a_survivor_aborted_in_reinit_beside_a_ready_slot_gets_its_host_blacklisted() -> None:
+    # 127.0.0.1's slot 1, its session dead, is counted twice in round 1's barrier; localhost's
+    # slot 1 asks only after the trip and is recorded READY in round 2, so slot 0's Gloo
+    # rendezvous of round 2 waits for it until the Gloo timeout and aborts (134); that
+    # FAILURE trips round 2 beside the READY slot and the driver blacklists localhost
+    run = simulate_run(load("ssh_sessions_killed_while_workers_live"))
+    (abort,) = [e for e in run.of("hvd_abort") if e.host == "localhost"]
+    assert abort.get("error") == "CollectiveTimeout: group hvd2: init timed out"
+    (code,) = [e.get("code") for e in run.of("proc_exit") if e.proc == abort.proc]
+    assert code == 134
+    last = run.of("hvd_trip")[-1]
+    assert last.get("states") == {"localhost:1": "READY", "localhost:0": "FAILURE"}
+    assert last.get("blacklist") == ["localhost"] and last.t > abort.t
+    assert [e.get("target") for e in run.of("hvd_blacklist")] == ["127.0.0.1", "localhost"]
+    assert run.metrics.outcome == "failed"
 
 
 def test_with_reinit_error_reset_the_survivor_resets_again_and_finishes() -> None:
