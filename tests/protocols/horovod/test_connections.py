@@ -269,7 +269,7 @@ def test_a_reset_rank_request_is_retried_and_its_slot_counted_twice_in_the_barri
     (kept,) = [c for c in run.checks if c.name == "healthy_hosts_kept"]
     assert [v.message for v in kept.violations] == [
         "the barrier of round 2 tripped with 1 of its 2 parties in it (h2:0); h2:0 counted "
-        "twice; not in it: h1:0"]
+        "twice; not in it: h3:0"]
     assert run.metrics.outcome == "failed" and run.unmet == []
 
 
@@ -285,8 +285,8 @@ def test_with_one_http_attempt_the_reset_rank_request_aborts_the_worker_instead(
 
 
 def _notified_job(attempts: int | None) -> Run:
-    # h3 is discovered at 2 s; the driver tells rank 0 (h2's worker) and the reset between
-    # h0 and h2 fires at that instant: the notification's first connection is reset
+    # h3 is discovered at 2 s; the driver tells rank 0 (h1's worker) and the reset between
+    # h0 and h1 fires at that instant: the notification's first connection is reset
     data = raw("conn_reset_of_a_rank_request_counts_a_slot_twice")
     knobs = data["protocol"]["knobs"]
     knobs.pop("exit_schedule")
@@ -295,7 +295,7 @@ def _notified_job(attempts: int | None) -> Run:
     if attempts is not None:
         knobs["notification_attempts"] = attempts
     data.update(expect={}, faults=[{"id": "notify-reset", "type": "conn_reset", "a": "h0",
-                                    "b": "h2", "at": 0.0,
+                                    "b": "h1", "at": 0.0,
                                     "when": {"event": "hvd_notify", "host": "h0"}}])
     return simulate_run(parse_scenario(data))
 
@@ -303,12 +303,12 @@ def _notified_job(attempts: int | None) -> Run:
 def test_a_reset_notification_is_sent_again_and_reaches_rank_0() -> None:
     run = _notified_job(None)
     (notify,) = run.of("hvd_notify")
-    assert notify.get("to") == "h2/w0.1"
+    assert notify.get("to") == "h1/w0.1"
     (fault,) = run.of("fault")
     assert fault.t == notify.t
     assert run.of("hvd_notify_failed") == []
     (got,) = run.of("hvd_notified")
-    assert got.host == "h2" and got.t > fault.t
+    assert got.host == "h1" and got.t > fault.t
 
 
 def test_with_one_notification_attempt_the_reset_notification_is_lost() -> None:
