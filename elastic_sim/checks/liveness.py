@@ -9,7 +9,16 @@ import math
 from collections.abc import Sequence
 
 from elastic_sim.checks.capacity import WORLD, Capacity, job_failure, members, replay
-from elastic_sim.checks.facts import PROGRESS, Limits, fault_events, run_end, run_limits
+from elastic_sim.checks.facts import (
+    PARTITIONS,
+    PROGRESS,
+    Limits,
+    cut_groups,
+    fault_events,
+    host_of,
+    run_end,
+    run_limits,
+)
 from elastic_sim.checks.verdict import CheckResult, Violation
 from elastic_sim.history import History, neutral
 from elastic_sim.trace import TraceEvent
@@ -127,7 +136,9 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
     job ends) within what the protocol could see of the death, where it sees one (its
     heartbeat expiry, polls and last call), not only once a timeout tells them. A fault
     that starts or heals once the job's result exists (its first ``job_done``) is not
-    judged either."""
+    judged either, nor the start of a fault that takes the coordinator's host out of the
+    cluster while it lasts (a hang of it, a partition that leaves it alone) and heals: no
+    protocol with that coordinator can progress until it returns, so its heal is judged."""
     res = CheckResult("progress_after_faults",
                       "progress, or an unavoidable end, within the knobs' bound after each "
                       "fault starts or heals", unit="fault events")
@@ -153,9 +164,13 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
     """The coordinator's first process ended by a fault (horovodrun killed, say), or the
     fault that took its host before it ever started."""
     last: Capacity | None = None
+    outages: set[str] = set()
+    """Ids of faults that take the coordinator's host out while they last."""
     for ev, cap in replay(hist):
         limits, last = cap.limits, cap
-        if ev.kind in PROGRESS:
+        if ev.kind == "fault" and _takes_out(ev, cap.cluster.coordinator):
+            outages.add(str(ev.get("id")))
+        elif ev.kind in PROGRESS:
             marks.append((ev.t, True, True))
         elif ev.kind == "job_failed":
             marks.append((ev.t, not cap.enough(ev.t), False))
@@ -197,10 +212,13 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
             break
     bound = limits.progress_s
     completed = end is not None and end.get("outcome") == "completed"
+    healing = {str(f.get("id")) for f in faults if f.get("phase") == "heal"}
     for fault in faults:
         horizon = fault.t + bound
         if id(fault) in late:
             continue  # the job had failed already: nothing left to progress
+        if fault.get("phase") == "start" and str(fault.get("id")) in outages & healing:
+            continue  # the coordinator is out until the heal, which is judged
         if end is not None and end.t < horizon and end.get("outcome") == "hung":
             continue  # the time limit came first: not judged (terminates says it hung)
         res.checked += 1
@@ -219,6 +237,17 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
             [e for e in (fault, nxt) if e is not None]))
         break
     return res
+
+
+def _takes_out(fault: TraceEvent, coordinator: str | None) -> bool:
+    """Whether a fault's start takes the coordinator's host out of the cluster while it
+    lasts: a hang of that host, or a partition that leaves it in a group of its own."""
+    if coordinator is None or fault.get("phase") != "start":
+        return False
+    if fault.get("type") == "hang":
+        return host_of(str(fault.get("target"))) == coordinator
+    groups = cut_groups(fault)
+    return fault.get("type") in PARTITIONS and groups is not None and [coordinator] in groups
 
 
 def _after_failure(hist: History) -> set[int]:

@@ -227,3 +227,41 @@ def test_a_run_cut_short_while_failures_still_spend_restarts_says_so() -> None:
     assert not terminates(cut(reason="nodes_waiting", remaining_restarts=2)).ok
     assert not terminates([*base, ev(3600.0, "*", "run_end", "elastic-sim",
                                      outcome="hung")]).ok  # no restart: judged as before
+
+
+def _outage(type_: str, target: Any, heal: float | None) -> list[TraceEvent]:
+    """Three hosts (h0 the coordinator) train from 1 s; a fault on ``target`` from 3 s,
+    healing at ``heal`` (None: never); the job steps again 10 s after 3,003 s."""
+    hosts = ("h0", "h1", "h2")
+    out = [ev(0.0, "*", "run_start", "elastic-sim", coordinator="h0", protocol="torchelastic",
+              knobs=KNOBS),
+           *(ev(0.0, h, "proc_start") for h in hosts),
+           *(ev(1.0, h, "rdzv_done", round=0, members=list(hosts), rank=i, world_size=3)
+             for i, h in enumerate(hosts)),
+           ev(2.0, "h0", "step", round=0, step=1),
+           fault(3.0, type_, target)]
+    if heal is not None:
+        out.append(fault(heal, type_, target, "heal"))
+    return [*out, ev(3013.0, "h0", "step", round=0, step=2),
+            ev(3014.0, "h0", "job_done", step=2),
+            ev(3014.0, "*", "run_end", "elastic-sim", outcome="completed")]
+
+
+def test_an_outage_of_the_coordinators_host_is_judged_from_its_heal() -> None:
+    """Nothing can progress while the coordinator's host is frozen or cut off alone: a
+    3,000 s outage (past the 2,430 s bound) followed by a step 10 s after it heals is no
+    violation; the same fault on another host, or one that never heals, is judged from its
+    start."""
+    limits = limits_of(KNOBS, "torchelastic")
+    assert limits is not None and 3000.0 > limits.progress_s
+    bound = limits.progress_s
+    for type_, target in (("hang", "h0"), ("isolate", [["h0"], ["h1", "h2"]]),
+                          ("partition", [["h1", "h2"], ["h0"]])):
+        res = progress_after_faults(_outage(type_, target, 3003.0))
+        assert res.ok and res.checked == 1, (type_, res.violations)  # the heal alone
+    for type_, target, heal in (("hang", "h1", 3003.0),
+                                ("partition", [["h0", "h1"], ["h2"]], 3003.0),
+                                ("isolate", [["h0"], ["h1", "h2"]], None)):
+        res = progress_after_faults(_outage(type_, target, heal))
+        assert [v.message.split(" (")[0] for v in res.violations] == [
+            f"no progress within {bound:g} s after x-{type_} started at 3 s"], (type_, target)
