@@ -20,6 +20,7 @@ from elastic_sim.checks.facts import (
     run_limits,
 )
 from elastic_sim.checks.verdict import CheckResult, Violation
+from elastic_sim.faults.model import CrashAtStart
 from elastic_sim.history import History, neutral
 from elastic_sim.trace import TraceEvent
 from elastic_sim.vocabulary import recorded
@@ -181,8 +182,8 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
         elif ev.kind == "proc_exit" and ev.get("code") != 0:  # the host's first process
             hit = cap.cluster.last_hit.get(ev.host)
             if (hit is not None and hit.kind == "fault" and ev.host == cap.cluster.coordinator
-                    and ev.get("code", 0) < 0):  # the coordinator killed, not failed
-                coordinator_killed = ev
+                    and (ev.get("code", 0) < 0 or _failed_at_start(ev))):
+                coordinator_killed = ev  # killed, or a crash loop's start: not its failure
             if (hit is not None and hit.kind == "fault" and ev.host in world
                     and not all(done.get(h) for h in world if h != ev.host)
                     and cap.enough(ev.t)):
@@ -237,6 +238,12 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
             [e for e in (fault, nxt) if e is not None]))
         break
     return res
+
+
+def _failed_at_start(exit_: TraceEvent) -> bool:
+    """Whether a process exit is a crash loop's doing: the process failed at start-up
+    (:class:`~elastic_sim.faults.model.CrashAtStart`), before it did anything of its own."""
+    return str(exit_.get("reason", "")).startswith(CrashAtStart.__name__)
 
 
 def _takes_out(fault: TraceEvent, coordinator: str | None) -> bool:

@@ -38,3 +38,14 @@ def test_without_the_kill_the_collective_failure_is_judged_and_recovered_from() 
     metrics, res = check(raw, "progress_after_faults")
     assert res.ok and res.checked == 1
     assert metrics.outcome == "completed"
+
+
+def test_horovodrun_crash_looped_at_start_is_the_jobs_unavoidable_end() -> None:
+    # a crash loop of the driver's host's first process: horovodrun fails at start-up
+    # (exit 1, CrashAtStart) before it did anything, so nothing could ever progress (a
+    # false positive of the hvd_spare_hosts campaign read it as no progress after the fault)
+    raw = {**RAW, "faults": [{"id": "loop", "type": "crash_loop", "host": "localhost",
+                              "to": "agent", "starts": 1, "at": 0.0}]}
+    metrics, res = check(raw, "progress_after_faults")
+    assert metrics.outcome == "failed" and metrics.steps_done == 0
+    assert res.ok and res.checked == 1
