@@ -25,7 +25,6 @@ from elastic_sim.protocols.api import (
     Entry,
     KernelSockets,
     Message,
-    Proc,
     Runtime,
     exit_status,
     resolve_entry,
@@ -158,32 +157,6 @@ class SimProcess:
         self.tasks.pop(task.tid, None)
         if task is self.main and self.alive and not self.exiting:
             self.cluster.main_done(self, task)
-
-
-class SimProc(Proc):
-    """The handle a parent holds on a child process."""
-
-    def __init__(self, cluster: Cluster, proc: SimProcess, parent: SimProcess) -> None:
-        self.name = proc.name
-        self._cluster = cluster
-        self._proc = proc
-        self._parent = parent
-
-    def poll(self) -> int | None:
-        """The exit code, or None while it runs."""
-        return self._proc.exit_code
-
-    async def wait(self) -> int:
-        """Wait for the exit code (negative: killed by that signal number)."""
-        return await self._proc.exited
-
-    def signal(self, sig: str) -> None:
-        """Deliver TERM, KILL, STOP, CONT or INT; nothing if it has exited, or if the
-        parent has (a SIGKILLed parent runs no ``finally``: the sim closes its coroutines,
-        which runs theirs, but what they would signal is not sent)."""
-        if not self._parent.alive:
-            return
-        self._cluster.signal(self._proc, sig)
 
 
 async def _after(startup: float, main: Entry, rt: Runtime, args: Mapping[str, JSON]) -> int:

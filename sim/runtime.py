@@ -32,7 +32,7 @@ from elastic_sim.protocols.api import (
     Task,
     Timer,
 )
-from elastic_sim.sim.host import SimHost, SimProc, SimProcess, json_copy
+from elastic_sim.sim.host import Cluster, SimHost, SimProcess, json_copy
 from elastic_sim.sim.store import SimStore
 from elastic_sim.sim.tasks import Alarm, SimFuture, Sleep
 from elastic_sim.sim.ticks import Ticks
@@ -308,6 +308,32 @@ def _plain(v: Any) -> Any:
             out[k] = _plain(x)
         return out
     raise _NotPlain
+
+
+class SimProc(Proc):
+    """The handle a parent holds on a child process."""
+
+    def __init__(self, cluster: Cluster, proc: SimProcess, parent: SimProcess) -> None:
+        self.name = proc.name
+        self._cluster = cluster
+        self._proc = proc
+        self._parent = parent
+
+    def poll(self) -> int | None:
+        """The exit code, or None while it runs."""
+        return self._proc.exit_code
+
+    async def wait(self) -> int:
+        """Wait for the exit code (negative: killed by that signal number)."""
+        return await self._proc.exited
+
+    def signal(self, sig: str) -> None:
+        """Deliver TERM, KILL, STOP, CONT or INT; nothing if it has exited, or if the
+        parent has (a SIGKILLed parent runs no ``finally``: the sim closes its coroutines,
+        which runs theirs, but what they would signal is not sent)."""
+        if not self._parent.alive:
+            return
+        self._cluster.signal(self._proc, sig)
 
 
 def _json_copy(body: Mapping[str, JSON], allow_nan: bool = True) -> dict[str, JSON]:

@@ -9,16 +9,7 @@ import math
 from collections.abc import Sequence
 
 from elastic_sim.checks.capacity import WORLD, Capacity, job_failure, members, replay
-from elastic_sim.checks.facts import (
-    PARTITIONS,
-    PROGRESS,
-    Limits,
-    cut_groups,
-    fault_events,
-    host_of,
-    run_end,
-    run_limits,
-)
+from elastic_sim.checks.facts import PROGRESS, Cluster, Limits, fault_events, run_end, run_limits
 from elastic_sim.checks.verdict import CheckResult, Violation
 from elastic_sim.faults.model import CrashAtStart
 from elastic_sim.history import History, neutral
@@ -166,10 +157,10 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
     fault that took its host before it ever started."""
     last: Capacity | None = None
     outages: set[str] = set()
-    """Ids of faults that take the coordinator's host out while they last."""
+    """Ids of faults that take the coordinator's host out while they last (then: and heal)."""
     for ev, cap in replay(hist):
         limits, last = cap.limits, cap
-        if ev.kind == "fault" and _takes_out(ev, cap.cluster.coordinator):
+        if ev.kind == "fault" and _takes_out(ev, cap.cluster):
             outages.add(str(ev.get("id")))
         elif ev.kind in PROGRESS:
             marks.append((ev.t, True, True))
@@ -213,12 +204,12 @@ def progress_after_faults(events: Sequence[TraceEvent]) -> CheckResult:
             break
     bound = limits.progress_s
     completed = end is not None and end.get("outcome") == "completed"
-    healing = {str(f.get("id")) for f in faults if f.get("phase") == "heal"}
+    outages &= {str(f.get("id")) for f in faults if f.get("phase") == "heal"}  # they heal
     for fault in faults:
         horizon = fault.t + bound
         if id(fault) in late:
             continue  # the job had failed already: nothing left to progress
-        if fault.get("phase") == "start" and str(fault.get("id")) in outages & healing:
+        if fault.get("phase") == "start" and str(fault.get("id")) in outages:
             continue  # the coordinator is out until the heal, which is judged
         if end is not None and end.t < horizon and end.get("outcome") == "hung":
             continue  # the time limit came first: not judged (terminates says it hung)
@@ -246,15 +237,16 @@ def _failed_at_start(exit_: TraceEvent) -> bool:
     return str(exit_.get("reason", "")).startswith(CrashAtStart.__name__)
 
 
-def _takes_out(fault: TraceEvent, coordinator: str | None) -> bool:
-    """Whether a fault's start takes the coordinator's host out of the cluster while it
-    lasts: a hang of that host, or a partition that leaves it in a group of its own."""
-    if coordinator is None or fault.get("phase") != "start":
+def _takes_out(fault: TraceEvent, cluster: Cluster) -> bool:
+    """Whether a fault's start (``cluster`` with it taken into account) takes the
+    coordinator's host out of the cluster while it lasts: it hit that host, which is now
+    frozen or cut off from every other host up."""
+    coord = cluster.coordinator
+    if coord is None or fault.get("phase") != "start" or cluster.last_hit.get(coord) is not fault:
         return False
-    if fault.get("type") == "hang":
-        return host_of(str(fault.get("target"))) == coordinator
-    groups = cut_groups(fault)
-    return fault.get("type") in PARTITIONS and groups is not None and [coordinator] in groups
+    others = [h for h in cluster.alive if h != coord and cluster.is_alive(h)]
+    return cluster.is_frozen(coord) or (
+        bool(others) and all(cluster.is_cut(coord, h) for h in others))
 
 
 def _after_failure(hist: History) -> set[int]:

@@ -343,8 +343,8 @@ def test_a_failure_recorded_as_the_action_stops_the_job_waits_in_the_spent_barri
     (trip,) = run.of("hvd_trip")
     (stop,) = run.of("hvd_stop")
     assert trip.get("decision") == "all_blacklisted" and stop.t == trip.t
-    late = [(e.get("slot"), e.get("state")) for e in run.of("hvd_record") if e.t >= stop.t
-            and run.events.index(e) > run.events.index(stop)]
+    after_stop = run.events[run.events.index(stop) + 1:]
+    late = [(e.get("slot"), e.get("state")) for e in after_stop if e.kind == "hvd_record"]
     assert late == [("127.0.0.1:0", "FAILURE")]
     assert run.result.hung
     assert not any(e.proc == "localhost/main" for e in run.of("proc_exit"))
